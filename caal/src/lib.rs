@@ -1,0 +1,11 @@
+//! CAAL, the thinking router: every utterance becomes a round that is
+//! routed, gated, executed and answered, and every step of it is recorded as
+//! an ordered, append-only, hash-chained event.
+//!
+//! The binary (`cli/`) only parses, wires these parts and prints.
+
+pub mod config;
+pub mod ids;
+pub mod round;
+pub mod router;
+pub mod trace;

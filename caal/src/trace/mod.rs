@@ -1,0 +1,27 @@
+//! The trace store: round headers and their ordered, append-only,
+//! hash-chained events in SQLite, with the taxonomy that checks every
+//! payload, export to JSONL, and chain verification.
+//!
+//! Write through [`TraceStore`] (one writer per database, group commit);
+//! read through [`TraceReader`] (any number, beside the writer).
+
+pub mod bench;
+pub mod chain;
+mod error;
+mod reader;
+mod store;
+pub mod taxonomy;
+mod verify;
+
+pub use chain::EventRecord;
+pub use error::StoreError;
+pub use reader::{ConversationSummary, ExportStats, RoundRecord, RoundSummary, TraceReader};
+pub use store::{
+    APPLICATION_ID, Durability, Durable, EventDraft, EventStatus, OpenRound, RoundHeader, RoundSpec, TraceStore,
+    now_timestamp,
+};
+pub use taxonomy::{EventType, SCHEMA_VERSION};
+pub use verify::{BrokenLink, Problem, VerifyReport};
+
+/// The trace database's file name inside a data dir.
+pub const DB_FILE: &str = "traces.db";

@@ -1,0 +1,338 @@
+//! The reading side of the trace store: listing, showing and exporting rounds.
+//! Readers never write; any number may run beside the one writer (WAL).
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    sync::Mutex,
+};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{
+    EventType, StoreError,
+    chain::EventRecord,
+    store::{check_identity, classify, open_connection},
+};
+use crate::ids::ConversationId;
+
+/// A round as exported: the header written at intake, with its status and
+/// `state_out` read from its terminal event.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RoundRecord {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub schema_version: u32,
+    pub library_id: String,
+    pub bucket_id: String,
+    pub conversation_id: String,
+    pub round_id: String,
+    pub round_seq: i64,
+    pub state_in: String,
+    pub state_out: Option<String>,
+    pub audio_id: Option<String>,
+    pub channel: String,
+    pub created_at: String,
+    /// `open` (no terminal event yet), `ok`, `partial` (recovered after a crash) or `failed`.
+    pub status: String,
+    pub failure_code: Option<String>,
+    pub failure_reason: Option<String>,
+}
+
+/// One line of `caal trace list`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundSummary {
+    #[serde(flatten)]
+    pub round: RoundRecord,
+    pub input: Option<String>,
+    pub route_code: Option<String>,
+    pub reply: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ConversationSummary {
+    pub conversation_id: String,
+    pub rounds: i64,
+    pub first_round_at: String,
+    pub last_round_at: String,
+}
+
+pub(super) const EVENT_COLUMNS: &str = "schema_version, round_id, conversation_id, round_seq, event_seq, event_type, call_id,
+    timestamp, payload, status, failure_code, failure_reason, prev_hash, hash";
+
+pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
+    Ok(EventRecord {
+        schema_version: r.get(0)?,
+        round_id: r.get(1)?,
+        conversation_id: r.get(2)?,
+        round_seq: r.get(3)?,
+        event_seq: r.get(4)?,
+        event_type: r.get(5)?,
+        call_id: r.get(6)?,
+        timestamp: r.get(7)?,
+        payload: r.get(8)?,
+        status: r.get(9)?,
+        failure_code: r.get(10)?,
+        failure_reason: r.get(11)?,
+        prev_hash: r.get(12)?,
+        hash: r.get(13)?,
+    })
+}
+
+const ROUND_COLUMNS: &str = "r.schema_version, r.library_id, r.bucket_id, r.conversation_id, r.round_id, r.round_seq,
+    r.state_in, r.audio_id, r.channel, r.created_at";
+
+/// The header columns (first ten) of a row; the outcome is filled in later.
+fn round_from_row(r: &Row<'_>) -> rusqlite::Result<RoundRecord> {
+    Ok(RoundRecord {
+        kind: "round",
+        schema_version: r.get(0)?,
+        library_id: r.get(1)?,
+        bucket_id: r.get(2)?,
+        conversation_id: r.get(3)?,
+        round_id: r.get(4)?,
+        round_seq: r.get(5)?,
+        state_in: r.get(6)?,
+        audio_id: r.get(7)?,
+        channel: r.get(8)?,
+        created_at: r.get(9)?,
+        state_out: None,
+        status: "open".into(),
+        failure_code: None,
+        failure_reason: None,
+    })
+}
+
+impl RoundRecord {
+    /// Fills status, state_out and failure fields from the round's last event.
+    fn apply_outcome(&mut self, last_type: Option<&str>, payload: Option<&str>, code: Option<String>, reason: Option<String>) {
+        let payload: Value = payload.and_then(|p| serde_json::from_str(p).ok()).unwrap_or(Value::Null);
+        match last_type.and_then(|t| t.parse::<EventType>().ok()) {
+            Some(EventType::RoundCompleted) => {
+                self.status = payload["status"].as_str().unwrap_or("ok").to_owned();
+                self.state_out = payload["state_out"].as_str().map(str::to_owned);
+            }
+            Some(EventType::RoundFailed) => {
+                // A crashed round kept what it recorded: partial, not failed.
+                self.status = if code.as_deref() == Some("crash.recovered") { "partial" } else { "failed" }.into();
+                self.state_out = Some(self.state_in.clone());
+                self.failure_code = code;
+                self.failure_reason = reason;
+            }
+            _ => self.status = "open".into(),
+        }
+    }
+}
+
+/// Read access to a trace store.
+pub struct TraceReader {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl TraceReader {
+    /// Opens an existing store for reading; works while another process writes.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing { path: path.to_owned() });
+        }
+        Self::open_alongside_writer(path)
+    }
+
+    pub(super) fn open_alongside_writer(path: &Path) -> Result<Self, StoreError> {
+        // Read-write flags (never CREATE) so WAL's shared memory can be set up
+        // even when no writer is running; query_only keeps it from writing.
+        let conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        check_identity(&conn, path, false)?;
+        conn.execute_batch("PRAGMA query_only = ON;").map_err(|e| classify(path, e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(Self { path: path.to_owned(), conn: Mutex::new(conn) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(super) fn with_conn<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&conn)
+    }
+
+    /// Runs `f` inside one read transaction: a consistent snapshot.
+    pub(super) fn snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.with_conn(|conn| {
+            conn.execute_batch("BEGIN")?;
+            let result = f(conn);
+            let _ = conn.execute_batch("COMMIT");
+            result
+        })
+    }
+
+    pub fn last_round_seq(&self, conversation: &ConversationId) -> Result<i64, StoreError> {
+        self.with_conn(|conn| {
+            Ok(conn
+                .prepare_cached("SELECT coalesce(max(round_seq), 0) FROM rounds WHERE conversation_id = ?1")?
+                .query_row([conversation.as_str()], |r| r.get(0))?)
+        })
+    }
+
+    pub fn conversations(&self) -> Result<Vec<ConversationSummary>, StoreError> {
+        self.with_conn(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT conversation_id, count(*), min(created_at), max(created_at) FROM rounds
+                 GROUP BY conversation_id ORDER BY max(id)",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(ConversationSummary {
+                    conversation_id: r.get(0)?,
+                    rounds: r.get(1)?,
+                    first_round_at: r.get(2)?,
+                    last_round_at: r.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// The newest `limit` rounds (of one conversation, or all), newest last.
+    pub fn rounds(&self, conversation: Option<&ConversationId>, limit: usize) -> Result<Vec<RoundSummary>, StoreError> {
+        self.snapshot(|conn| {
+            let sql = format!(
+                "SELECT {ROUND_COLUMNS}, e.event_type, e.payload, e.failure_code, e.failure_reason,
+                    (SELECT json_extract(payload, '$.raw_text') FROM events x WHERE x.conversation_id = r.conversation_id
+                       AND x.round_seq = r.round_seq AND x.event_type = 'input.received' LIMIT 1),
+                    (SELECT json_extract(payload, '$.route_code') FROM events x WHERE x.conversation_id = r.conversation_id
+                       AND x.round_seq = r.round_seq AND x.event_type = 'route.selected' ORDER BY x.event_seq DESC LIMIT 1),
+                    (SELECT json_extract(payload, '$.text') FROM events x WHERE x.conversation_id = r.conversation_id
+                       AND x.round_seq = r.round_seq AND x.event_type = 'output.emitted' ORDER BY x.event_seq DESC LIMIT 1)
+                 FROM rounds r
+                 LEFT JOIN events e ON e.conversation_id = r.conversation_id AND e.round_seq = r.round_seq
+                   AND e.event_seq = (SELECT max(event_seq) FROM events m
+                                      WHERE m.conversation_id = r.conversation_id AND m.round_seq = r.round_seq)
+                 WHERE ?1 IS NULL OR r.conversation_id = ?1
+                 ORDER BY r.id DESC LIMIT ?2"
+            );
+            let mut stmt = conn.prepare(&sql)?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = stmt.query_map(params![conversation.map(|c| c.as_str()), limit], |r| {
+                let mut round = round_from_row(r)?;
+                let last_type: Option<String> = r.get(10)?;
+                let payload: Option<String> = r.get(11)?;
+                round.apply_outcome(last_type.as_deref(), payload.as_deref(), r.get(12)?, r.get(13)?);
+                Ok(RoundSummary { round, input: r.get(14)?, route_code: r.get(15)?, reply: r.get(16)? })
+            })?;
+            let mut out: Vec<RoundSummary> = rows.collect::<Result<_, _>>()?;
+            out.reverse();
+            Ok(out)
+        })
+    }
+
+    /// One round with its events in order; `None` if no such round.
+    pub fn round(&self, round_id: &str) -> Result<Option<(RoundRecord, Vec<EventRecord>)>, StoreError> {
+        self.snapshot(|conn| {
+            let header = conn
+                .prepare(&format!("SELECT {ROUND_COLUMNS} FROM rounds r WHERE r.round_id = ?1"))?
+                .query_row([round_id], round_from_row)
+                .optional()?;
+            let Some(mut round) = header else { return Ok(None) };
+            let events = round_events(conn, &round.conversation_id, round.round_seq)?;
+            round.apply_terminal(events.last());
+            Ok(Some((round, events)))
+        })
+    }
+
+    /// Number of events (of one conversation, or all); sizes progress bars.
+    pub fn count_events(&self, conversation: Option<&ConversationId>) -> Result<u64, StoreError> {
+        self.with_conn(|conn| {
+            let n: i64 = conn.query_row(
+                "SELECT count(*) FROM events WHERE ?1 IS NULL OR conversation_id = ?1",
+                [conversation.map(|c| c.as_str())],
+                |r| r.get(0),
+            )?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+
+    /// Writes JSONL: for each round (in the order they began) a round line,
+    /// then its events in order. Streams: memory holds one round at a time.
+    /// `progress` is called with the number of events written so far.
+    pub fn export(
+        &self,
+        conversation: Option<&ConversationId>,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ExportStats, StoreError> {
+        self.snapshot(|conn| {
+            let mut rounds = conn.prepare(&format!(
+                "SELECT {ROUND_COLUMNS} FROM rounds r WHERE ?1 IS NULL OR r.conversation_id = ?1 ORDER BY r.id"
+            ))?;
+            let mut stats = ExportStats::default();
+            let mut rows = rounds.query([conversation.map(|c| c.as_str())])?;
+            while let Some(row) = rows.next()? {
+                let mut round = round_from_row(row)?;
+                let events = round_events(conn, &round.conversation_id, round.round_seq)?;
+                round.apply_terminal(events.last());
+                let line = serde_json::to_string(&round).map_err(|e| StoreError::Sqlite(e.to_string()))?;
+                writeln!(out, "{line}").map_err(export_io)?;
+                for event in &events {
+                    writeln!(out, "{}", event.to_json_line()).map_err(export_io)?;
+                }
+                stats.rounds += 1;
+                stats.events += events.len() as u64;
+                progress(stats.events);
+            }
+            out.flush().map_err(export_io)?;
+            Ok(stats)
+        })
+    }
+}
+
+fn export_io(e: std::io::Error) -> StoreError {
+    StoreError::Sqlite(format!("writing the export failed: {e}"))
+}
+
+impl RoundRecord {
+    fn apply_terminal(&mut self, last: Option<&EventRecord>) {
+        match last {
+            Some(e) => self.apply_outcome(
+                Some(&e.event_type),
+                Some(&e.payload),
+                e.failure_code.clone(),
+                e.failure_reason.clone(),
+            ),
+            None => self.apply_outcome(None, None, None, None),
+        }
+    }
+}
+
+pub(super) fn round_events(conn: &Connection, conversation: &str, round_seq: i64) -> Result<Vec<EventRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE conversation_id = ?1 AND round_seq = ?2 ORDER BY event_seq"
+    ))?;
+    let rows = stmt.query_map(params![conversation, round_seq], event_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct ExportStats {
+    pub rounds: u64,
+    pub events: u64,
+}
+
+impl TraceReader {
+    /// The state the conversation's last completed round left behind.
+    pub fn last_state_out(&self, conversation: &ConversationId) -> Result<Option<String>, StoreError> {
+        self.with_conn(|conn| {
+            let payload: Option<String> = conn
+                .prepare_cached(
+                    "SELECT payload FROM events WHERE conversation_id = ?1 AND event_type = 'round.completed'
+                     ORDER BY round_seq DESC, event_seq DESC LIMIT 1",
+                )?
+                .query_row([conversation.as_str()], |r| r.get(0))
+                .optional()?;
+            Ok(payload.and_then(|p| serde_json::from_str::<Value>(&p).ok()?["state_out"].as_str().map(str::to_owned)))
+        })
+    }
+}

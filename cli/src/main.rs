@@ -1,0 +1,321 @@
+//! `caal`: parses arguments, wires the engine and prints. The logic lives in
+//! the `caal` library.
+
+mod output;
+
+use std::{
+    fs,
+    io::{self, BufRead, BufWriter, IsTerminal, Write},
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
+
+use anyhow::{Context, Result, bail};
+use caal::{
+    config::{Config, ConfigSource},
+    ids::{ConversationId, LibraryId},
+    round::{Channel, Engine},
+    trace::{DB_FILE, TraceReader, TraceStore},
+};
+use clap::{Args, Parser, Subcommand};
+
+/// CAAL, the thinking router: every utterance a round, every step an event.
+#[derive(Parser)]
+#[command(name = "caal", version, about)]
+struct Cli {
+    /// Where traces.db and audio live. Default: ./data under the current directory.
+    #[arg(long, global = true, env = "CAAL_DATA_DIR", default_value = "data")]
+    data_dir: PathBuf,
+
+    /// A configuration file merged over the built-in defaults. Without it,
+    /// ./config/caal.toml, then $XDG_CONFIG_HOME/caal/caal.toml, are used if present.
+    #[arg(long, global = true, env = "CAAL_CONFIG")]
+    config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one round from text and print the reply.
+    Say {
+        #[command(flatten)]
+        conversation: ConversationArg,
+        /// Print the round result as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// What you would say to the assistant.
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+    /// Talk to the assistant line by line (/quit to leave).
+    Chat {
+        #[command(flatten)]
+        conversation: ConversationArg,
+    },
+    /// Inspect, export and verify recorded rounds.
+    #[command(subcommand)]
+    Trace(TraceCommand),
+    /// Check the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Measure what the engine sustains on this machine.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Args)]
+struct ConversationArg {
+    /// The conversation to continue (rounds, state and memory follow it).
+    #[arg(long, env = "CAAL_CONVERSATION_ID", default_value = "default")]
+    conversation: String,
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// List recent rounds, newest last.
+    List {
+        #[arg(long)]
+        conversation: Option<String>,
+        /// How many of the newest rounds.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one round and its events.
+    Show {
+        round_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write rounds and events as JSONL (a round line, then its events).
+    Export {
+        #[arg(long)]
+        conversation: Option<String>,
+        /// Write here instead of standard output (written whole, then renamed into place).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Recompute every hash chain; exit 1 naming the first broken link.
+    Verify {
+        #[arg(long)]
+        conversation: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate the configuration in effect and say where it came from.
+    Check,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Trace store throughput: chained appends vs bare inserts, and fsync rounds.
+    Trace {
+        /// Events to append in the chained and bare runs.
+        #[arg(long, default_value_t = 200_000)]
+        events: u64,
+        /// Seconds to run the fsync-durable rounds.
+        #[arg(long, default_value_t = 3.0)]
+        fsync_seconds: f64,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Exit codes: 0 done, 1 a verified chain is broken, 2 bad input or setup.
+enum Failure {
+    Broken,
+    Error(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Error(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Broken) => ExitCode::from(1),
+        Err(Failure::Error(e)) => {
+            eprintln!("caal: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    let load_config = || -> Result<(Config, Option<PathBuf>)> {
+        Ok(Config::load(&ConfigSource::standard(cli.config.clone()), &|k| std::env::var(k).ok())?)
+    };
+    match cli.command {
+        Command::Say { conversation, json, text } => {
+            let engine = open_engine(&cli.data_dir, load_config()?.0)?;
+            let conversation = parse_conversation(&conversation.conversation)?;
+            let result = engine
+                .text_round(&conversation, &text.join(" "), Channel::Text)
+                .map_err(anyhow::Error::from)?;
+            if json {
+                println!("{}", serde_json::to_string(&result).map_err(anyhow::Error::from)?);
+            } else {
+                println!("{}", result.reply);
+            }
+        }
+        Command::Chat { conversation } => {
+            let engine = open_engine(&cli.data_dir, load_config()?.0)?;
+            let conversation = parse_conversation(&conversation.conversation)?;
+            chat(&engine, &conversation)?;
+        }
+        Command::Trace(command) => trace(&cli.data_dir, command)?,
+        Command::Config(ConfigCommand::Check) => {
+            let (config, file) = load_config()?;
+            let origin = file.map_or("built-in defaults".to_owned(), |f| format!("defaults + {}", f.display()));
+            println!("config ok: {} rules, durability {:?} ({origin})", config.rules.len(), config.store.durability);
+        }
+        Command::Bench(BenchCommand::Trace { events, fsync_seconds, json }) => {
+            bench_trace(&cli.data_dir, events, fsync_seconds, json)?;
+        }
+    }
+    Ok(())
+}
+
+fn parse_conversation(id: &str) -> Result<ConversationId> {
+    Ok(id.parse::<ConversationId>()?)
+}
+
+fn open_engine(data_dir: &Path, config: Config) -> Result<Engine> {
+    fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create the data dir {}; choose another with --data-dir", data_dir.display()))?;
+    let library = LibraryId::load_or_create(data_dir, std::env::var("CAAL_LIBRARY_ID").ok().as_deref())?;
+    let store = TraceStore::open(&data_dir.join(DB_FILE), library, config.store.durability)?;
+    for (conversation, round_seq) in store.recovered() {
+        eprintln!(
+            "caal: conversation {conversation} round {round_seq} was left open by a crash; recorded as round.failed (crash.recovered)"
+        );
+    }
+    Ok(Engine::new(store, config)?)
+}
+
+fn chat(engine: &Engine, conversation: &ConversationId) -> Result<()> {
+    let interactive = io::stdin().is_terminal();
+    if interactive {
+        println!("caal chat, conversation {conversation}. /quit to leave.");
+    }
+    let mut stdout = io::stdout();
+    let mut lines = io::stdin().lock().lines();
+    loop {
+        if interactive {
+            print!("you> ");
+            stdout.flush()?;
+        }
+        let Some(line) = lines.next() else { break };
+        let line = line?;
+        let text = line.trim();
+        match text {
+            "" => continue,
+            "/quit" | "/exit" => break,
+            "/help" => println!("Say anything; /quit leaves. Every round is recorded: see `caal trace list`."),
+            _ => match engine.text_round(conversation, text, Channel::Text) {
+                Ok(result) => println!("caal> {}", result.reply),
+                Err(e) => eprintln!("caal: {e}"),
+            },
+        }
+    }
+    Ok(())
+}
+
+fn trace(data_dir: &Path, command: TraceCommand) -> Result<(), Failure> {
+    let reader = TraceReader::open(&data_dir.join(DB_FILE)).map_err(anyhow::Error::from)?;
+    let conversation_filter = |c: Option<String>| c.as_deref().map(parse_conversation).transpose();
+    match command {
+        TraceCommand::List { conversation, limit, json } => {
+            let rounds = reader.rounds(conversation_filter(conversation)?.as_ref(), limit).map_err(anyhow::Error::from)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rounds).map_err(anyhow::Error::from)?);
+            } else {
+                output::print_round_list(&rounds);
+            }
+        }
+        TraceCommand::Show { round_id, json } => {
+            let Some((round, events)) = reader.round(&round_id).map_err(anyhow::Error::from)? else {
+                return Err(anyhow::anyhow!("no round {round_id:?} in {}; list rounds with `caal trace list`", reader.path().display()).into());
+            };
+            if json {
+                let events: Vec<serde_json::Value> =
+                    events.iter().map(|e| serde_json::from_str(&e.to_json_line())).collect::<Result<_, _>>().map_err(anyhow::Error::from)?;
+                let doc = serde_json::json!({"round": round, "events": events});
+                println!("{}", serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?);
+            } else {
+                output::print_round(&round, &events);
+            }
+        }
+        TraceCommand::Export { conversation, out } => {
+            let conversation = conversation_filter(conversation)?;
+            export(&reader, conversation.as_ref(), out.as_deref())?;
+        }
+        TraceCommand::Verify { conversation, json } => {
+            let report = reader.verify(conversation_filter(conversation)?.as_ref()).map_err(anyhow::Error::from)?;
+            if json {
+                println!("{}", serde_json::to_string(&report).map_err(anyhow::Error::from)?);
+            } else {
+                output::print_verify(&report);
+            }
+            if !report.ok {
+                return Err(Failure::Broken);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn export(reader: &TraceReader, conversation: Option<&ConversationId>, out: Option<&Path>) -> Result<()> {
+    let total = reader.count_events(conversation)?;
+    let bar = output::progress_bar(total, "exporting");
+    let mut progress = |done: u64| bar.set_position(done);
+    match out {
+        None => {
+            let stdout = io::stdout();
+            let mut sink = BufWriter::with_capacity(1 << 16, stdout.lock());
+            reader.export(conversation, &mut sink, &mut progress)?;
+        }
+        Some(path) => {
+            // Written beside the target and renamed: a reader never sees half an export.
+            let tmp = path.with_extension("jsonl.partial");
+            let file = fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+            let mut sink = BufWriter::with_capacity(1 << 16, file);
+            let stats = reader.export(conversation, &mut sink, &mut progress)?;
+            sink.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            fs::rename(&tmp, path).with_context(|| format!("cannot move the export into {}", path.display()))?;
+            bar.finish_and_clear();
+            eprintln!("exported {} rounds, {} events to {}", stats.rounds, stats.events, path.display());
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+fn bench_trace(data_dir: &Path, events: u64, fsync_seconds: f64, json: bool) -> Result<()> {
+    if events == 0 {
+        bail!("--events must be at least 1");
+    }
+    // On the data dir's disk, so the fsync figure is the real disk's.
+    let dir = data_dir.join(format!("bench-{}", std::process::id()));
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let report = caal::trace::bench::run(&dir, events, fsync_seconds);
+    let _ = fs::remove_dir_all(&dir);
+    let report = report?;
+    output::print_trace_bench(&report);
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! How the CLI prints things for people (JSON output is serde's).
+
+use caal::trace::{EventRecord, RoundRecord, RoundSummary, VerifyReport, bench::TraceBenchReport};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// A bar on standard error for long jobs; hidden when stderr is not a terminal
+/// or the job is small.
+pub fn progress_bar(total: u64, what: &str) -> ProgressBar {
+    if total < 10_000 {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} events ({per_sec}, {eta})") {
+        bar.set_style(style);
+    }
+    bar.set_message(what.to_owned());
+    bar
+}
+
+fn seconds(ts: &str) -> &str {
+    ts.get(..19).unwrap_or(ts)
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        let mut out: String = s.chars().take(n.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+pub fn print_round_list(rounds: &[RoundSummary]) {
+    if rounds.is_empty() {
+        println!("no rounds yet; try `caal say \"turn on the kitchen lights\"`");
+        return;
+    }
+    println!("{:<19}  {:<16} {:>5}  {:<7}  {:<16}  {:<36}  input → reply", "created (UTC)", "conversation", "seq", "status", "route", "round_id");
+    for r in rounds {
+        println!(
+            "{:<19}  {:<16} {:>5}  {:<7}  {:<16}  {:<36}  {} → {}",
+            seconds(&r.round.created_at),
+            clip(&r.round.conversation_id, 16),
+            r.round.round_seq,
+            r.round.status,
+            clip(r.route_code.as_deref().unwrap_or("-"), 16),
+            r.round.round_id,
+            clip(r.input.as_deref().unwrap_or(""), 40),
+            clip(r.reply.as_deref().unwrap_or("-"), 50),
+        );
+    }
+}
+
+pub fn print_round(round: &RoundRecord, events: &[EventRecord]) {
+    println!("round {}  (conversation {}, round_seq {})", round.round_id, round.conversation_id, round.round_seq);
+    println!("  library {}  bucket {}  channel {}", round.library_id, round.bucket_id, round.channel);
+    println!(
+        "  created {}  status {}  state {} → {}",
+        round.created_at,
+        round.status,
+        round.state_in,
+        round.state_out.as_deref().unwrap_or("(open)")
+    );
+    if let (Some(code), Some(reason)) = (&round.failure_code, &round.failure_reason) {
+        println!("  failure {code}: {reason}");
+    }
+    println!();
+    for e in events {
+        let failure = e.failure_code.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
+        println!("  {:>3}  {}  {:<18} {:<7}{failure}  {}", e.event_seq, &e.timestamp[11..], e.event_type, e.status, clip(&e.payload, 120));
+    }
+    if let Some(last) = events.last() {
+        println!("\n  chain head {}", last.hash);
+    }
+}
+
+pub fn print_verify(report: &VerifyReport) {
+    for link in &report.broken {
+        println!("BROKEN {link}");
+    }
+    for (conversation, round_seq) in &report.open_rounds {
+        println!("note: conversation {conversation} round_seq {round_seq} has not ended (in progress, or its last event is lost)");
+    }
+    let summary = format!("{} conversations, {} rounds, {} events", report.conversations, report.rounds, report.events);
+    if report.ok {
+        println!("ok: every chain intact ({summary})");
+    } else {
+        println!("broken: {} of {} conversations ({summary})", report.broken.len(), report.conversations);
+    }
+}
+
+pub fn print_trace_bench(r: &TraceBenchReport) {
+    println!("trace store benchmark ({} events, rounds of 10 over 64 conversations)", r.events);
+    println!(
+        "  chained, schema-checked appends (normal): {:>12.0} events/s  ({:.0} events per commit)",
+        r.chained_events_per_s,
+        r.events as f64 / r.chained_commits.max(1) as f64
+    );
+    println!("  bare prepared inserts, same rows:          {:>12.0} events/s", r.bare_inserts_per_s);
+    println!("  ratio chained / bare:                      {:>12.2}", r.ratio);
+    println!(
+        "  fsync rounds, {} concurrent conversations: {:>12.0} rounds/s  ({} rounds, {:.1} rounds per fsync)",
+        r.fsync_conversations, r.fsync_rounds_per_s, r.fsync_rounds, r.fsync_rounds_per_commit
+    );
+}
