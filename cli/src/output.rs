@@ -93,9 +93,10 @@ pub fn print_verify(report: &VerifyReport) {
 pub fn print_trace_bench(r: &TraceBenchReport) {
     println!("trace store benchmark ({} events, rounds of 10 over 64 conversations)", r.events);
     println!(
-        "  chained, schema-checked appends (normal): {:>12.0} events/s  ({:.0} events per commit)",
+        "  chained, schema-checked appends (normal): {:>12.0} events/s  ({:.0} events per commit, writer busy {:.0}%)",
         r.chained_events_per_s,
-        r.events as f64 / r.chained_commits.max(1) as f64
+        r.events as f64 / r.chained_commits.max(1) as f64,
+        r.chained_writer_busy * 100.0
     );
     println!("  bare prepared inserts, same rows:          {:>12.0} events/s", r.bare_inserts_per_s);
     println!("  ratio chained / bare:                      {:>12.2}", r.ratio);

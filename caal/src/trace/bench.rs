@@ -29,6 +29,8 @@ pub struct TraceBenchReport {
     pub events: u64,
     pub chained_events_per_s: f64,
     pub chained_commits: u64,
+    /// Share of the chained run's wall time the writer thread was busy.
+    pub chained_writer_busy: f64,
     pub bare_inserts_per_s: f64,
     pub ratio: f64,
     pub fsync_conversations: u64,
@@ -91,12 +93,12 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
     let drafts: Vec<Vec<EventDraft>> = (0..rounds).map(command_round_events).collect();
     let start = Instant::now();
     thread::scope(|scope| -> Result<(), StoreError> {
-        let workers: Vec<_> = (0..2)
+        let workers: Vec<thread::ScopedJoinHandle<'_, Result<(), StoreError>>> = (0..2)
             .map(|w| {
                 let store = store.clone();
                 let conversations = &conversations;
                 let drafts = &drafts;
-                scope.spawn(move || -> Result<(), StoreError> {
+                thread::Builder::new().name("bench-producer".into()).spawn_scoped(scope, move || -> Result<(), StoreError> {
                     let mine: Vec<&ConversationId> = conversations.iter().skip(w).step_by(2).collect();
                     let mut pending: VecDeque<Durable> = VecDeque::new();
                     for (n, round_drafts) in drafts.iter().enumerate().skip(w).step_by(2) {
@@ -114,12 +116,14 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
                     pending.into_iter().try_for_each(Durable::wait)
                 })
             })
-            .collect();
+            .collect::<Result<_, _>>()
+            .map_err(|e| StoreError::Sqlite(format!("cannot start a benchmark thread: {e}")))?;
         workers.into_iter().try_for_each(|w| w.join().unwrap_or(Err(StoreError::WriterGone)))
     })?;
     let chained_secs = start.elapsed().as_secs_f64();
     let written = store.writer_stats().events.load(Ordering::Relaxed);
     let chained_commits = store.writer_stats().commits.load(Ordering::Relaxed);
+    let chained_writer_busy = store.writer_stats().busy_ns.load(Ordering::Relaxed) as f64 / 1e9 / chained_secs;
     drop(store);
 
     // 2. The same rows, bare.
@@ -203,6 +207,7 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
         events: written,
         chained_events_per_s,
         chained_commits,
+        chained_writer_busy,
         bare_inserts_per_s,
         ratio: chained_events_per_s / bare_inserts_per_s,
         fsync_conversations: CONVERSATIONS as u64,

@@ -170,14 +170,6 @@ impl TraceReader {
         })
     }
 
-    pub fn last_round_seq(&self, conversation: &ConversationId) -> Result<i64, StoreError> {
-        self.with_conn(|conn| {
-            Ok(conn
-                .prepare_cached("SELECT coalesce(max(round_seq), 0) FROM rounds WHERE conversation_id = ?1")?
-                .query_row([conversation.as_str()], |r| r.get(0))?)
-        })
-    }
-
     pub fn conversations(&self) -> Result<Vec<ConversationSummary>, StoreError> {
         self.with_conn(|conn| {
             let mut stmt = conn.prepare(
@@ -333,6 +325,24 @@ impl TraceReader {
                 .query_row([conversation.as_str()], |r| r.get(0))
                 .optional()?;
             Ok(payload.and_then(|p| serde_json::from_str::<Value>(&p).ok()?["state_out"].as_str().map(str::to_owned)))
+        })
+    }
+}
+
+impl TraceReader {
+    /// A conversation's last round_seq and its chain's last hash, as committed.
+    pub(super) fn chain_tail(&self, conversation: &ConversationId) -> Result<(i64, Option<String>), StoreError> {
+        self.with_conn(|conn| {
+            let last_round_seq: i64 = conn
+                .prepare_cached("SELECT coalesce(max(round_seq), 0) FROM rounds WHERE conversation_id = ?1")?
+                .query_row([conversation.as_str()], |r| r.get(0))?;
+            let head: Option<String> = conn
+                .prepare_cached(
+                    "SELECT hash FROM events WHERE conversation_id = ?1 ORDER BY round_seq DESC, event_seq DESC LIMIT 1",
+                )?
+                .query_row([conversation.as_str()], |r| r.get(0))
+                .optional()?;
+            Ok((last_round_seq, head))
         })
     }
 }

@@ -8,13 +8,16 @@
 //! A round's intermediate events are not waited on; finishing a round waits
 //! until its terminal event is committed, and only then is the reply released.
 //!
-//! The writer alone computes `event_seq` and the chain hashes, so a gap or a
-//! fork cannot be produced from outside. `round_seq` is allocated under the
-//! per-conversation slot lock, and a conversation runs one round at a time,
-//! which keeps each chain in (round_seq, event_seq) order.
+//! A conversation runs one round at a time (its slot is held from
+//! `begin_round` until the round finishes), so the open round owns its
+//! conversation's chain tail: it numbers its events and hashes them on the
+//! caller's thread, and the writer only inserts. Concurrent conversations
+//! hash in parallel. If the writer cannot insert or commit, it rolls the
+//! whole batch back and refuses every later write, so no hole is ever
+//! committed; the next start recovers the rounds left open.
 
 use std::{
-    collections::{HashMap, hash_map::Entry},
+    collections::HashMap,
     fs::{self, File, OpenOptions},
     io::{Read as _, Seek as _, SeekFrom, Write as _},
     path::{Path, PathBuf},
@@ -169,19 +172,22 @@ pub struct RoundHeader {
     pub created_at: String,
 }
 
+
 type Reply = SyncSender<Result<(), StoreError>>;
 
 enum WriteOp {
-    Begin { header: RoundHeader, started: PreparedEvent },
-    Append { round_id: RoundId, event: PreparedEvent },
-    Finish { round_id: RoundId, event: PreparedEvent, done: Option<Reply> },
+    Begin { header: RoundHeader, started: EventRecord },
+    Append(EventRecord),
+    Finish { event: EventRecord, done: Option<Reply> },
     Sync { done: Reply },
     Close { done: Reply },
 }
 
-/// Per conversation: the last round_seq handed out and whether a round is open.
+/// Per conversation: the last round_seq handed out, the chain's last hash as
+/// of the last finished round, and whether a round is open.
 struct ConversationSlot {
     last_round_seq: i64,
+    head: Option<String>,
     open: bool,
 }
 
@@ -195,6 +201,7 @@ struct StoreInner {
     reader: TraceReader,
     recovered: Vec<(String, i64)>,
     stats: Arc<WriterStats>,
+    checkpointer: Mutex<Option<(SyncSender<()>, JoinHandle<()>)>>,
     _lock: File,
 }
 
@@ -203,6 +210,8 @@ struct StoreInner {
 pub struct WriterStats {
     pub commits: AtomicU64,
     pub events: AtomicU64,
+    /// Time spent applying and committing batches, in nanoseconds.
+    pub busy_ns: AtomicU64,
 }
 
 /// The trace store, open for writing. Cheap to clone; the last clone closes it.
@@ -227,11 +236,12 @@ impl TraceStore {
         configure_writer(&conn, durability)?;
         migrate(&conn)?;
 
-        let mut writer = Writer::new(conn);
+        let mut writer = Writer { conn, session_id: 0, poisoned: None, stats: Arc::default() };
         let stats = writer.stats.clone();
         let recovered = writer.recover_and_start_session()?;
 
         let reader = TraceReader::open_alongside_writer(path)?;
+        let checkpointer = spawn_checkpointer(path, stats.clone())?;
         let (ops, rx) = mpsc::sync_channel(65_536);
         let handle = thread::Builder::new()
             .name("caal-trace-writer".into())
@@ -247,6 +257,7 @@ impl TraceStore {
             reader,
             recovered,
             stats,
+            checkpointer: Mutex::new(Some(checkpointer)),
             _lock: lock,
         })))
     }
@@ -275,8 +286,8 @@ impl TraceStore {
         &self.0.reader
     }
 
-    /// Starts a round: allocates its `round_seq` (waiting if the conversation
-    /// has a round open) and records its header and `round.started`.
+    /// Starts a round: allocates its `round_seq` (waiting while the
+    /// conversation has a round open) and records its header and `round.started`.
     pub fn begin_round(&self, spec: RoundSpec) -> Result<OpenRound, StoreError> {
         let inner = &*self.0;
         // Everything that can be refused is checked before a round_seq is
@@ -292,21 +303,22 @@ impl TraceStore {
             }),
         )
         .prepare()?;
-        let round_seq = {
+        let (round_seq, head) = {
             let mut slots = lock(&inner.slots);
             if !slots.contains_key(&spec.conversation_id) {
-                let last = inner.reader.last_round_seq(&spec.conversation_id)?;
-                slots.insert(spec.conversation_id.clone(), ConversationSlot { last_round_seq: last, open: false });
+                // First round of this conversation in this process: nothing of
+                // it is in flight, so the committed state is the whole truth.
+                let (last_round_seq, head) = inner.reader.chain_tail(&spec.conversation_id)?;
+                slots.insert(spec.conversation_id.clone(), ConversationSlot { last_round_seq, head, open: false });
             }
-            let (mut slots, timeout) = inner
+            let (mut slots, waited) = inner
                 .slot_freed
                 .wait_timeout_while(slots, ROUND_WAIT, |s| s.get(&spec.conversation_id).is_some_and(|slot| slot.open))
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let slot = match slots.entry(spec.conversation_id.clone()) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(_) => unreachable!("slot inserted above and never removed"),
+            let Some(slot) = slots.get_mut(&spec.conversation_id) else {
+                unreachable!("slots are inserted above and never removed")
             };
-            if timeout.timed_out() && slot.open {
+            if waited.timed_out() && slot.open {
                 return Err(StoreError::RoundBusy {
                     conversation: spec.conversation_id.to_string(),
                     round_seq: slot.last_round_seq,
@@ -315,7 +327,7 @@ impl TraceStore {
             }
             slot.last_round_seq += 1;
             slot.open = true;
-            slot.last_round_seq
+            (slot.last_round_seq, slot.head.clone())
         };
         let header = RoundHeader {
             schema_version: SCHEMA_VERSION,
@@ -330,7 +342,15 @@ impl TraceStore {
             // The header and its round.started event carry the same instant.
             created_at: started.timestamp.clone(),
         };
-        let round = OpenRound { store: self.clone(), header: header.clone(), finished: false };
+        let mut tail = ChainTail {
+            round_id: header.round_id.to_string(),
+            conversation_id: header.conversation_id.to_string(),
+            round_seq,
+            next_event_seq: 1,
+            head,
+        };
+        let started = tail.link(started);
+        let round = OpenRound { store: self.clone(), header: header.clone(), tail: Mutex::new(tail), finished: false };
         self.send(WriteOp::Begin { header, started })?;
         Ok(round)
     }
@@ -346,9 +366,11 @@ impl TraceStore {
         self.0.ops.send(op).map_err(|_| StoreError::WriterGone)
     }
 
-    fn release_slot(&self, conversation: &ConversationId) {
+    /// Frees the conversation for its next round, which chains onto `head`.
+    fn release_slot(&self, conversation: &ConversationId, head: Option<String>) {
         if let Some(slot) = lock(&self.0.slots).get_mut(conversation) {
             slot.open = false;
+            slot.head = head;
         }
         self.0.slot_freed.notify_all();
     }
@@ -363,7 +385,44 @@ impl Drop for StoreInner {
         if let Some(handle) = lock(&self.writer).take() {
             let _ = handle.join();
         }
+        if let Some((stop, handle)) = lock(&self.checkpointer).take() {
+            drop(stop);
+            let _ = handle.join();
+        }
     }
+}
+
+/// How often the checkpointer looks for committed work to move into the
+/// database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+
+/// Checkpoints run on their own thread and connection (PASSIVE: never
+/// blocking the writer), so copying the WAL into the database file, and the
+/// fsync that comes with it, stay off the path that commits rounds.
+fn spawn_checkpointer(path: &Path, stats: Arc<WriterStats>) -> Result<(SyncSender<()>, JoinHandle<()>), StoreError> {
+    let conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    let (stop, stopped) = mpsc::sync_channel::<()>(0);
+    let handle = thread::Builder::new()
+        .name("caal-checkpoint".into())
+        .spawn(move || {
+            let mut seen = 0;
+            // Runs until the store drops `stop`; once more at the end.
+            loop {
+                let closing = !matches!(stopped.recv_timeout(CHECKPOINT_EVERY), Err(mpsc::RecvTimeoutError::Timeout));
+                let commits = stats.commits.load(Ordering::Relaxed);
+                if commits != seen || closing {
+                    seen = commits;
+                    let mode = if closing { "TRUNCATE" } else { "PASSIVE" };
+                    let _ = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()));
+                }
+                if closing {
+                    return;
+                }
+            }
+        })
+        .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
+    Ok((stop, handle))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -371,11 +430,60 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The end of one conversation's chain while a round of it is open.
+struct ChainTail {
+    round_id: String,
+    conversation_id: String,
+    round_seq: i64,
+    next_event_seq: i64,
+    head: Option<String>,
+}
+
+impl ChainTail {
+    /// Numbers and hashes the next event onto the chain.
+    fn link(&mut self, event: PreparedEvent) -> EventRecord {
+        let record = chain_event(&self.round_id, &self.conversation_id, self.round_seq, self.next_event_seq, self.head.take(), event);
+        self.next_event_seq += 1;
+        self.head = Some(record.hash.clone());
+        record
+    }
+}
+
+/// Builds the stored record of `event` at that place in the chain.
+fn chain_event(
+    round_id: &str,
+    conversation_id: &str,
+    round_seq: i64,
+    event_seq: i64,
+    prev_hash: Option<String>,
+    event: PreparedEvent,
+) -> EventRecord {
+    let mut record = EventRecord {
+        schema_version: SCHEMA_VERSION,
+        round_id: round_id.to_owned(),
+        conversation_id: conversation_id.to_owned(),
+        round_seq,
+        event_seq,
+        event_type: event.event_type.as_str().to_owned(),
+        call_id: event.call_id,
+        timestamp: event.timestamp,
+        payload: event.payload,
+        status: event.status.as_str().to_owned(),
+        failure_code: event.failure_code,
+        failure_reason: event.failure_reason,
+        prev_hash,
+        hash: String::new(),
+    };
+    record.hash = sha256_tagged(record.canonical_without_hash(&record.payload).as_bytes());
+    record
+}
+
 /// A round in progress. Finish it with [`OpenRound::complete`] or
 /// [`OpenRound::fail`]; dropped unfinished, it is recorded as failed.
 pub struct OpenRound {
     store: TraceStore,
     header: RoundHeader,
+    tail: Mutex<ChainTail>,
     finished: bool,
 }
 
@@ -407,7 +515,8 @@ impl OpenRound {
             });
         }
         let event = draft.prepare()?;
-        self.store.send(WriteOp::Append { round_id: self.header.round_id, event })
+        let record = lock(&self.tail).link(event);
+        self.store.send(WriteOp::Append(record))
     }
 
     /// Ends the round with `round.completed` and waits until it is durable.
@@ -427,10 +536,7 @@ impl OpenRound {
     }
 
     pub fn fail_nowait(self, failure_code: &str, failure_reason: &str) -> Result<Durable, StoreError> {
-        let draft =
-            EventDraft::new(EventType::RoundFailed, json!({"failure_code": failure_code, "failure_reason": failure_reason}))
-                .failed(failure_code, failure_reason);
-        self.finish(draft, true)
+        self.finish(failure_draft(failure_code, failure_reason), true)
     }
 
     fn finish(mut self, draft: EventDraft, wait: bool) -> Result<Durable, StoreError> {
@@ -442,10 +548,18 @@ impl OpenRound {
         } else {
             (None, None)
         };
-        let sent = self.store.send(WriteOp::Finish { round_id: self.header.round_id, event, done });
-        self.store.release_slot(&self.header.conversation_id);
+        let mut tail = lock(&self.tail);
+        let event = tail.link(event);
+        let head = tail.head.clone();
+        drop(tail);
+        let sent = self.store.send(WriteOp::Finish { event, done });
+        self.store.release_slot(&self.header.conversation_id, head);
         sent.map(|()| Durable(rx))
     }
+}
+
+fn failure_draft(code: &str, reason: &str) -> EventDraft {
+    EventDraft::new(EventType::RoundFailed, json!({"failure_code": code, "failure_reason": reason})).failed(code, reason)
 }
 
 impl Drop for OpenRound {
@@ -453,18 +567,17 @@ impl Drop for OpenRound {
         if self.finished {
             return;
         }
-        let draft = EventDraft::new(
-            EventType::RoundFailed,
-            json!({"failure_code": "round.abandoned", "failure_reason": "the round ended without recording an outcome"}),
-        )
-        .failed("round.abandoned", "the round ended without recording an outcome");
-        let store = self.store.clone();
-        let header = self.header.clone();
-        // Best effort: a dropped round still gets its terminal event.
+        // A round dropped without an outcome (an early return, a panic)
+        // still gets its terminal event, so the chain never stays open.
+        let draft = failure_draft("round.abandoned", "the round ended without recording an outcome");
+        let mut tail = lock(&self.tail);
         if let Ok(event) = draft.prepare() {
-            let _ = store.send(WriteOp::Finish { round_id: header.round_id, event, done: None });
+            let event = tail.link(event);
+            let _ = self.store.send(WriteOp::Finish { event, done: None });
         }
-        store.release_slot(&header.conversation_id);
+        let head = tail.head.clone();
+        drop(tail);
+        self.store.release_slot(&self.header.conversation_id, head);
     }
 }
 
@@ -554,7 +667,8 @@ pub(super) fn configure_writer(conn: &Connection, durability: Durability) -> Res
          PRAGMA foreign_keys = OFF;
          PRAGMA temp_store = MEMORY;
          PRAGMA cache_size = -32000;
-         PRAGMA journal_size_limit = 67108864;"
+         PRAGMA journal_size_limit = 67108864;
+         PRAGMA wal_autocheckpoint = 0;"
     ))?;
     conn.busy_timeout(Duration::from_secs(5))?;
     Ok(())
@@ -582,45 +696,32 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
 
 // ---------------------------------------------------------------- the writer
 
-struct OpenRoundState {
-    conversation_id: String,
-    round_seq: i64,
-    next_event_seq: i64,
-    error: Option<String>,
-}
-
 struct Writer {
     conn: Connection,
-    /// Last hash of each conversation's chain (None: no event yet).
-    heads: HashMap<String, Option<String>>,
-    rounds: HashMap<RoundId, OpenRoundState>,
     session_id: i64,
     poisoned: Option<String>,
     stats: Arc<WriterStats>,
 }
+
+const INSERT_ROUND: &str = "INSERT INTO rounds (schema_version, round_id, library_id, bucket_id, conversation_id,
+    round_seq, state_in, audio_id, channel, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
 const INSERT_EVENT: &str = "INSERT INTO events (schema_version, round_id, conversation_id, round_seq, event_seq,
     event_type, call_id, timestamp, payload, status, failure_code, failure_reason, prev_hash, hash)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
 impl Writer {
-    fn new(conn: Connection) -> Self {
-        Self { conn, heads: HashMap::new(), rounds: HashMap::new(), session_id: 0, poisoned: None, stats: Arc::default() }
-    }
-
     /// Appends `round.failed` (`crash.recovered`) to every round a crashed
     /// session left open, closes those sessions as recovered, and starts this one.
     fn recover_and_start_session(&mut self) -> Result<Vec<(String, i64)>, StoreError> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
-        let result = self.recover_inner();
-        match result {
+        match self.recover_inner() {
             Ok(recovered) => {
                 self.conn.execute_batch("COMMIT")?;
                 Ok(recovered)
             }
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
-                self.heads.clear();
                 Err(e)
             }
         }
@@ -636,30 +737,34 @@ impl Writer {
         };
         let mut recovered = Vec::new();
         if let Some(mark) = unclosed.iter().map(|(_, m)| *m).min() {
-            let open: Vec<(String, String, i64, i64)> = {
+            let open: Vec<(String, String, i64)> = {
                 let mut stmt = self.conn.prepare(
-                    "SELECT r.round_id, r.conversation_id, r.round_seq,
-                            (SELECT max(e.event_seq) FROM events e
-                              WHERE e.conversation_id = r.conversation_id AND e.round_seq = r.round_seq)
-                     FROM rounds r
+                    "SELECT r.round_id, r.conversation_id, r.round_seq FROM rounds r
                      WHERE r.id > ?1 AND NOT EXISTS (
                         SELECT 1 FROM events e
                         WHERE e.conversation_id = r.conversation_id AND e.round_seq = r.round_seq
                           AND e.event_type IN ('round.completed', 'round.failed'))
                      ORDER BY r.id",
                 )?;
-                stmt.query_map([mark], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, Option<i64>>(3)?.unwrap_or(0))))?
-                    .collect::<Result<_, _>>()?
+                stmt.query_map([mark], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?
             };
             let reason = "the process recording this round stopped before the round ended";
-            for (round_id, conversation_id, round_seq, last_seq) in open {
-                let event = EventDraft::new(
-                    EventType::RoundFailed,
-                    json!({"failure_code": "crash.recovered", "failure_reason": reason}),
-                )
-                .failed("crash.recovered", reason)
-                .prepare()?;
-                self.insert_event(&round_id, &conversation_id, round_seq, last_seq + 1, &event)?;
+            for (round_id, conversation_id, round_seq) in open {
+                // A conversation runs one round at a time, so an open round
+                // is its conversation's last: the chain tail is its tail.
+                let (last_seq, head): (i64, Option<String>) = self
+                    .conn
+                    .query_row(
+                        "SELECT event_seq, hash FROM events WHERE conversation_id = ?1
+                         ORDER BY round_seq DESC, event_seq DESC LIMIT 1",
+                        [&conversation_id],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()?
+                    .map_or((0, None), |(seq, hash)| (seq, Some(hash)));
+                let event = failure_draft("crash.recovered", reason).prepare()?;
+                let record = chain_event(&round_id, &conversation_id, round_seq, last_seq + 1, head, event);
+                self.insert_event(&record)?;
                 recovered.push((conversation_id, round_seq));
             }
             let now = now_timestamp();
@@ -690,213 +795,126 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            if self.apply_batch(&mut batch) {
+            let started = std::time::Instant::now();
+            let closed = self.apply_batch(&mut batch);
+            let busy = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.stats.busy_ns.fetch_add(busy, Ordering::Relaxed);
+            if closed {
                 return;
             }
         }
     }
 
-    /// Applies a batch in one transaction; returns true when the store closed.
+    /// Applies a batch in one transaction, all or nothing; returns true when
+    /// the store closed.
     fn apply_batch(&mut self, batch: &mut Vec<WriteOp>) -> bool {
-        let mut replies: Vec<(Reply, Option<String>)> = Vec::new();
+        let mut replies: Vec<Reply> = Vec::new();
         let mut closing: Option<Reply> = None;
-        let began = match &self.poisoned {
-            Some(reason) => Err(reason.clone()),
-            None => self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| e.to_string()),
-        };
-        for op in batch.drain(..) {
-            let applying = began.is_ok();
-            match op {
-                WriteOp::Begin { header, started } if applying => self.begin(header, started),
-                WriteOp::Append { round_id, event } if applying => {
-                    self.append(round_id, event, false);
-                }
-                WriteOp::Finish { round_id, event, done } => {
-                    let error = if applying { self.append(round_id, event, true) } else { None };
-                    if let Some(done) = done {
-                        replies.push((done, error));
-                    }
-                }
-                WriteOp::Sync { done } => replies.push((done, None)),
-                WriteOp::Close { done } => {
-                    if applying {
-                        self.close_session();
-                    }
-                    closing = Some(done);
-                }
-                WriteOp::Begin { .. } | WriteOp::Append { .. } => {}
-            }
+        let mut inserted = 0u64;
+        let mut failure = self.poisoned.clone();
+        if failure.is_none() {
+            failure = self.conn.execute_batch("BEGIN IMMEDIATE").err().map(|e| e.to_string());
         }
-        let failure = match began {
-            Err(reason) => Some(reason),
-            Ok(()) => match self.conn.execute_batch("COMMIT") {
-                Ok(()) => {
-                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        for op in batch.drain(..) {
+            let write = match op {
+                WriteOp::Begin { header, started } => Some(self.insert_round(&header).and_then(|()| self.insert_event(&started))),
+                WriteOp::Append(event) => Some(self.insert_event(&event)),
+                WriteOp::Finish { event, done } => {
+                    replies.extend(done);
+                    Some(self.insert_event(&event))
+                }
+                WriteOp::Sync { done } => {
+                    replies.push(done);
                     None
                 }
-                Err(e) => {
-                    let _ = self.conn.execute_batch("ROLLBACK");
-                    Some(e.to_string())
+                WriteOp::Close { done } => {
+                    closing = Some(done);
+                    None
                 }
-            },
-        };
-        if let Some(reason) = &failure {
-            // What was in this batch is gone; every later write would chain
-            // onto state that is not on disk, so stop writing altogether.
-            self.poisoned.get_or_insert_with(|| reason.clone());
-            self.heads.clear();
-            self.rounds.clear();
-        }
-        for (done, error) in replies {
-            let result = match (&failure, error) {
-                (Some(reason), _) => Err(StoreError::Poisoned { reason: reason.clone() }),
-                (None, Some(e)) => Err(StoreError::Sqlite(e)),
-                (None, None) => Ok(()),
             };
-            let _ = done.send(result);
+            if failure.is_some() {
+                continue;
+            }
+            match write {
+                Some(Ok(())) => inserted += 1,
+                Some(Err(e)) => failure = Some(e.to_string()),
+                None => {}
+            }
+        }
+        if failure.is_none() && closing.is_some() {
+            failure = self
+                .conn
+                .execute(
+                    "INSERT INTO writer_session_ends (session_id, schema_version, ended_at, how) VALUES (?1, ?2, ?3, 'clean')",
+                    params![self.session_id, SCHEMA_VERSION, now_timestamp()],
+                )
+                .err()
+                .map(|e| e.to_string());
+        }
+        if failure.is_none() {
+            failure = self.conn.execute_batch("COMMIT").err().map(|e| e.to_string());
+        }
+        match &failure {
+            None => {
+                self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                self.stats.events.fetch_add(inserted, Ordering::Relaxed);
+            }
+            Some(reason) => {
+                // Nothing of this batch is kept; every later write would
+                // chain onto events that are not on disk, so stop writing.
+                if self.poisoned.is_none() {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    self.poisoned = Some(reason.clone());
+                }
+            }
+        }
+        let result = || match &failure {
+            None => Ok(()),
+            Some(reason) => Err(StoreError::Poisoned { reason: reason.clone() }),
+        };
+        for done in replies {
+            let _ = done.send(result());
         }
         if let Some(done) = closing {
-            let _ = done.send(match failure {
-                Some(reason) => Err(StoreError::Poisoned { reason }),
-                None => Ok(()),
-            });
+            let _ = done.send(result());
             return true;
         }
         false
     }
 
-    fn begin(&mut self, header: RoundHeader, started: PreparedEvent) {
-        let round_id = header.round_id.to_string();
-        let conversation = header.conversation_id.to_string();
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO rounds (schema_version, round_id, library_id, bucket_id, conversation_id, round_seq,
-                    state_in, audio_id, channel, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    header.schema_version,
-                    round_id,
-                    header.library_id.as_str(),
-                    header.bucket_id.as_str(),
-                    conversation,
-                    header.round_seq,
-                    header.state_in,
-                    header.audio_id.map(|a| a.to_string()),
-                    header.channel,
-                    header.created_at,
-                ])
-            })
-            .map_err(|e| e.to_string())
-            .and_then(|_| {
-                self.insert_event(&round_id, &conversation, header.round_seq, 1, &started).map_err(|e| e.to_string())
-            });
-        self.rounds.insert(
-            header.round_id,
-            OpenRoundState {
-                conversation_id: conversation,
-                round_seq: header.round_seq,
-                next_event_seq: 2,
-                error: inserted.err(),
-            },
-        );
-    }
-
-    /// Appends to an open round; returns the round's error, if it has one, when finishing.
-    fn append(&mut self, round_id: RoundId, event: PreparedEvent, finish: bool) -> Option<String> {
-        let Some(mut state) = self.rounds.remove(&round_id) else {
-            return Some(format!("round {round_id} is not open in this store"));
-        };
-        if state.error.is_none() {
-            let key = round_id.to_string();
-            match self.insert_event(&key, &state.conversation_id, state.round_seq, state.next_event_seq, &event) {
-                Ok(()) => state.next_event_seq += 1,
-                Err(e) => state.error = Some(format!("recording {} failed: {e}", event.event_type)),
-            }
-        }
-        if finish {
-            state.error
-        } else {
-            self.rounds.insert(round_id, state);
-            None
-        }
-    }
-
-    fn insert_event(
-        &mut self,
-        round_id: &str,
-        conversation_id: &str,
-        round_seq: i64,
-        event_seq: i64,
-        event: &PreparedEvent,
-    ) -> Result<(), StoreError> {
-        let prev_hash = match self.heads.get(conversation_id) {
-            Some(head) => head.clone(),
-            None => self
-                .conn
-                .prepare_cached(
-                    "SELECT hash FROM events WHERE conversation_id = ?1 ORDER BY round_seq DESC, event_seq DESC LIMIT 1",
-                )?
-                .query_row([conversation_id], |r| r.get::<_, String>(0))
-                .optional()?,
-        };
-        let mut record = EventRecord {
-            schema_version: SCHEMA_VERSION,
-            round_id: round_id.to_owned(),
-            conversation_id: conversation_id.to_owned(),
-            round_seq,
-            event_seq,
-            event_type: event.event_type.as_str().to_owned(),
-            call_id: event.call_id.clone(),
-            timestamp: event.timestamp.clone(),
-            payload: String::new(),
-            status: event.status.as_str().to_owned(),
-            failure_code: event.failure_code.clone(),
-            failure_reason: event.failure_reason.clone(),
-            prev_hash,
-            hash: String::new(),
-        };
-        record.hash = sha256_tagged(record.canonical_without_hash(&event.payload).as_bytes());
-        self.conn.prepare_cached(INSERT_EVENT)?.execute(params![
-            record.schema_version,
-            record.round_id,
-            record.conversation_id,
-            record.round_seq,
-            record.event_seq,
-            record.event_type,
-            record.call_id,
-            record.timestamp,
-            event.payload,
-            record.status,
-            record.failure_code,
-            record.failure_reason,
-            record.prev_hash,
-            record.hash,
+    fn insert_round(&self, header: &RoundHeader) -> Result<(), StoreError> {
+        self.conn.prepare_cached(INSERT_ROUND)?.execute(params![
+            header.schema_version,
+            header.round_id.to_string(),
+            header.library_id.as_str(),
+            header.bucket_id.as_str(),
+            header.conversation_id.as_str(),
+            header.round_seq,
+            header.state_in,
+            header.audio_id.map(|a| a.to_string()),
+            header.channel,
+            header.created_at,
         ])?;
-        self.heads.insert(record.conversation_id, Some(record.hash));
-        self.stats.events.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Runs inside the closing batch: rounds still open get `round.failed`,
-    /// then the session is marked cleanly ended.
-    fn close_session(&mut self) {
-        let open: Vec<RoundId> = self.rounds.keys().copied().collect();
-        let reason = "the store closed while the round was open";
-        for round_id in open {
-            let draft = EventDraft::new(
-                EventType::RoundFailed,
-                json!({"failure_code": "round.interrupted", "failure_reason": reason}),
-            )
-            .failed("round.interrupted", reason);
-            if let Ok(event) = draft.prepare() {
-                self.append(round_id, event, true);
-            }
-        }
-        let _ = self.conn.execute(
-            "INSERT INTO writer_session_ends (session_id, schema_version, ended_at, how) VALUES (?1, ?2, ?3, 'clean')",
-            params![self.session_id, SCHEMA_VERSION, now_timestamp()],
-        );
+    fn insert_event(&self, r: &EventRecord) -> Result<(), StoreError> {
+        self.conn.prepare_cached(INSERT_EVENT)?.execute(params![
+            r.schema_version,
+            r.round_id,
+            r.conversation_id,
+            r.round_seq,
+            r.event_seq,
+            r.event_type,
+            r.call_id,
+            r.timestamp,
+            r.payload,
+            r.status,
+            r.failure_code,
+            r.failure_reason,
+            r.prev_hash,
+            r.hash,
+        ])?;
+        Ok(())
     }
 }
