@@ -26,13 +26,17 @@ fn main() {
     println!("cargo:rerun-if-changed={}", migrations.display());
     println!("cargo:rerun-if-changed={}", schemas.display());
 
-    let mut out = String::from("/// (number, file name, SQL), in order.\npub(crate) static MIGRATIONS: &[(u32, &str, &str)] = &[\n");
+    let mut out = String::from(
+        "/// (number, file name, SQL), in order.\npub(crate) static MIGRATIONS: &[(u32, &str, &str)] = &[\n",
+    );
     for (name, path) in sorted_files(&migrations, ".sql") {
         let number: u32 = name
             .split('_')
             .next()
             .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("migration {name} must start with its number, like 0002_why.sql"));
+            .unwrap_or_else(|| {
+                panic!("migration {name} must start with its number, like 0002_why.sql")
+            });
         writeln!(out, "    ({number}, {name:?}, include_str!({path:?})),").unwrap();
     }
     out.push_str("];\n\n/// (event type, schema_version, JSON Schema of the payload).\npub(crate) static EVENT_SCHEMAS: &[(&str, u32, &str)] = &[\n");
@@ -42,7 +46,11 @@ fn main() {
             .rsplit_once(".v")
             .and_then(|(t, v)| Some((t, v.parse::<u32>().ok()?)))
             .unwrap_or_else(|| panic!("schema {name} must be named <event.type>.v<N>.json"));
-        writeln!(out, "    ({event_type:?}, {version}, include_str!({path:?})),").unwrap();
+        writeln!(
+            out,
+            "    ({event_type:?}, {version}, include_str!({path:?})),"
+        )
+        .unwrap();
     }
     out.push_str("];\n");
     let dest = Path::new(&env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("embedded.rs");

@@ -127,6 +127,15 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// `caal say` as a whole process (start, open, round, durable, exit).
+    Say {
+        /// Timed runs, after three untimed warm-up runs.
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Exit codes: 0 done, 1 a verified chain is broken, 2 bad input or setup.
@@ -155,35 +164,61 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     let load_config = || -> Result<(Config, Option<PathBuf>)> {
-        Ok(Config::load(&ConfigSource::standard(cli.config.clone()), &|k| std::env::var(k).ok())?)
+        Ok(Config::load(
+            &ConfigSource::standard(cli.config.clone()),
+            &|k| std::env::var(k).ok(),
+        )?)
     };
     match cli.command {
-        Command::Say { conversation, json, text } => {
-            let engine = open_engine(&cli.data_dir, load_config()?.0)?;
+        Command::Say {
+            conversation,
+            json,
+            text,
+        } => {
+            // Everything the person gave is checked before the store is opened.
             let conversation = parse_conversation(&conversation.conversation)?;
+            let text = text.join(" ");
+            if text.trim().is_empty() {
+                return Err(anyhow::Error::from(caal::round::RoundError::EmptyInput).into());
+            }
+            let engine = open_engine(&cli.data_dir, load_config()?.0)?;
             let result = engine
-                .text_round(&conversation, &text.join(" "), Channel::Text)
+                .text_round(&conversation, &text, Channel::Text)
                 .map_err(anyhow::Error::from)?;
             if json {
-                println!("{}", serde_json::to_string(&result).map_err(anyhow::Error::from)?);
+                println!(
+                    "{}",
+                    serde_json::to_string(&result).map_err(anyhow::Error::from)?
+                );
             } else {
                 println!("{}", result.reply);
             }
         }
         Command::Chat { conversation } => {
-            let engine = open_engine(&cli.data_dir, load_config()?.0)?;
             let conversation = parse_conversation(&conversation.conversation)?;
+            let engine = open_engine(&cli.data_dir, load_config()?.0)?;
             chat(&engine, &conversation)?;
         }
         Command::Trace(command) => trace(&cli.data_dir, command)?,
         Command::Config(ConfigCommand::Check) => {
             let (config, file) = load_config()?;
-            let origin = file.map_or("built-in defaults".to_owned(), |f| format!("defaults + {}", f.display()));
-            println!("config ok: {} rules, durability {:?} ({origin})", config.rules.len(), config.store.durability);
+            let origin = file.map_or("built-in defaults".to_owned(), |f| {
+                format!("defaults + {}", f.display())
+            });
+            println!(
+                "config ok: {} rules, durability {:?} ({origin})",
+                config.rules.len(),
+                config.store.durability
+            );
         }
-        Command::Bench(BenchCommand::Trace { events, fsync_seconds, json }) => {
+        Command::Bench(BenchCommand::Trace {
+            events,
+            fsync_seconds,
+            json,
+        }) => {
             bench_trace(&cli.data_dir, events, fsync_seconds, json)?;
         }
+        Command::Bench(BenchCommand::Say { runs, json }) => bench_say(&cli.data_dir, runs, json)?,
     }
     Ok(())
 }
@@ -193,9 +228,14 @@ fn parse_conversation(id: &str) -> Result<ConversationId> {
 }
 
 fn open_engine(data_dir: &Path, config: Config) -> Result<Engine> {
-    fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create the data dir {}; choose another with --data-dir", data_dir.display()))?;
-    let library = LibraryId::load_or_create(data_dir, std::env::var("CAAL_LIBRARY_ID").ok().as_deref())?;
+    fs::create_dir_all(data_dir).with_context(|| {
+        format!(
+            "cannot create the data dir {}; choose another with --data-dir",
+            data_dir.display()
+        )
+    })?;
+    let library =
+        LibraryId::load_or_create(data_dir, std::env::var("CAAL_LIBRARY_ID").ok().as_deref())?;
     let store = TraceStore::open(&data_dir.join(DB_FILE), library, config.store.durability)?;
     for (conversation, round_seq) in store.recovered() {
         eprintln!(
@@ -223,7 +263,9 @@ fn chat(engine: &Engine, conversation: &ConversationId) -> Result<()> {
         match text {
             "" => continue,
             "/quit" | "/exit" => break,
-            "/help" => println!("Say anything; /quit leaves. Every round is recorded: see `caal trace list`."),
+            "/help" => println!(
+                "Say anything; /quit leaves. Every round is recorded: see `caal trace list`."
+            ),
             _ => match engine.text_round(conversation, text, Channel::Text) {
                 Ok(result) => println!("caal> {}", result.reply),
                 Err(e) => eprintln!("caal: {e}"),
@@ -237,23 +279,43 @@ fn trace(data_dir: &Path, command: TraceCommand) -> Result<(), Failure> {
     let reader = TraceReader::open(&data_dir.join(DB_FILE)).map_err(anyhow::Error::from)?;
     let conversation_filter = |c: Option<String>| c.as_deref().map(parse_conversation).transpose();
     match command {
-        TraceCommand::List { conversation, limit, json } => {
-            let rounds = reader.rounds(conversation_filter(conversation)?.as_ref(), limit).map_err(anyhow::Error::from)?;
+        TraceCommand::List {
+            conversation,
+            limit,
+            json,
+        } => {
+            let rounds = reader
+                .rounds(conversation_filter(conversation)?.as_ref(), limit)
+                .map_err(anyhow::Error::from)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&rounds).map_err(anyhow::Error::from)?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&rounds).map_err(anyhow::Error::from)?
+                );
             } else {
                 output::print_round_list(&rounds);
             }
         }
         TraceCommand::Show { round_id, json } => {
-            let Some((round, events)) = reader.round(&round_id).map_err(anyhow::Error::from)? else {
-                return Err(anyhow::anyhow!("no round {round_id:?} in {}; list rounds with `caal trace list`", reader.path().display()).into());
+            let Some((round, events)) = reader.round(&round_id).map_err(anyhow::Error::from)?
+            else {
+                return Err(anyhow::anyhow!(
+                    "no round {round_id:?} in {}; list rounds with `caal trace list`",
+                    reader.path().display()
+                )
+                .into());
             };
             if json {
-                let events: Vec<serde_json::Value> =
-                    events.iter().map(|e| serde_json::from_str(&e.to_json_line())).collect::<Result<_, _>>().map_err(anyhow::Error::from)?;
+                let events: Vec<serde_json::Value> = events
+                    .iter()
+                    .map(|e| serde_json::from_str(&e.to_json_line()))
+                    .collect::<Result<_, _>>()
+                    .map_err(anyhow::Error::from)?;
                 let doc = serde_json::json!({"round": round, "events": events});
-                println!("{}", serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
+                );
             } else {
                 output::print_round(&round, &events);
             }
@@ -263,9 +325,14 @@ fn trace(data_dir: &Path, command: TraceCommand) -> Result<(), Failure> {
             export(&reader, conversation.as_ref(), out.as_deref())?;
         }
         TraceCommand::Verify { conversation, json } => {
-            let report = reader.verify(conversation_filter(conversation)?.as_ref()).map_err(anyhow::Error::from)?;
+            let report = reader
+                .verify(conversation_filter(conversation)?.as_ref())
+                .map_err(anyhow::Error::from)?;
             if json {
-                println!("{}", serde_json::to_string(&report).map_err(anyhow::Error::from)?);
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).map_err(anyhow::Error::from)?
+                );
             } else {
                 output::print_verify(&report);
             }
@@ -277,7 +344,11 @@ fn trace(data_dir: &Path, command: TraceCommand) -> Result<(), Failure> {
     Ok(())
 }
 
-fn export(reader: &TraceReader, conversation: Option<&ConversationId>, out: Option<&Path>) -> Result<()> {
+fn export(
+    reader: &TraceReader,
+    conversation: Option<&ConversationId>,
+    out: Option<&Path>,
+) -> Result<()> {
     let total = reader.count_events(conversation)?;
     let bar = output::progress_bar(total, "exporting");
     let mut progress = |done: u64| bar.set_position(done);
@@ -290,13 +361,20 @@ fn export(reader: &TraceReader, conversation: Option<&ConversationId>, out: Opti
         Some(path) => {
             // Written beside the target and renamed: a reader never sees half an export.
             let tmp = path.with_extension("jsonl.partial");
-            let file = fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+            let file = fs::File::create(&tmp)
+                .with_context(|| format!("cannot write {}", tmp.display()))?;
             let mut sink = BufWriter::with_capacity(1 << 16, file);
             let stats = reader.export(conversation, &mut sink, &mut progress)?;
             sink.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-            fs::rename(&tmp, path).with_context(|| format!("cannot move the export into {}", path.display()))?;
+            fs::rename(&tmp, path)
+                .with_context(|| format!("cannot move the export into {}", path.display()))?;
             bar.finish_and_clear();
-            eprintln!("exported {} rounds, {} events to {}", stats.rounds, stats.events, path.display());
+            eprintln!(
+                "exported {} rounds, {} events to {}",
+                stats.rounds,
+                stats.events,
+                path.display()
+            );
         }
     }
     bar.finish_and_clear();
@@ -316,6 +394,57 @@ fn bench_trace(data_dir: &Path, events: u64, fsync_seconds: f64, json: bool) -> 
     output::print_trace_bench(&report);
     if json {
         println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(())
+}
+
+fn bench_say(data_dir: &Path, runs: usize, json: bool) -> Result<()> {
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let exe = std::env::current_exe().context("cannot find this caal binary to time it")?;
+    let dir = data_dir.join(format!("bench-say-{}", std::process::id()));
+    let mut times_ms = Vec::with_capacity(runs);
+    let result = (|| -> Result<()> {
+        for i in 0..runs + 3 {
+            let started = std::time::Instant::now();
+            let status = std::process::Command::new(&exe)
+                .arg("--data-dir")
+                .arg(&dir)
+                .args([
+                    "say",
+                    "--json",
+                    "--conversation",
+                    "bench",
+                    "turn on the kitchen lights",
+                ])
+                .stdout(std::process::Stdio::null())
+                .status()
+                .context("cannot run caal say")?;
+            let elapsed = started.elapsed().as_secs_f64() * 1e3;
+            if !status.success() {
+                bail!("caal say failed ({status}) during the benchmark");
+            }
+            if i >= 3 {
+                times_ms.push(elapsed);
+            }
+        }
+        Ok(())
+    })();
+    let _ = fs::remove_dir_all(&dir);
+    result?;
+    times_ms.sort_by(f64::total_cmp);
+    let at = |q: f64| times_ms[((times_ms.len() - 1) as f64 * q).round() as usize];
+    let (median, p90) = (at(0.5), at(0.9));
+    println!(
+        "caal say, whole process, {runs} runs (warm cache): median {median:.1} ms, p90 {p90:.1} ms, min {:.1} ms",
+        times_ms[0]
+    );
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"runs": runs, "say_median_ms": median, "say_p90_ms": p90, "say_min_ms": times_ms[0]})
+        );
     }
     Ok(())
 }

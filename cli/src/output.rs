@@ -10,7 +10,9 @@ pub fn progress_bar(total: u64, what: &str) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} events ({per_sec}, {eta})") {
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} events ({per_sec}, {eta})")
+    {
         bar.set_style(style);
     }
     bar.set_message(what.to_owned());
@@ -36,7 +38,10 @@ pub fn print_round_list(rounds: &[RoundSummary]) {
         println!("no rounds yet; try `caal say \"turn on the kitchen lights\"`");
         return;
     }
-    println!("{:<19}  {:<16} {:>5}  {:<7}  {:<16}  {:<36}  input → reply", "created (UTC)", "conversation", "seq", "status", "route", "round_id");
+    println!(
+        "{:<19}  {:<16} {:>5}  {:<7}  {:<16}  {:<36}  input → reply",
+        "created (UTC)", "conversation", "seq", "status", "route", "round_id"
+    );
     for r in rounds {
         println!(
             "{:<19}  {:<16} {:>5}  {:<7}  {:<16}  {:<36}  {} → {}",
@@ -53,8 +58,14 @@ pub fn print_round_list(rounds: &[RoundSummary]) {
 }
 
 pub fn print_round(round: &RoundRecord, events: &[EventRecord]) {
-    println!("round {}  (conversation {}, round_seq {})", round.round_id, round.conversation_id, round.round_seq);
-    println!("  library {}  bucket {}  channel {}", round.library_id, round.bucket_id, round.channel);
+    println!(
+        "round {}  (conversation {}, round_seq {})",
+        round.round_id, round.conversation_id, round.round_seq
+    );
+    println!(
+        "  library {}  bucket {}  channel {}",
+        round.library_id, round.bucket_id, round.channel
+    );
     println!(
         "  created {}  status {}  state {} → {}",
         round.created_at,
@@ -67,8 +78,19 @@ pub fn print_round(round: &RoundRecord, events: &[EventRecord]) {
     }
     println!();
     for e in events {
-        let failure = e.failure_code.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
-        println!("  {:>3}  {}  {:<18} {:<7}{failure}  {}", e.event_seq, &e.timestamp[11..], e.event_type, e.status, clip(&e.payload, 120));
+        let failure = e
+            .failure_code
+            .as_deref()
+            .map(|c| format!(" [{c}]"))
+            .unwrap_or_default();
+        println!(
+            "  {:>3}  {}  {:<18} {:<7}{failure}  {}",
+            e.event_seq,
+            &e.timestamp[11..],
+            e.event_type,
+            e.status,
+            clip(&e.payload, 120)
+        );
     }
     if let Some(last) = events.last() {
         println!("\n  chain head {}", last.hash);
@@ -80,26 +102,44 @@ pub fn print_verify(report: &VerifyReport) {
         println!("BROKEN {link}");
     }
     for (conversation, round_seq) in &report.open_rounds {
-        println!("note: conversation {conversation} round_seq {round_seq} has not ended (in progress, or its last event is lost)");
+        println!(
+            "note: conversation {conversation} round_seq {round_seq} has not ended (in progress, or its last event is lost)"
+        );
     }
-    let summary = format!("{} conversations, {} rounds, {} events", report.conversations, report.rounds, report.events);
+    let summary = format!(
+        "{} conversations, {} rounds, {} events",
+        report.conversations, report.rounds, report.events
+    );
     if report.ok {
         println!("ok: every chain intact ({summary})");
     } else {
-        println!("broken: {} of {} conversations ({summary})", report.broken.len(), report.conversations);
+        println!(
+            "broken: {} of {} conversations ({summary})",
+            report.broken.len(),
+            report.conversations
+        );
     }
 }
 
 pub fn print_trace_bench(r: &TraceBenchReport) {
-    println!("trace store benchmark ({} events, rounds of 10 over 64 conversations)", r.events);
+    println!(
+        "trace store benchmark ({} events, rounds of 10 over 64 conversations)",
+        r.events
+    );
     println!(
         "  chained, schema-checked appends (normal): {:>12.0} events/s  ({:.0} events per commit, writer busy {:.0}%)",
         r.chained_events_per_s,
         r.events as f64 / r.chained_commits.max(1) as f64,
         r.chained_writer_busy * 100.0
     );
-    println!("  bare prepared inserts, same rows:          {:>12.0} events/s", r.bare_inserts_per_s);
-    println!("  ratio chained / bare:                      {:>12.2}", r.ratio);
+    println!(
+        "  bare prepared inserts, same rows:          {:>12.0} events/s",
+        r.bare_inserts_per_s
+    );
+    println!(
+        "  ratio chained / bare:                      {:>12.2}",
+        r.ratio
+    );
     println!(
         "  fsync rounds, {} concurrent conversations: {:>12.0} rounds/s  ({} rounds, {:.1} rounds per fsync)",
         r.fsync_conversations, r.fsync_rounds_per_s, r.fsync_rounds, r.fsync_rounds_per_commit

@@ -96,7 +96,10 @@ fn one() -> u8 {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {}: {source}; check the path given with --config", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config {origin} is not valid: {message}; compare with config/caal.toml")]
     Parse { origin: String, message: String },
     #[error("config rule {rule:?}: {problem}")]
@@ -125,32 +128,46 @@ impl ConfigSource {
         if let Some(base) = xdg {
             candidates.push(base.join("caal/caal.toml"));
         }
-        Self { explicit, candidates }
+        Self {
+            explicit,
+            candidates,
+        }
     }
 }
 
 impl Config {
     /// Loads defaults, the first config file found, and the environment.
-    pub fn load(source: &ConfigSource, env: &dyn Fn(&str) -> Option<String>) -> Result<(Self, Option<PathBuf>), ConfigError> {
+    pub fn load(
+        source: &ConfigSource,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(Self, Option<PathBuf>), ConfigError> {
         let mut merged: toml::Table = parse(DEFAULT_TOML, "defaults (built in)")?;
         let file = match &source.explicit {
             Some(path) => Some(path.clone()),
             None => source.candidates.iter().find(|p| p.is_file()).cloned(),
         };
         if let Some(path) = &file {
-            let text = fs::read_to_string(path).map_err(|e| ConfigError::Read { path: path.clone(), source: e })?;
+            let text = fs::read_to_string(path).map_err(|e| ConfigError::Read {
+                path: path.clone(),
+                source: e,
+            })?;
             let overlay = parse(&text, &path.display().to_string())?;
             merge(&mut merged, overlay);
         }
-        let mut config: Config = toml::Value::Table(merged)
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Parse {
-                origin: file.as_ref().map_or("defaults".into(), |p| p.display().to_string()),
-                message: e.message().to_owned(),
-            })?;
+        let mut config: Config =
+            toml::Value::Table(merged)
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Parse {
+                    origin: file
+                        .as_ref()
+                        .map_or("defaults".into(), |p| p.display().to_string()),
+                    message: e.message().to_owned(),
+                })?;
         if let Some(d) = env("CAAL_DURABILITY") {
-            config.store.durability =
-                d.parse().map_err(|problem| ConfigError::Value { key: "CAAL_DURABILITY".into(), problem })?;
+            config.store.durability = d.parse().map_err(|problem| ConfigError::Value {
+                key: "CAAL_DURABILITY".into(),
+                problem,
+            })?;
         }
         config.check()?;
         Ok((config, file))
@@ -174,7 +191,10 @@ impl Config {
 }
 
 fn parse(text: &str, origin: &str) -> Result<toml::Table, ConfigError> {
-    text.parse::<toml::Table>().map_err(|e| ConfigError::Parse { origin: origin.to_owned(), message: e.to_string() })
+    text.parse::<toml::Table>().map_err(|e| ConfigError::Parse {
+        origin: origin.to_owned(),
+        message: e.to_string(),
+    })
 }
 
 /// Tables merge key by key; anything else (lists included) is replaced.
@@ -197,10 +217,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("caal.toml");
         fs::write(&path, file).unwrap();
-        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Config::load(&ConfigSource { explicit: Some(path), candidates: vec![] }, &|k| {
-            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
-        })
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::load(
+            &ConfigSource {
+                explicit: Some(path),
+                candidates: vec![],
+            },
+            &|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()),
+        )
         .map(|(c, _)| c)
     }
 
@@ -208,7 +235,11 @@ mod tests {
     fn defaults_load_and_have_rules() {
         let c = Config::defaults().unwrap();
         assert_eq!(c.store.durability, Durability::Normal);
-        assert!(c.rules.iter().any(|r| r.command.as_deref() == Some("lights.set")));
+        assert!(
+            c.rules
+                .iter()
+                .any(|r| r.command.as_deref() == Some("lights.set"))
+        );
     }
 
     #[test]
@@ -216,24 +247,44 @@ mod tests {
         let c = load_with("[store]\ndurability = \"fsync\"\n", &[]).unwrap();
         assert_eq!(c.store.durability, Durability::Fsync);
         assert!(!c.rules.is_empty(), "rules kept from defaults");
-        let c = load_with("[store]\ndurability = \"fsync\"\n", &[("CAAL_DURABILITY", "normal")]).unwrap();
+        let c = load_with(
+            "[store]\ndurability = \"fsync\"\n",
+            &[("CAAL_DURABILITY", "normal")],
+        )
+        .unwrap();
         assert_eq!(c.store.durability, Durability::Normal);
-        let err = load_with("", &[("CAAL_DURABILITY", "sometimes")]).unwrap_err().to_string();
-        assert!(err.contains("CAAL_DURABILITY") && err.contains("\"fsync\""), "{err}");
+        let err = load_with("", &[("CAAL_DURABILITY", "sometimes")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("CAAL_DURABILITY") && err.contains("\"fsync\""),
+            "{err}"
+        );
     }
 
     #[test]
     fn malformed_and_unknown_keys_are_named() {
         let err = load_with("[store\n", &[]).unwrap_err().to_string();
-        assert!(err.contains("caal.toml") && err.contains("not valid"), "{err}");
-        let err = load_with("[store]\ndurabilty = \"fsync\"\n", &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("caal.toml") && err.contains("not valid"),
+            "{err}"
+        );
+        let err = load_with("[store]\ndurabilty = \"fsync\"\n", &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("durabilty"), "{err}");
         let err = Config::load(
-            &ConfigSource { explicit: Some("/nonexistent/caal.toml".into()), candidates: vec![] },
+            &ConfigSource {
+                explicit: Some("/nonexistent/caal.toml".into()),
+                candidates: vec![],
+            },
             &|_| None,
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("/nonexistent/caal.toml") && err.contains("--config"), "{err}");
+        assert!(
+            err.contains("/nonexistent/caal.toml") && err.contains("--config"),
+            "{err}"
+        );
     }
 }

@@ -31,7 +31,10 @@ fn check_name(what: &'static str, value: &str) -> Result<(), InvalidId> {
     if ok {
         Ok(())
     } else {
-        Err(InvalidId { what, value: value.to_owned() })
+        Err(InvalidId {
+            what,
+            value: value.to_owned(),
+        })
     }
 }
 
@@ -164,26 +167,38 @@ pub const LIBRARY_ID_FILE: &str = "library_id";
 impl LibraryId {
     /// The library id: `override_id` (from `CAAL_LIBRARY_ID`) if given,
     /// else the one persisted in `data_dir`, else a new one written there.
-    pub fn load_or_create(data_dir: &Path, override_id: Option<&str>) -> Result<Self, LibraryIdError> {
+    pub fn load_or_create(
+        data_dir: &Path,
+        override_id: Option<&str>,
+    ) -> Result<Self, LibraryIdError> {
         if let Some(id) = override_id {
             return Ok(id.parse()?);
         }
         let path = data_dir.join(LIBRARY_ID_FILE);
         match fs::read_to_string(&path) {
-            Ok(text) => text.trim().parse().map_err(|e: InvalidId| LibraryIdError::Corrupt {
-                path: path.display().to_string(),
-                source: e,
-            }),
+            Ok(text) => text
+                .trim()
+                .parse()
+                .map_err(|e: InvalidId| LibraryIdError::Corrupt {
+                    path: path.display().to_string(),
+                    source: e,
+                }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let id = Self(format!("lib-{}", Uuid::now_v7().hyphenated()));
                 // Write then rename, so a crash never leaves a half-written id.
                 let tmp = data_dir.join(format!("{LIBRARY_ID_FILE}.tmp"));
                 fs::write(&tmp, format!("{id}\n"))
                     .and_then(|()| fs::rename(&tmp, &path))
-                    .map_err(|e| LibraryIdError::Io { path: path.display().to_string(), source: e })?;
+                    .map_err(|e| LibraryIdError::Io {
+                        path: path.display().to_string(),
+                        source: e,
+                    })?;
                 Ok(id)
             }
-            Err(e) => Err(LibraryIdError::Io { path: path.display().to_string(), source: e }),
+            Err(e) => Err(LibraryIdError::Io {
+                path: path.display().to_string(),
+                source: e,
+            }),
         }
     }
 }
@@ -192,9 +207,13 @@ impl LibraryId {
 pub enum LibraryIdError {
     #[error(transparent)]
     Invalid(#[from] InvalidId),
-    #[error("the library id file {path} is damaged ({source}); delete it to generate a new id, or set CAAL_LIBRARY_ID")]
+    #[error(
+        "the library id file {path} is damaged ({source}); delete it to generate a new id, or set CAAL_LIBRARY_ID"
+    )]
     Corrupt { path: String, source: InvalidId },
-    #[error("cannot read or write the library id file {path}: {source}; check the data dir's permissions")]
+    #[error(
+        "cannot read or write the library id file {path}: {source}; check the data dir's permissions"
+    )]
     Io { path: String, source: io::Error },
 }
 
@@ -207,7 +226,12 @@ mod tests {
         for bad in ["", "a b", "x/../y", "tab\t", &"x".repeat(129), "ünï"] {
             assert!(bad.parse::<ConversationId>().is_err(), "{bad:?} accepted");
         }
-        for good in ["default", "kitchen-1", "a:b.c_d", "0190c8e4-7b7a-7000-8000-000000000000"] {
+        for good in [
+            "default",
+            "kitchen-1",
+            "a:b.c_d",
+            "0190c8e4-7b7a-7000-8000-000000000000",
+        ] {
             assert_eq!(good.parse::<ConversationId>().unwrap().as_str(), good);
         }
     }

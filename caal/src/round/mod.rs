@@ -12,7 +12,10 @@ use crate::{
     config::{Config, ConfigError, RouteType},
     ids::{BucketId, CallId, ConversationId},
     router::{RouteDecision, Router, normalize},
-    trace::{EventDraft, EventStatus, EventType, OpenRound, RoundSpec, SCHEMA_VERSION, StoreError, TraceStore},
+    trace::{
+        EventDraft, EventStatus, EventType, OpenRound, RoundSpec, SCHEMA_VERSION, StoreError,
+        TraceStore,
+    },
 };
 
 /// Where an utterance came from.
@@ -60,7 +63,9 @@ pub struct RoundResult {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RoundError {
-    #[error("nothing to say: the text is empty; type a request such as \"turn on the kitchen lights\"")]
+    #[error(
+        "nothing to say: the text is empty; type a request such as \"turn on the kitchen lights\""
+    )]
     EmptyInput,
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -77,7 +82,11 @@ pub struct Engine {
 impl Engine {
     pub fn new(store: TraceStore, config: Config) -> Result<Self, ConfigError> {
         let router = Router::compile(&config)?;
-        Ok(Self { store, router: Arc::new(router), config: Arc::new(config) })
+        Ok(Self {
+            store,
+            router: Arc::new(router),
+            config: Arc::new(config),
+        })
     }
 
     pub fn store(&self) -> &TraceStore {
@@ -85,7 +94,12 @@ impl Engine {
     }
 
     /// One typed round in `conversation`.
-    pub fn text_round(&self, conversation: &ConversationId, text: &str, channel: Channel) -> Result<RoundResult, RoundError> {
+    pub fn text_round(
+        &self,
+        conversation: &ConversationId,
+        text: &str,
+        channel: Channel,
+    ) -> Result<RoundResult, RoundError> {
         if text.trim().is_empty() {
             return Err(RoundError::EmptyInput);
         }
@@ -124,8 +138,14 @@ impl Engine {
         match self.run_steps(&round, text, channel, &mut result) {
             Ok(()) if result.status == "ok" => round.complete(&result.state_out)?,
             Ok(()) => {
-                let code = result.failure_code.clone().unwrap_or_else(|| "round.failed".into());
-                let reason = result.failure_reason.clone().unwrap_or_else(|| "the round failed".into());
+                let code = result
+                    .failure_code
+                    .clone()
+                    .unwrap_or_else(|| "round.failed".into());
+                let reason = result
+                    .failure_reason
+                    .clone()
+                    .unwrap_or_else(|| "the round failed".into());
                 round.fail(&code, &reason)?;
             }
             Err(e) => {
@@ -137,10 +157,22 @@ impl Engine {
         Ok(result)
     }
 
-    fn run_steps(&self, round: &OpenRound, text: &str, channel: Channel, result: &mut RoundResult) -> Result<(), StoreError> {
-        round.append(EventDraft::new(EventType::InputReceived, json!({"raw_text": text, "channel": channel.as_str()})))?;
+    fn run_steps(
+        &self,
+        round: &OpenRound,
+        text: &str,
+        channel: Channel,
+        result: &mut RoundResult,
+    ) -> Result<(), StoreError> {
+        round.append(EventDraft::new(
+            EventType::InputReceived,
+            json!({"raw_text": text, "channel": channel.as_str()}),
+        ))?;
         let normalized = normalize(text);
-        round.append(EventDraft::new(EventType::InputNormalized, json!({"normalized_text": normalized})))?;
+        round.append(EventDraft::new(
+            EventType::InputNormalized,
+            json!({"normalized_text": normalized}),
+        ))?;
         let decision = self.router.route(&normalized);
         round.append(EventDraft::new(
             EventType::RouteSelected,
@@ -160,7 +192,9 @@ impl Engine {
         result.auth_level = decision.auth_level;
         result.reply = match decision.route {
             None | Some(RouteType::Chat) => decision.reply.clone(),
-            Some(RouteType::Command) if decision.auth_level == 1 => self.execute(round, &decision)?,
+            Some(RouteType::Command) if decision.auth_level == 1 => {
+                self.execute(round, &decision)?
+            }
             Some(route) => {
                 // Governed commands and the other route types arrive with the
                 // router and authority issue; until then nothing runs.
@@ -183,7 +217,10 @@ impl Engine {
                 "I can't do that yet: it needs a confirmation step this build does not have.".into()
             }
         };
-        round.append(EventDraft::new(EventType::OutputEmitted, json!({"text": result.reply, "channel": channel.as_str()})))?;
+        round.append(EventDraft::new(
+            EventType::OutputEmitted,
+            json!({"text": result.reply, "channel": channel.as_str()}),
+        ))?;
         Ok(())
     }
 

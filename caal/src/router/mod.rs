@@ -39,30 +39,57 @@ impl Router {
         let mut seen = HashSet::new();
         let mut rules = Vec::with_capacity(config.rules.len());
         for rule in &config.rules {
-            let problem = |problem: String| ConfigError::Rule { rule: rule.name.clone(), problem };
+            let problem = |problem: String| ConfigError::Rule {
+                rule: rule.name.clone(),
+                problem,
+            };
             if rule.name.trim().is_empty() {
-                return Err(ConfigError::Value { key: "rules.name".into(), problem: "a rule has an empty name".into() });
+                return Err(ConfigError::Value {
+                    key: "rules.name".into(),
+                    problem: "a rule has an empty name".into(),
+                });
             }
             if !seen.insert(rule.name.as_str()) {
-                return Err(problem("the name is used by another rule; give each rule its own name".into()));
+                return Err(problem(
+                    "the name is used by another rule; give each rule its own name".into(),
+                ));
             }
             if !(1..=4).contains(&rule.auth_level) {
-                return Err(problem(format!("auth_level {} is outside 1–4", rule.auth_level)));
+                return Err(problem(format!(
+                    "auth_level {} is outside 1–4",
+                    rule.auth_level
+                )));
             }
             if rule.route == RouteType::Command && rule.command.is_none() {
-                return Err(problem("route \"command\" needs `command = \"...\"`".into()));
+                return Err(problem(
+                    "route \"command\" needs `command = \"...\"`".into(),
+                ));
             }
-            let regex = Regex::new(&rule.pattern).map_err(|e| problem(format!("invalid pattern: {e}")))?;
+            let regex =
+                Regex::new(&rule.pattern).map_err(|e| problem(format!("invalid pattern: {e}")))?;
             if let Some(topic) = &rule.topic
                 && !regex.capture_names().flatten().any(|n| n == topic)
             {
-                return Err(problem(format!("topic names the capture {topic:?}, which the pattern does not have")));
+                return Err(problem(format!(
+                    "topic names the capture {topic:?}, which the pattern does not have"
+                )));
             }
-            rules.push(CompiledRule { config: rule.clone(), regex });
+            rules.push(CompiledRule {
+                config: rule.clone(),
+                regex,
+            });
         }
-        let set = RegexSet::new(rules.iter().map(|r| r.config.pattern.as_str()))
-            .map_err(|e| ConfigError::Value { key: "rules".into(), problem: e.to_string() })?;
-        Ok(Self { set, rules, fallback_reply: config.router.fallback_reply.clone() })
+        let set = RegexSet::new(rules.iter().map(|r| r.config.pattern.as_str())).map_err(|e| {
+            ConfigError::Value {
+                key: "rules".into(),
+                problem: e.to_string(),
+            }
+        })?;
+        Ok(Self {
+            set,
+            rules,
+            fallback_reply: config.router.fallback_reply.clone(),
+        })
     }
 
     /// Routes one normalised utterance.
@@ -97,7 +124,11 @@ impl Router {
                 }
             }
         }
-        let topic = rule.config.topic.as_ref().and_then(|t| params.get(t).cloned());
+        let topic = rule
+            .config
+            .topic
+            .as_ref()
+            .and_then(|t| params.get(t).cloned());
         let reply = render(rule.config.reply.as_deref().unwrap_or("Done."), &params);
         RouteDecision {
             route_code: format!("intent.{}", rule.config.route.as_str()),
@@ -154,7 +185,10 @@ mod tests {
 
     #[test]
     fn normalises_case_space_and_punctuation() {
-        assert_eq!(normalize("  Turn ON   the Kitchen lights!  "), "turn on the kitchen lights");
+        assert_eq!(
+            normalize("  Turn ON   the Kitchen lights!  "),
+            "turn on the kitchen lights"
+        );
         assert_eq!(normalize("what's up?"), "what's up");
         assert_eq!(normalize("..."), "");
     }
@@ -168,7 +202,10 @@ mod tests {
         assert_eq!(d.params["state"], "on");
         assert_eq!(d.reply, "Okay, the kitchen lights are on.");
         let d = router().route("switch the living room light off");
-        assert_eq!((d.params["room"].as_str(), d.params["state"].as_str()), ("living room", "off"));
+        assert_eq!(
+            (d.params["room"].as_str(), d.params["state"].as_str()),
+            ("living room", "off")
+        );
     }
 
     #[test]
@@ -183,13 +220,28 @@ mod tests {
         let mut c = Config::defaults().unwrap();
         c.rules[0].pattern = "(unclosed".into();
         let err = Router::compile(&c).err().unwrap().to_string();
-        assert!(err.contains(&c.rules[0].name) && err.contains("invalid pattern"), "{err}");
+        assert!(
+            err.contains(&c.rules[0].name) && err.contains("invalid pattern"),
+            "{err}"
+        );
         let mut c = Config::defaults().unwrap();
         c.rules[1].name = c.rules[0].name.clone();
-        assert!(Router::compile(&c).err().unwrap().to_string().contains("another rule"));
+        assert!(
+            Router::compile(&c)
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("another rule")
+        );
         let mut c = Config::defaults().unwrap();
         c.rules[0].auth_level = 5;
-        assert!(Router::compile(&c).err().unwrap().to_string().contains("outside 1–4"));
+        assert!(
+            Router::compile(&c)
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("outside 1–4")
+        );
     }
 
     #[test]

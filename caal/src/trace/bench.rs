@@ -82,14 +82,16 @@ fn command_round_events(i: usize) -> Vec<EventDraft> {
 /// Runs all three measurements in `dir` (which should be empty and on the
 /// disk being measured). `events` sizes the first two.
 pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchReport, StoreError> {
-    let library = LibraryId::load_or_create(dir, Some("bench")).map_err(|e| StoreError::Sqlite(e.to_string()))?;
+    let library = LibraryId::load_or_create(dir, Some("bench"))
+        .map_err(|e| StoreError::Sqlite(e.to_string()))?;
 
     // 1. Chained appends through the store.
     let chained_path = dir.join("chained.db");
     let rounds = events.div_ceil(10).max(1) as usize;
     let store = TraceStore::open(&chained_path, library.clone(), Durability::Normal)?;
-    let conversations: Vec<ConversationId> =
-        (0..CONVERSATIONS).map(|i| format!("bench-{i}").parse().expect("valid id")).collect();
+    let conversations: Vec<ConversationId> = (0..CONVERSATIONS)
+        .map(|i| format!("bench-{i}").parse().expect("valid id"))
+        .collect();
     let drafts: Vec<Vec<EventDraft>> = (0..rounds).map(command_round_events).collect();
     let start = Instant::now();
     thread::scope(|scope| -> Result<(), StoreError> {
@@ -98,32 +100,38 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
                 let store = store.clone();
                 let conversations = &conversations;
                 let drafts = &drafts;
-                thread::Builder::new().name("bench-producer".into()).spawn_scoped(scope, move || -> Result<(), StoreError> {
-                    let mine: Vec<&ConversationId> = conversations.iter().skip(w).step_by(2).collect();
-                    let mut pending: VecDeque<Durable> = VecDeque::new();
-                    for (n, round_drafts) in drafts.iter().enumerate().skip(w).step_by(2) {
-                        if pending.len() >= mine.len() {
-                            if let Some(previous) = pending.pop_front() {
+                thread::Builder::new()
+                    .name("bench-producer".into())
+                    .spawn_scoped(scope, move || -> Result<(), StoreError> {
+                        let mine: Vec<&ConversationId> =
+                            conversations.iter().skip(w).step_by(2).collect();
+                        let mut pending: VecDeque<Durable> = VecDeque::new();
+                        for (n, round_drafts) in drafts.iter().enumerate().skip(w).step_by(2) {
+                            if pending.len() >= mine.len()
+                                && let Some(previous) = pending.pop_front()
+                            {
                                 previous.wait()?;
                             }
+                            let round = store.begin_round(spec(mine[n / 2 % mine.len()]))?;
+                            for draft in round_drafts {
+                                round.append(draft.clone())?;
+                            }
+                            pending.push_back(round.complete_nowait("default")?);
                         }
-                        let round = store.begin_round(spec(mine[n / 2 % mine.len()]))?;
-                        for draft in round_drafts {
-                            round.append(draft.clone())?;
-                        }
-                        pending.push_back(round.complete_nowait("default")?);
-                    }
-                    pending.into_iter().try_for_each(Durable::wait)
-                })
+                        pending.into_iter().try_for_each(Durable::wait)
+                    })
             })
             .collect::<Result<_, _>>()
             .map_err(|e| StoreError::Sqlite(format!("cannot start a benchmark thread: {e}")))?;
-        workers.into_iter().try_for_each(|w| w.join().unwrap_or(Err(StoreError::WriterGone)))
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().unwrap_or(Err(StoreError::WriterGone)))
     })?;
     let chained_secs = start.elapsed().as_secs_f64();
     let written = store.writer_stats().events.load(Ordering::Relaxed);
     let chained_commits = store.writer_stats().commits.load(Ordering::Relaxed);
-    let chained_writer_busy = store.writer_stats().busy_ns.load(Ordering::Relaxed) as f64 / 1e9 / chained_secs;
+    let chained_writer_busy =
+        store.writer_stats().busy_ns.load(Ordering::Relaxed) as f64 / 1e9 / chained_secs;
     drop(store);
 
     // 2. The same rows, bare.
@@ -193,7 +201,10 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
                 })
             })
             .collect();
-        workers.into_iter().map(|w| w.join().unwrap_or(Err(StoreError::WriterGone))).sum()
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or(Err(StoreError::WriterGone)))
+            .sum()
     })?;
     let fsync_secs = start.elapsed().as_secs_f64();
     let fsync_commits = store.writer_stats().commits.load(Ordering::Relaxed).max(1);

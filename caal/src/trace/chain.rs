@@ -38,16 +38,19 @@ pub struct EventRecord {
 pub fn canonical_json(value: &Value) -> String {
     // Serialising a `Value` cannot fail: its keys are strings and it has no
     // non-finite numbers.
-    serde_json_canonicalizer::to_string(value).unwrap_or_else(|e| unreachable!("canonical JSON of a Value: {e}"))
+    serde_json_canonicalizer::to_string(value)
+        .unwrap_or_else(|e| unreachable!("canonical JSON of a Value: {e}"))
 }
 
 /// `"sha256:" + hex(SHA-256(bytes))`.
 pub fn sha256_tagged(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(71);
     out.push_str("sha256:");
     for b in digest {
-        let _ = write!(out, "{b:02x}");
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
     }
     out
 }
@@ -72,7 +75,10 @@ impl EventRecord {
     /// Recomputes the hash from the fields, re-canonicalising the payload.
     pub fn recompute_hash(&self) -> Result<String, serde_json::Error> {
         let payload: Value = serde_json::from_str(&self.payload)?;
-        Ok(sha256_tagged(self.canonical_without_hash(&canonical_json(&payload)).as_bytes()))
+        Ok(sha256_tagged(
+            self.canonical_without_hash(&canonical_json(&payload))
+                .as_bytes(),
+        ))
     }
 
     fn write_canonical(&self, payload: &str, hash: Option<&str>) -> String {
@@ -98,7 +104,11 @@ impl EventRecord {
         push_opt_str(&mut out, self.prev_hash.as_deref());
         out.push_str(",\"round_id\":");
         push_str(&mut out, &self.round_id);
-        let _ = write!(out, ",\"round_seq\":{},\"schema_version\":{}", self.round_seq, self.schema_version);
+        let _ = write!(
+            out,
+            ",\"round_seq\":{},\"schema_version\":{}",
+            self.round_seq, self.schema_version
+        );
         out.push_str(",\"status\":");
         push_str(&mut out, &self.status);
         out.push_str(",\"timestamp\":");
@@ -111,7 +121,15 @@ impl EventRecord {
 fn push_str(out: &mut String, s: &str) {
     // serde_json escapes exactly what RFC 8785 escapes: `"`, `\`, and control
     // characters (short forms for \b \f \n \r \t, else \u00xx in lowercase).
-    let escaped = serde_json::to_string(s).unwrap_or_else(|e| unreachable!("a str serialises: {e}"));
+    // Plain text, the common case, needs no escaping at all.
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
+    let escaped =
+        serde_json::to_string(s).unwrap_or_else(|e| unreachable!("a str serialises: {e}"));
     out.push_str(&escaped);
 }
 
@@ -180,9 +198,15 @@ mod tests {
     fn recompute_ignores_non_canonical_payload_spelling_but_not_content() {
         let mut r = record("c".into(), json!({"b": 1, "a": "x"}));
         r.hash = r.recompute_hash().unwrap();
-        let same = EventRecord { payload: "{ \"a\" : \"x\", \"b\": 1.0e0 }".into(), ..r.clone() };
+        let same = EventRecord {
+            payload: "{ \"a\" : \"x\", \"b\": 1.0e0 }".into(),
+            ..r.clone()
+        };
         assert_eq!(same.recompute_hash().unwrap(), r.hash);
-        let edited = EventRecord { payload: "{\"a\":\"y\",\"b\":1}".into(), ..r.clone() };
+        let edited = EventRecord {
+            payload: "{\"a\":\"y\",\"b\":1}".into(),
+            ..r.clone()
+        };
         assert_ne!(edited.recompute_hash().unwrap(), r.hash);
     }
 }

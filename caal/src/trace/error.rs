@@ -9,7 +9,11 @@ pub enum StoreError {
     UnknownEventType { name: String, known: String },
 
     #[error("event {event_type} refused: payload field `{field}`: {problem}; nothing was stored")]
-    InvalidPayload { event_type: &'static str, field: String, problem: String },
+    InvalidPayload {
+        event_type: &'static str,
+        field: String,
+        problem: String,
+    },
 
     #[error("{} is not a SQLite database (damaged, or another kind of file); move it away and caal starts a fresh store there", path.display())]
     NotADatabase { path: PathBuf },
@@ -18,10 +22,18 @@ pub enum StoreError {
     ForeignDatabase { path: PathBuf, detail: String },
 
     #[error("{} was written by a newer caal (schema {found}; this build knows up to {supported}); upgrade caal to read it", path.display())]
-    NewerSchema { path: PathBuf, found: u32, supported: u32 },
+    NewerSchema {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
 
     #[error("{} is from an older caal (schema {found}; this build needs {supported}); run any writing command (`caal say`) once to migrate it", path.display())]
-    OlderSchema { path: PathBuf, found: u32, supported: u32 },
+    OlderSchema {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
 
     #[error("no trace store at {}; run `caal say \"hello\"` to create one, or point --data-dir at an existing data dir", path.display())]
     Missing { path: PathBuf },
@@ -35,10 +47,18 @@ pub enum StoreError {
     #[error("migration {name} failed: {message}; the store was left at its previous schema")]
     Migration { name: String, message: String },
 
-    #[error("conversation {conversation} still has round {round_seq} open after {waited_s} s; wait for it to finish")]
-    RoundBusy { conversation: String, round_seq: i64, waited_s: u64 },
+    #[error(
+        "conversation {conversation} still has round {round_seq} open after {waited_s} s; wait for it to finish"
+    )]
+    RoundBusy {
+        conversation: String,
+        round_seq: i64,
+        waited_s: u64,
+    },
 
-    #[error("the trace store stopped accepting writes after a failed commit ({reason}); restart caal, which recovers open rounds")]
+    #[error(
+        "the trace store stopped accepting writes after a failed commit ({reason}); restart caal, which recovers open rounds"
+    )]
     Poisoned { reason: String },
 
     #[error("the trace store's writer has stopped; restart caal")]

@@ -13,12 +13,15 @@ mod store;
 pub mod taxonomy;
 mod verify;
 
+#[cfg(test)]
+mod tests;
+
 pub use chain::EventRecord;
 pub use error::StoreError;
 pub use reader::{ConversationSummary, ExportStats, RoundRecord, RoundSummary, TraceReader};
 pub use store::{
-    APPLICATION_ID, Durability, Durable, EventDraft, EventStatus, OpenRound, RoundHeader, RoundSpec, TraceStore,
-    now_timestamp,
+    APPLICATION_ID, Durability, Durable, EventDraft, EventStatus, OpenRound, RoundHeader,
+    RoundSpec, TraceStore, now_timestamp,
 };
 pub use taxonomy::{EventType, SCHEMA_VERSION};
 pub use verify::{BrokenLink, Problem, VerifyReport};

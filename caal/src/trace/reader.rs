@@ -59,7 +59,8 @@ pub struct ConversationSummary {
     pub last_round_at: String,
 }
 
-pub(super) const EVENT_COLUMNS: &str = "schema_version, round_id, conversation_id, round_seq, event_seq, event_type, call_id,
+pub(super) const EVENT_COLUMNS: &str =
+    "schema_version, round_id, conversation_id, round_seq, event_seq, event_type, call_id,
     timestamp, payload, status, failure_code, failure_reason, prev_hash, hash";
 
 pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
@@ -81,7 +82,8 @@ pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
     })
 }
 
-const ROUND_COLUMNS: &str = "r.schema_version, r.library_id, r.bucket_id, r.conversation_id, r.round_id, r.round_seq,
+const ROUND_COLUMNS: &str =
+    "r.schema_version, r.library_id, r.bucket_id, r.conversation_id, r.round_id, r.round_seq,
     r.state_in, r.audio_id, r.channel, r.created_at";
 
 /// The header columns (first ten) of a row; the outcome is filled in later.
@@ -107,8 +109,16 @@ fn round_from_row(r: &Row<'_>) -> rusqlite::Result<RoundRecord> {
 
 impl RoundRecord {
     /// Fills status, state_out and failure fields from the round's last event.
-    fn apply_outcome(&mut self, last_type: Option<&str>, payload: Option<&str>, code: Option<String>, reason: Option<String>) {
-        let payload: Value = payload.and_then(|p| serde_json::from_str(p).ok()).unwrap_or(Value::Null);
+    fn apply_outcome(
+        &mut self,
+        last_type: Option<&str>,
+        payload: Option<&str>,
+        code: Option<String>,
+        reason: Option<String>,
+    ) {
+        let payload: Value = payload
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or(Value::Null);
         match last_type.and_then(|t| t.parse::<EventType>().ok()) {
             Some(EventType::RoundCompleted) => {
                 self.status = payload["status"].as_str().unwrap_or("ok").to_owned();
@@ -116,7 +126,12 @@ impl RoundRecord {
             }
             Some(EventType::RoundFailed) => {
                 // A crashed round kept what it recorded: partial, not failed.
-                self.status = if code.as_deref() == Some("crash.recovered") { "partial" } else { "failed" }.into();
+                self.status = if code.as_deref() == Some("crash.recovered") {
+                    "partial"
+                } else {
+                    "failed"
+                }
+                .into();
                 self.state_out = Some(self.state_in.clone());
                 self.failure_code = code;
                 self.failure_reason = reason;
@@ -136,7 +151,9 @@ impl TraceReader {
     /// Opens an existing store for reading; works while another process writes.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         if !path.exists() {
-            return Err(StoreError::Missing { path: path.to_owned() });
+            return Err(StoreError::Missing {
+                path: path.to_owned(),
+            });
         }
         Self::open_alongside_writer(path)
     }
@@ -146,22 +163,32 @@ impl TraceReader {
         // even when no writer is running; query_only keeps it from writing.
         let conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
         check_identity(&conn, path, false)?;
-        conn.execute_batch("PRAGMA query_only = ON;").map_err(|e| classify(path, e))?;
+        conn.execute_batch("PRAGMA query_only = ON;")
+            .map_err(|e| classify(path, e))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        Ok(Self { path: path.to_owned(), conn: Mutex::new(conn) })
+        Ok(Self {
+            path: path.to_owned(),
+            conn: Mutex::new(conn),
+        })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    pub(super) fn with_conn<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(super) fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         f(&conn)
     }
 
     /// Runs `f` inside one read transaction: a consistent snapshot.
-    pub(super) fn snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(super) fn snapshot<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         self.with_conn(|conn| {
             conn.execute_batch("BEGIN")?;
             let result = f(conn);
@@ -189,7 +216,11 @@ impl TraceReader {
     }
 
     /// The newest `limit` rounds (of one conversation, or all), newest last.
-    pub fn rounds(&self, conversation: Option<&ConversationId>, limit: usize) -> Result<Vec<RoundSummary>, StoreError> {
+    pub fn rounds(
+        &self,
+        conversation: Option<&ConversationId>,
+        limit: usize,
+    ) -> Result<Vec<RoundSummary>, StoreError> {
         self.snapshot(|conn| {
             let sql = format!(
                 "SELECT {ROUND_COLUMNS}, e.event_type, e.payload, e.failure_code, e.failure_reason,
@@ -222,13 +253,20 @@ impl TraceReader {
     }
 
     /// One round with its events in order; `None` if no such round.
-    pub fn round(&self, round_id: &str) -> Result<Option<(RoundRecord, Vec<EventRecord>)>, StoreError> {
+    pub fn round(
+        &self,
+        round_id: &str,
+    ) -> Result<Option<(RoundRecord, Vec<EventRecord>)>, StoreError> {
         self.snapshot(|conn| {
             let header = conn
-                .prepare(&format!("SELECT {ROUND_COLUMNS} FROM rounds r WHERE r.round_id = ?1"))?
+                .prepare(&format!(
+                    "SELECT {ROUND_COLUMNS} FROM rounds r WHERE r.round_id = ?1"
+                ))?
                 .query_row([round_id], round_from_row)
                 .optional()?;
-            let Some(mut round) = header else { return Ok(None) };
+            let Some(mut round) = header else {
+                return Ok(None);
+            };
             let events = round_events(conn, &round.conversation_id, round.round_seq)?;
             round.apply_terminal(events.last());
             Ok(Some((round, events)))
@@ -299,7 +337,11 @@ impl RoundRecord {
     }
 }
 
-pub(super) fn round_events(conn: &Connection, conversation: &str, round_seq: i64) -> Result<Vec<EventRecord>, StoreError> {
+pub(super) fn round_events(
+    conn: &Connection,
+    conversation: &str,
+    round_seq: i64,
+) -> Result<Vec<EventRecord>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {EVENT_COLUMNS} FROM events WHERE conversation_id = ?1 AND round_seq = ?2 ORDER BY event_seq"
     ))?;
@@ -315,7 +357,10 @@ pub struct ExportStats {
 
 impl TraceReader {
     /// The state the conversation's last completed round left behind.
-    pub fn last_state_out(&self, conversation: &ConversationId) -> Result<Option<String>, StoreError> {
+    pub fn last_state_out(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<String>, StoreError> {
         self.with_conn(|conn| {
             let payload: Option<String> = conn
                 .prepare_cached(
@@ -331,7 +376,10 @@ impl TraceReader {
 
 impl TraceReader {
     /// A conversation's last round_seq and its chain's last hash, as committed.
-    pub(super) fn chain_tail(&self, conversation: &ConversationId) -> Result<(i64, Option<String>), StoreError> {
+    pub(super) fn chain_tail(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<(i64, Option<String>), StoreError> {
         self.with_conn(|conn| {
             let last_round_seq: i64 = conn
                 .prepare_cached("SELECT coalesce(max(round_seq), 0) FROM rounds WHERE conversation_id = ?1")?

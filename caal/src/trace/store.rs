@@ -60,7 +60,9 @@ impl std::str::FromStr for Durability {
         match s {
             "normal" => Ok(Self::Normal),
             "fsync" => Ok(Self::Fsync),
-            other => Err(format!("unknown durability {other:?}: use \"normal\" or \"fsync\"")),
+            other => Err(format!(
+                "unknown durability {other:?}: use \"normal\" or \"fsync\""
+            )),
         }
     }
 }
@@ -100,7 +102,13 @@ pub struct EventDraft {
 
 impl EventDraft {
     pub fn new(event_type: EventType, payload: Value) -> Self {
-        Self { event_type, payload, call_id: None, status: EventStatus::Ok, failure: None }
+        Self {
+            event_type,
+            payload,
+            call_id: None,
+            status: EventStatus::Ok,
+            failure: None,
+        }
     }
 
     pub fn with_call(mut self, call_id: CallId) -> Self {
@@ -172,15 +180,24 @@ pub struct RoundHeader {
     pub created_at: String,
 }
 
-
 type Reply = SyncSender<Result<(), StoreError>>;
 
 enum WriteOp {
-    Begin { header: RoundHeader, started: EventRecord },
+    Begin {
+        header: RoundHeader,
+        started: EventRecord,
+    },
     Append(EventRecord),
-    Finish { event: EventRecord, done: Option<Reply> },
-    Sync { done: Reply },
-    Close { done: Reply },
+    Finish {
+        event: EventRecord,
+        done: Option<Reply>,
+    },
+    Sync {
+        done: Reply,
+    },
+    Close {
+        done: Reply,
+    },
 }
 
 /// Per conversation: the last round_seq handed out, the chain's last hash as
@@ -226,17 +243,32 @@ const MAX_BATCH: usize = 16_384;
 impl TraceStore {
     /// Opens (creating if needed) the store at `path`, applies pending
     /// migrations, and recovers rounds a crashed process left open.
-    pub fn open(path: &Path, library_id: LibraryId, durability: Durability) -> Result<Self, StoreError> {
+    pub fn open(
+        path: &Path,
+        library_id: LibraryId,
+        durability: Durability,
+    ) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::create_dir_all(dir).map_err(|source| StoreError::Open { path: dir.to_owned(), source })?;
+            fs::create_dir_all(dir).map_err(|source| StoreError::Open {
+                path: dir.to_owned(),
+                source,
+            })?;
         }
         let lock = acquire_lock(path)?;
-        let conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)?;
+        let conn = open_connection(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+        )?;
         check_identity(&conn, path, true)?;
         configure_writer(&conn, durability)?;
         migrate(&conn)?;
 
-        let mut writer = Writer { conn, session_id: 0, poisoned: None, stats: Arc::default() };
+        let mut writer = Writer {
+            conn,
+            session_id: 0,
+            poisoned: None,
+            stats: Arc::default(),
+        };
         let stats = writer.stats.clone();
         let recovered = writer.recover_and_start_session()?;
 
@@ -246,7 +278,10 @@ impl TraceStore {
         let handle = thread::Builder::new()
             .name("caal-trace-writer".into())
             .spawn(move || writer.run(rx))
-            .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
+            .map_err(|source| StoreError::Open {
+                path: path.to_owned(),
+                source,
+            })?;
         Ok(Self(Arc::new(StoreInner {
             path: path.to_owned(),
             library_id,
@@ -309,11 +344,20 @@ impl TraceStore {
                 // First round of this conversation in this process: nothing of
                 // it is in flight, so the committed state is the whole truth.
                 let (last_round_seq, head) = inner.reader.chain_tail(&spec.conversation_id)?;
-                slots.insert(spec.conversation_id.clone(), ConversationSlot { last_round_seq, head, open: false });
+                slots.insert(
+                    spec.conversation_id.clone(),
+                    ConversationSlot {
+                        last_round_seq,
+                        head,
+                        open: false,
+                    },
+                );
             }
             let (mut slots, waited) = inner
                 .slot_freed
-                .wait_timeout_while(slots, ROUND_WAIT, |s| s.get(&spec.conversation_id).is_some_and(|slot| slot.open))
+                .wait_timeout_while(slots, ROUND_WAIT, |s| {
+                    s.get(&spec.conversation_id).is_some_and(|slot| slot.open)
+                })
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let Some(slot) = slots.get_mut(&spec.conversation_id) else {
                 unreachable!("slots are inserted above and never removed")
@@ -350,7 +394,12 @@ impl TraceStore {
             head,
         };
         let started = tail.link(started);
-        let round = OpenRound { store: self.clone(), header: header.clone(), tail: Mutex::new(tail), finished: false };
+        let round = OpenRound {
+            store: self.clone(),
+            header: header.clone(),
+            tail: Mutex::new(tail),
+            finished: false,
+        };
         self.send(WriteOp::Begin { header, started })?;
         Ok(round)
     }
@@ -399,7 +448,10 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 /// Checkpoints run on their own thread and connection (PASSIVE: never
 /// blocking the writer), so copying the WAL into the database file, and the
 /// fsync that comes with it, stay off the path that commits rounds.
-fn spawn_checkpointer(path: &Path, stats: Arc<WriterStats>) -> Result<(SyncSender<()>, JoinHandle<()>), StoreError> {
+fn spawn_checkpointer(
+    path: &Path,
+    stats: Arc<WriterStats>,
+) -> Result<(SyncSender<()>, JoinHandle<()>), StoreError> {
     let conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
     conn.busy_timeout(Duration::from_secs(5))?;
     let (stop, stopped) = mpsc::sync_channel::<()>(0);
@@ -409,19 +461,26 @@ fn spawn_checkpointer(path: &Path, stats: Arc<WriterStats>) -> Result<(SyncSende
             let mut seen = 0;
             // Runs until the store drops `stop`; once more at the end.
             loop {
-                let closing = !matches!(stopped.recv_timeout(CHECKPOINT_EVERY), Err(mpsc::RecvTimeoutError::Timeout));
+                let closing = !matches!(
+                    stopped.recv_timeout(CHECKPOINT_EVERY),
+                    Err(mpsc::RecvTimeoutError::Timeout)
+                );
                 let commits = stats.commits.load(Ordering::Relaxed);
                 if commits != seen || closing {
                     seen = commits;
                     let mode = if closing { "TRUNCATE" } else { "PASSIVE" };
-                    let _ = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()));
+                    let _ =
+                        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()));
                 }
                 if closing {
                     return;
                 }
             }
         })
-        .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
+        .map_err(|source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
     Ok((stop, handle))
 }
 
@@ -442,7 +501,14 @@ struct ChainTail {
 impl ChainTail {
     /// Numbers and hashes the next event onto the chain.
     fn link(&mut self, event: PreparedEvent) -> EventRecord {
-        let record = chain_event(&self.round_id, &self.conversation_id, self.round_seq, self.next_event_seq, self.head.take(), event);
+        let record = chain_event(
+            &self.round_id,
+            &self.conversation_id,
+            self.round_seq,
+            self.next_event_seq,
+            self.head.take(),
+            event,
+        );
         self.next_event_seq += 1;
         self.head = Some(record.hash.clone());
         record
@@ -531,11 +597,18 @@ impl OpenRound {
 
     /// Ends the round with `round.completed`; the returned ticket waits for durability.
     pub fn complete_nowait(self, state_out: &str) -> Result<Durable, StoreError> {
-        let draft = EventDraft::new(EventType::RoundCompleted, json!({"status": "ok", "state_out": state_out}));
+        let draft = EventDraft::new(
+            EventType::RoundCompleted,
+            json!({"status": "ok", "state_out": state_out}),
+        );
         self.finish(draft, true)
     }
 
-    pub fn fail_nowait(self, failure_code: &str, failure_reason: &str) -> Result<Durable, StoreError> {
+    pub fn fail_nowait(
+        self,
+        failure_code: &str,
+        failure_reason: &str,
+    ) -> Result<Durable, StoreError> {
         self.finish(failure_draft(failure_code, failure_reason), true)
     }
 
@@ -559,7 +632,11 @@ impl OpenRound {
 }
 
 fn failure_draft(code: &str, reason: &str) -> EventDraft {
-    EventDraft::new(EventType::RoundFailed, json!({"failure_code": code, "failure_reason": reason})).failed(code, reason)
+    EventDraft::new(
+        EventType::RoundFailed,
+        json!({"failure_code": code, "failure_reason": reason}),
+    )
+    .failed(code, reason)
 }
 
 impl Drop for OpenRound {
@@ -569,7 +646,10 @@ impl Drop for OpenRound {
         }
         // A round dropped without an outcome (an early return, a panic)
         // still gets its terminal event, so the chain never stays open.
-        let draft = failure_draft("round.abandoned", "the round ended without recording an outcome");
+        let draft = failure_draft(
+            "round.abandoned",
+            "the round ended without recording an outcome",
+        );
         let mut tail = lock(&self.tail);
         if let Ok(event) = draft.prepare() {
             let event = tail.link(event);
@@ -591,10 +671,15 @@ fn acquire_lock(db: &Path) -> Result<File, StoreError> {
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(|source| StoreError::Open { path: path.clone(), source })?;
+        .map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
     match file.try_lock() {
         Ok(()) => {
-            let _ = file.set_len(0).and_then(|()| file.seek(SeekFrom::Start(0)).map(|_| ()));
+            let _ = file
+                .set_len(0)
+                .and_then(|()| file.seek(SeekFrom::Start(0)).map(|_| ()));
             let _ = writeln!(file, "{}", std::process::id());
             Ok(file)
         }
@@ -605,7 +690,10 @@ fn acquire_lock(db: &Path) -> Result<File, StoreError> {
                 "" => String::new(),
                 pid => format!(" (pid {pid})"),
             };
-            Err(StoreError::Locked { path: db.to_owned(), holder })
+            Err(StoreError::Locked {
+                path: db.to_owned(),
+                holder,
+            })
         }
         Err(fs::TryLockError::Error(source)) => Err(StoreError::Open { path, source }),
     }
@@ -619,19 +707,31 @@ pub(super) fn open_connection(path: &Path, flags: OpenFlags) -> Result<Connectio
 /// Maps "this is not our database" driver errors to messages that say so.
 pub(super) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::NotADatabase) => StoreError::NotADatabase { path: path.to_owned() },
-        Some(rusqlite::ErrorCode::CannotOpen) | Some(rusqlite::ErrorCode::PermissionDenied) => StoreError::Open {
+        Some(rusqlite::ErrorCode::NotADatabase) => StoreError::NotADatabase {
             path: path.to_owned(),
-            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.to_string()),
         },
+        Some(rusqlite::ErrorCode::CannotOpen) | Some(rusqlite::ErrorCode::PermissionDenied) => {
+            StoreError::Open {
+                path: path.to_owned(),
+                source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.to_string()),
+            }
+        }
         _ => StoreError::from(e),
     }
 }
 
 /// Checks the file is a caal trace store (or empty), of a schema this build reads.
-pub(super) fn check_identity(conn: &Connection, path: &Path, may_migrate: bool) -> Result<(), StoreError> {
-    let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
-    let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| classify(path, e))?;
+pub(super) fn check_identity(
+    conn: &Connection,
+    path: &Path,
+    may_migrate: bool,
+) -> Result<(), StoreError> {
+    let app_id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    let version: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
     let tables: i64 = conn
         .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
         .map_err(|e| classify(path, e))?;
@@ -642,21 +742,37 @@ pub(super) fn check_identity(conn: &Connection, path: &Path, may_migrate: bool) 
         } else {
             format!("application_id {app_id:#x}")
         };
-        return Err(StoreError::ForeignDatabase { path: path.to_owned(), detail });
+        return Err(StoreError::ForeignDatabase {
+            path: path.to_owned(),
+            detail,
+        });
     }
     if version > supported {
-        return Err(StoreError::NewerSchema { path: path.to_owned(), found: version, supported });
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found: version,
+            supported,
+        });
     }
     if version < supported && !may_migrate {
-        return Err(StoreError::OlderSchema { path: path.to_owned(), found: version, supported });
+        return Err(StoreError::OlderSchema {
+            path: path.to_owned(),
+            found: version,
+            supported,
+        });
     }
     Ok(())
 }
 
-pub(super) fn configure_writer(conn: &Connection, durability: Durability) -> Result<(), StoreError> {
+pub(super) fn configure_writer(
+    conn: &Connection,
+    durability: Durability,
+) -> Result<(), StoreError> {
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::Sqlite(format!("could not switch to WAL (journal_mode is {mode})")));
+        return Err(StoreError::Sqlite(format!(
+            "could not switch to WAL (journal_mode is {mode})"
+        )));
     }
     let sync = match durability {
         Durability::Normal => "NORMAL",
@@ -688,7 +804,10 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
         );
         if let Err(e) = conn.execute_batch(&batch) {
             let _ = conn.execute_batch("ROLLBACK");
-            return Err(StoreError::Migration { name: (*name).to_owned(), message: e.to_string() });
+            return Err(StoreError::Migration {
+                name: (*name).to_owned(),
+                message: e.to_string(),
+            });
         }
     }
     Ok(())
@@ -706,7 +825,8 @@ struct Writer {
 const INSERT_ROUND: &str = "INSERT INTO rounds (schema_version, round_id, library_id, bucket_id, conversation_id,
     round_seq, state_in, audio_id, channel, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
-const INSERT_EVENT: &str = "INSERT INTO events (schema_version, round_id, conversation_id, round_seq, event_seq,
+const INSERT_EVENT: &str =
+    "INSERT INTO events (schema_version, round_id, conversation_id, round_seq, event_seq,
     event_type, call_id, timestamp, payload, status, failure_code, failure_reason, prev_hash, hash)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
@@ -733,7 +853,8 @@ impl Writer {
                 "SELECT s.id, s.rounds_mark FROM writer_sessions s
                  WHERE NOT EXISTS (SELECT 1 FROM writer_session_ends e WHERE e.session_id = s.id)",
             )?;
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?
         };
         let mut recovered = Vec::new();
         if let Some(mark) = unclosed.iter().map(|(_, m)| *m).min() {
@@ -746,7 +867,8 @@ impl Writer {
                           AND e.event_type IN ('round.completed', 'round.failed'))
                      ORDER BY r.id",
                 )?;
-                stmt.query_map([mark], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?
+                stmt.query_map([mark], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<Result<_, _>>()?
             };
             let reason = "the process recording this round stopped before the round ended";
             for (round_id, conversation_id, round_seq) in open {
@@ -763,7 +885,14 @@ impl Writer {
                     .optional()?
                     .map_or((0, None), |(seq, hash)| (seq, Some(hash)));
                 let event = failure_draft("crash.recovered", reason).prepare()?;
-                let record = chain_event(&round_id, &conversation_id, round_seq, last_seq + 1, head, event);
+                let record = chain_event(
+                    &round_id,
+                    &conversation_id,
+                    round_seq,
+                    last_seq + 1,
+                    head,
+                    event,
+                );
                 self.insert_event(&record)?;
                 recovered.push((conversation_id, round_seq));
             }
@@ -775,7 +904,9 @@ impl Writer {
                 )?;
             }
         }
-        let mark: i64 = self.conn.query_row("SELECT coalesce(max(id), 0) FROM rounds", [], |r| r.get(0))?;
+        let mark: i64 =
+            self.conn
+                .query_row("SELECT coalesce(max(id), 0) FROM rounds", [], |r| r.get(0))?;
         self.conn.execute(
             "INSERT INTO writer_sessions (schema_version, started_at, pid, caal_version, rounds_mark) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![SCHEMA_VERSION, now_timestamp(), std::process::id(), env!("CARGO_PKG_VERSION"), mark],
@@ -813,11 +944,18 @@ impl Writer {
         let mut inserted = 0u64;
         let mut failure = self.poisoned.clone();
         if failure.is_none() {
-            failure = self.conn.execute_batch("BEGIN IMMEDIATE").err().map(|e| e.to_string());
+            failure = self
+                .conn
+                .execute_batch("BEGIN IMMEDIATE")
+                .err()
+                .map(|e| e.to_string());
         }
         for op in batch.drain(..) {
             let write = match op {
-                WriteOp::Begin { header, started } => Some(self.insert_round(&header).and_then(|()| self.insert_event(&started))),
+                WriteOp::Begin { header, started } => Some(
+                    self.insert_round(&header)
+                        .and_then(|()| self.insert_event(&started)),
+                ),
                 WriteOp::Append(event) => Some(self.insert_event(&event)),
                 WriteOp::Finish { event, done } => {
                     replies.extend(done);
@@ -852,7 +990,11 @@ impl Writer {
                 .map(|e| e.to_string());
         }
         if failure.is_none() {
-            failure = self.conn.execute_batch("COMMIT").err().map(|e| e.to_string());
+            failure = self
+                .conn
+                .execute_batch("COMMIT")
+                .err()
+                .map(|e| e.to_string());
         }
         match &failure {
             None => {
@@ -870,7 +1012,9 @@ impl Writer {
         }
         let result = || match &failure {
             None => Ok(()),
-            Some(reason) => Err(StoreError::Poisoned { reason: reason.clone() }),
+            Some(reason) => Err(StoreError::Poisoned {
+                reason: reason.clone(),
+            }),
         };
         for done in replies {
             let _ = done.send(result());

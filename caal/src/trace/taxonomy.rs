@@ -77,7 +77,10 @@ impl EventType {
                 let path = error.instance_path().to_string();
                 let field = match error.kind() {
                     jsonschema::error::ValidationErrorKind::Required { property } => {
-                        let name = property.as_str().map(str::to_owned).unwrap_or_else(|| property.to_string());
+                        let name = property
+                            .as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| property.to_string());
                         format!("{}{}", path.trim_start_matches('/').replace('/', "."), name)
                     }
                     _ if path.is_empty() => "(payload)".to_owned(),
@@ -85,7 +88,10 @@ impl EventType {
                 };
                 Err(refused(field, error.to_string()))
             }
-            None => Err(refused("(payload)".into(), "does not match the schema".into())),
+            None => Err(refused(
+                "(payload)".into(),
+                "does not match the schema".into(),
+            )),
         }
     }
 }
@@ -99,12 +105,18 @@ impl fmt::Display for EventType {
 impl FromStr for EventType {
     type Err = StoreError;
     fn from_str(name: &str) -> Result<Self, StoreError> {
-        EventType::ALL.iter().copied().find(|t| t.as_str() == name).ok_or_else(|| {
-            StoreError::UnknownEventType {
+        EventType::ALL
+            .iter()
+            .copied()
+            .find(|t| t.as_str() == name)
+            .ok_or_else(|| StoreError::UnknownEventType {
                 name: name.to_owned(),
-                known: EventType::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
-            }
-        })
+                known: EventType::ALL
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
     }
 }
 
@@ -132,7 +144,12 @@ pub fn schema_text(event_type: EventType) -> &'static str {
         .iter()
         .find(|(name, version, _)| *name == event_type.as_str() && *version == SCHEMA_VERSION)
         .map(|(_, _, text)| *text)
-        .unwrap_or_else(|| panic!("schemas/events/{}.v{SCHEMA_VERSION}.json is missing", event_type.as_str()))
+        .unwrap_or_else(|| {
+            panic!(
+                "schemas/events/{}.v{SCHEMA_VERSION}.json is missing",
+                event_type.as_str()
+            )
+        })
 }
 
 #[cfg(test)]
@@ -147,27 +164,42 @@ mod tests {
             assert_eq!(t.as_str().parse::<EventType>().unwrap(), *t);
         }
         for (name, _, _) in embedded::EVENT_SCHEMAS {
-            assert!(name.parse::<EventType>().is_ok(), "schema {name} has no event type");
+            assert!(
+                name.parse::<EventType>().is_ok(),
+                "schema {name} has no event type"
+            );
         }
         assert_eq!(embedded::EVENT_SCHEMAS.len(), EventType::ALL.len());
     }
 
     #[test]
     fn unknown_type_is_named_with_the_known_ones() {
-        let err = "input.recieved".parse::<EventType>().unwrap_err().to_string();
-        assert!(err.contains("\"input.recieved\"") && err.contains("input.received"), "{err}");
+        let err = "input.recieved"
+            .parse::<EventType>()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"input.recieved\"") && err.contains("input.received"),
+            "{err}"
+        );
     }
 
     #[test]
     fn missing_and_wrong_fields_are_named() {
-        let err = EventType::InputReceived.validate(&json!({"channel": "text"})).unwrap_err();
+        let err = EventType::InputReceived
+            .validate(&json!({"channel": "text"}))
+            .unwrap_err();
         assert!(err.to_string().contains("`raw_text`"), "{err}");
         let err = EventType::RouteSelected
-            .validate(&json!({"route_code": "intent.command", "source_rule": null, "auth_level": 9}))
+            .validate(
+                &json!({"route_code": "intent.command", "source_rule": null, "auth_level": 9}),
+            )
             .unwrap_err();
         assert!(err.to_string().contains("`auth_level`"), "{err}");
         assert!(err.to_string().contains("route.selected"), "{err}");
-        let err = EventType::OutputEmitted.validate(&json!("text")).unwrap_err();
+        let err = EventType::OutputEmitted
+            .validate(&json!("text"))
+            .unwrap_err();
         assert!(err.to_string().contains("(payload)"), "{err}");
     }
 
@@ -176,7 +208,13 @@ mod tests {
         EventType::RouteSelected
             .validate(&json!({"route_code": "intent.command", "source_rule": "lights", "auth_level": 1, "topic": null}))
             .unwrap();
-        EventType::ConfirmRequested.validate(&json!({"command_id": "door.unlock", "auth_level": 3, "summary": "Unlock"})).unwrap();
-        assert!(EventType::ConfirmRequested.validate(&json!({"auth_level": 3, "summary": "Unlock"})).is_err());
+        EventType::ConfirmRequested
+            .validate(&json!({"command_id": "door.unlock", "auth_level": 3, "summary": "Unlock"}))
+            .unwrap();
+        assert!(
+            EventType::ConfirmRequested
+                .validate(&json!({"auth_level": 3, "summary": "Unlock"}))
+                .is_err()
+        );
     }
 }

@@ -86,7 +86,10 @@ struct Walk {
 }
 
 impl TraceReader {
-    pub fn verify(&self, conversation: Option<&ConversationId>) -> Result<VerifyReport, StoreError> {
+    pub fn verify(
+        &self,
+        conversation: Option<&ConversationId>,
+    ) -> Result<VerifyReport, StoreError> {
         self.snapshot(|conn| {
             let mut report = VerifyReport {
                 ok: true,
@@ -246,7 +249,9 @@ impl TraceReader {
 
 fn finish_conversation(walk: &Walk, report: &mut VerifyReport) {
     if !walk.broken && walk.round_seq > 0 && !walk.last_terminal {
-        report.open_rounds.push((walk.conversation.clone(), walk.round_seq));
+        report
+            .open_rounds
+            .push((walk.conversation.clone(), walk.round_seq));
     }
 }
 
@@ -260,17 +265,31 @@ fn header_problem(first: &EventRecord, stored: Option<[String; 6]>) -> Option<St
         return Some("the round header is missing".into());
     };
     if first.event_type != EventType::RoundStarted.as_str() {
-        return Some(format!("the round starts with {} instead of round.started", first.event_type));
+        return Some(format!(
+            "the round starts with {} instead of round.started",
+            first.event_type
+        ));
     }
     if first.round_id != round_id {
-        return Some(format!("the header's round_id is {round_id}, the chain's {}", first.round_id));
+        return Some(format!(
+            "the header's round_id is {round_id}, the chain's {}",
+            first.round_id
+        ));
     }
     let payload: Value = serde_json::from_str(&first.payload).unwrap_or(Value::Null);
-    let fields = [("library_id", library_id), ("bucket_id", bucket_id), ("state_in", state_in), ("channel", channel), ("audio_id", audio_id)];
+    let fields = [
+        ("library_id", library_id),
+        ("bucket_id", bucket_id),
+        ("state_in", state_in),
+        ("channel", channel),
+        ("audio_id", audio_id),
+    ];
     for (name, value) in fields {
         let chained = payload[name].as_str().unwrap_or_default();
         if chained != value {
-            return Some(format!("the header's {name} is {value:?}, the chain's {chained:?}"));
+            return Some(format!(
+                "the header's {name} is {value:?}, the chain's {chained:?}"
+            ));
         }
     }
     None

@@ -1,0 +1,107 @@
+//! Running the binary in an isolated working directory.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+};
+
+use serde_json::Value;
+
+/// A temp working directory with its own data dir and no user config.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}", self.stdout))
+    }
+
+    pub fn ok(self) -> Self {
+        assert_eq!(
+            self.code, 0,
+            "exit {}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Self {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.path().join("data")
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.data().join("traces.db")
+    }
+
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_caal"));
+        cmd.current_dir(self.path())
+            .env("XDG_CONFIG_HOME", self.path().join("xdg"));
+        for (key, _) in std::env::vars() {
+            if key.starts_with("CAAL_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.command().args(args).output().unwrap().into()
+    }
+
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        let mut child = self
+            .command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap().into()
+    }
+
+    /// `caal say --json TEXT` in a conversation.
+    pub fn say(&self, conversation: &str, text: &str) -> Value {
+        self.run(&["say", "--json", "--conversation", conversation, text])
+            .ok()
+            .json()
+    }
+}
