@@ -11,7 +11,7 @@ pub fn progress_bar(total: u64, what: &str) -> ProgressBar {
     }
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     if let Ok(style) =
-        ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} events ({per_sec}, {eta})")
+        ProgressStyle::with_template("{msg} {wide_bar} {human_pos}/{human_len} events ({elapsed} elapsed, {eta} left)")
     {
         bar.set_style(style);
     }
