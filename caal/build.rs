@@ -21,25 +21,31 @@ fn sorted_files(dir: &Path, suffix: &str) -> Vec<(String, String)> {
 fn main() {
     let manifest = env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let manifest = Path::new(&manifest);
-    let migrations = manifest.join("migrations");
-    let schemas = manifest.join("../schemas/events");
-    println!("cargo:rerun-if-changed={}", migrations.display());
-    println!("cargo:rerun-if-changed={}", schemas.display());
-
-    let mut out = String::from(
-        "/// (number, file name, SQL), in order.\npub(crate) static MIGRATIONS: &[(u32, &str, &str)] = &[\n",
-    );
-    for (name, path) in sorted_files(&migrations, ".sql") {
-        let number: u32 = name
-            .split('_')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| {
-                panic!("migration {name} must start with its number, like 0002_why.sql")
-            });
-        writeln!(out, "    ({number}, {name:?}, include_str!({path:?})),").unwrap();
+    let mut out = String::new();
+    for (set, constant) in [("trace", "TRACE_MIGRATIONS"), ("state", "STATE_MIGRATIONS")] {
+        let dir = manifest.join("migrations").join(set);
+        println!("cargo:rerun-if-changed={}", dir.display());
+        writeln!(
+            out,
+            "/// (number, file name, SQL) of migrations/{set}, in order.\npub(crate) static {constant}: &[(u32, &str, &str)] = &["
+        )
+        .unwrap();
+        for (name, path) in sorted_files(&dir, ".sql") {
+            let number: u32 = name
+                .split('_')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| {
+                    panic!("migration {name} must start with its number, like 0002_why.sql")
+                });
+            writeln!(out, "    ({number}, {name:?}, include_str!({path:?})),").unwrap();
+        }
+        out.push_str("];\n\n");
     }
-    out.push_str("];\n\n/// (event type, schema_version, JSON Schema of the payload).\npub(crate) static EVENT_SCHEMAS: &[(&str, u32, &str)] = &[\n");
+
+    let schemas = manifest.join("../schemas/events");
+    println!("cargo:rerun-if-changed={}", schemas.display());
+    out.push_str("/// (event type, schema_version, JSON Schema of the payload).\npub(crate) static EVENT_SCHEMAS: &[(&str, u32, &str)] = &[\n");
     for (name, path) in sorted_files(&schemas, ".json") {
         let stem = name.trim_end_matches(".json");
         let (event_type, version) = stem

@@ -4,8 +4,12 @@
 //!
 //! The binary (`cli/`) only parses, wires these parts and prints.
 
+pub mod auth;
 pub mod config;
 pub mod ids;
 pub mod round;
 pub mod router;
+mod sqlite;
+pub mod state;
+pub mod tools;
 pub mod trace;

@@ -13,9 +13,10 @@ use std::{
 use anyhow::{Context, Result, bail};
 use caal::{
     config::{Config, ConfigSource},
-    ids::{ConversationId, LibraryId},
-    round::{Channel, Engine},
-    trace::{DB_FILE, TraceReader, TraceStore},
+    ids::ConversationId,
+    round::{Channel, Engine, EngineOptions, PendingView},
+    state::{STATE_FILE, StateDb},
+    trace::{DB_FILE, TraceReader},
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -53,6 +54,21 @@ enum Command {
     Chat {
         #[command(flatten)]
         conversation: ConversationArg,
+    },
+    /// List confirmations waiting for a "yes".
+    Pending {
+        /// Only this conversation's.
+        #[arg(long)]
+        conversation: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a conversation's state, and the states there are.
+    State {
+        #[command(flatten)]
+        conversation: ConversationArg,
+        #[arg(long)]
+        json: bool,
     },
     /// Inspect, export and verify recorded rounds.
     #[command(subcommand)]
@@ -123,6 +139,19 @@ enum BenchCommand {
         /// Seconds to run the fsync-durable rounds.
         #[arg(long, default_value_t = 3.0)]
         fsync_seconds: f64,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Route-decision time for the configured rules and for 200 generated
+    /// rules, and a whole level-1 text round in-process.
+    Router {
+        /// Decisions timed per rule set.
+        #[arg(long, default_value_t = 200_000)]
+        decisions: usize,
+        /// Whole rounds timed.
+        #[arg(long, default_value_t = 5_000)]
+        rounds: usize,
         /// End with one JSON object of the figures.
         #[arg(long)]
         json: bool,
@@ -219,6 +248,65 @@ fn run(cli: Cli) -> Result<(), Failure> {
             bench_trace(&cli.data_dir, events, fsync_seconds, json)?;
         }
         Command::Bench(BenchCommand::Say { runs, json }) => bench_say(&cli.data_dir, runs, json)?,
+        Command::Bench(BenchCommand::Router {
+            decisions,
+            rounds,
+            json,
+        }) => {
+            let report =
+                caal::router::bench::run(&load_config()?.0, &cli.data_dir, decisions, rounds)
+                    .map_err(anyhow::Error::from)?;
+            output::print_router_bench(&report);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).map_err(anyhow::Error::from)?
+                );
+            }
+        }
+        Command::Pending { conversation, json } => {
+            let conversation = conversation
+                .as_deref()
+                .map(parse_conversation)
+                .transpose()?;
+            let state = open_state(&cli.data_dir)?;
+            let pending = state
+                .pendings(conversation.as_ref())
+                .map_err(anyhow::Error::from)?;
+            let views: Vec<serde_json::Value> = pending
+                .iter()
+                .map(|(c, p)| serde_json::json!({"conversation_id": c, "pending": PendingView::of(p)}))
+                .collect();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&views).map_err(anyhow::Error::from)?
+                );
+            } else {
+                output::print_pending(&pending);
+            }
+        }
+        Command::State { conversation, json } => {
+            let conversation = parse_conversation(&conversation.conversation)?;
+            let config = load_config()?.0;
+            let state = open_state(&cli.data_dir)?;
+            let current = state
+                .conversation_state(&conversation)
+                .map_err(anyhow::Error::from)?
+                .unwrap_or_else(|| config.conversation.default_state.clone());
+            if json {
+                let doc = serde_json::json!({
+                    "conversation_id": conversation, "state": current,
+                    "states": config.states,
+                });
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
+                );
+            } else {
+                output::print_state(conversation.as_str(), &current, &config.states);
+            }
+        }
     }
     Ok(())
 }
@@ -228,21 +316,25 @@ fn parse_conversation(id: &str) -> Result<ConversationId> {
 }
 
 fn open_engine(data_dir: &Path, config: Config) -> Result<Engine> {
-    fs::create_dir_all(data_dir).with_context(|| {
-        format!(
-            "cannot create the data dir {}; choose another with --data-dir",
-            data_dir.display()
-        )
-    })?;
-    let library =
-        LibraryId::load_or_create(data_dir, std::env::var("CAAL_LIBRARY_ID").ok().as_deref())?;
-    let store = TraceStore::open(&data_dir.join(DB_FILE), library, config.store.durability)?;
-    for (conversation, round_seq) in store.recovered() {
+    let engine = Engine::open(data_dir, config, EngineOptions::default())?;
+    for (conversation, round_seq) in engine.store().recovered() {
         eprintln!(
             "caal: conversation {conversation} round {round_seq} was left open by a crash; recorded as round.failed (crash.recovered)"
         );
     }
-    Ok(Engine::new(store, config)?)
+    Ok(engine)
+}
+
+/// The state database, for reading beside a running writer.
+fn open_state(data_dir: &Path) -> Result<StateDb> {
+    let path = data_dir.join(STATE_FILE);
+    if !path.exists() {
+        bail!(
+            "no state at {}; run `caal say \"hello\"` to create it, or point --data-dir at a data dir",
+            path.display()
+        );
+    }
+    Ok(StateDb::open(&path)?)
 }
 
 fn chat(engine: &Engine, conversation: &ConversationId) -> Result<()> {

@@ -1,6 +1,14 @@
 //! How the CLI prints things for people (JSON output is serde's).
 
-use caal::trace::{EventRecord, RoundRecord, RoundSummary, VerifyReport, bench::TraceBenchReport};
+use std::collections::BTreeMap;
+
+use caal::{
+    auth::Pending,
+    config::StateConfig,
+    router::bench::RouterBenchReport,
+    state::rfc3339_ms,
+    trace::{EventRecord, RoundRecord, RoundSummary, VerifyReport, bench::TraceBenchReport},
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// A bar on standard error for long jobs; hidden when stderr is not a terminal
@@ -10,9 +18,9 @@ pub fn progress_bar(total: u64, what: &str) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-    if let Ok(style) =
-        ProgressStyle::with_template("{msg} {wide_bar} {human_pos}/{human_len} events ({elapsed} elapsed, {eta} left)")
-    {
+    if let Ok(style) = ProgressStyle::with_template(
+        "{msg} {wide_bar} {human_pos}/{human_len} events ({elapsed} elapsed, {eta} left)",
+    ) {
         bar.set_style(style);
     }
     bar.set_message(what.to_owned());
@@ -144,4 +152,53 @@ pub fn print_trace_bench(r: &TraceBenchReport) {
         "  fsync rounds, {} concurrent conversations: {:>12.0} rounds/s  ({} rounds, {:.1} rounds per fsync)",
         r.fsync_conversations, r.fsync_rounds_per_s, r.fsync_rounds, r.fsync_rounds_per_commit
     );
+}
+
+pub fn print_router_bench(r: &RouterBenchReport) {
+    println!("router benchmark ({} decisions per rule set)", r.decisions);
+    println!(
+        "  route decision, default rules ({:>3}):  p50 {:>7.2} µs   p99 {:>7.2} µs",
+        r.default_rules, r.default_p50_us, r.default_p99_us
+    );
+    println!(
+        "  route decision, generated rules ({:>3}): p50 {:>7.2} µs   p99 {:>7.2} µs",
+        r.generated_rules, r.generated_p50_us, r.generated_p99_us
+    );
+    println!(
+        "  level-1 text round, in-process, durability normal ({} rounds): p50 {:.3} ms   p99 {:.3} ms",
+        r.rounds, r.round_p50_ms, r.round_p99_ms
+    );
+}
+
+pub fn print_pending(pending: &[(String, Pending)]) {
+    if pending.is_empty() {
+        println!("nothing is waiting for a confirmation");
+        return;
+    }
+    for (conversation, p) in pending {
+        println!(
+            "{conversation}: {} (level {}, {} of {} confirmations, expires {}) [{}]",
+            p.chain.summary,
+            p.chain.chain_level,
+            p.received,
+            p.required,
+            rfc3339_ms(p.expires_at_ms),
+            p.confirmation_id
+        );
+    }
+}
+
+pub fn print_state(conversation: &str, current: &str, states: &BTreeMap<String, StateConfig>) {
+    match states.get(current) {
+        Some(s) => println!(
+            "{conversation}: {} {} ({current}): {}",
+            s.icon, s.label, s.description
+        ),
+        None => println!("{conversation}: {current} (no longer configured)"),
+    }
+    println!("\nstates:");
+    for (name, s) in states {
+        let marker = if name == current { "*" } else { " " };
+        println!(" {marker} {} {:<13} {}", s.icon, name, s.description);
+    }
 }

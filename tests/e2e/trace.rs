@@ -107,7 +107,7 @@ fn chat_reads_lines_until_quit() {
     assert_eq!(
         run.stdout.lines().collect::<Vec<_>>(),
         [
-            "caal> Hello! Ask me to turn a light on or off.",
+            "caal> Hello! Ask me to turn on a light, set a timer, or add something to the shopping list.",
             "caal> Okay, the hall lights are on."
         ]
     );
@@ -152,6 +152,9 @@ fn trace_list_and_show_reconstruct_the_round() {
             "input.received",
             "input.normalized",
             "route.selected",
+            "validator.ran",
+            "tool.request",
+            "tool.response",
             "command.executed",
             "output.emitted",
             "round.completed"
@@ -161,10 +164,14 @@ fn trace_list_and_show_reconstruct_the_round() {
     assert_eq!(route["source_rule"], "lights.switch");
     assert_eq!(route["params"]["room"], "porch");
     assert_eq!(shown["round"]["state_out"], "default");
-    assert!(
-        shown["events"][4]["call_id"].is_string(),
-        "a command carries its call_id"
-    );
+    let call_id = &shown["events"][5]["call_id"];
+    assert!(call_id.is_string(), "a tool call carries its call_id");
+    for i in [6, 7] {
+        assert_eq!(
+            &shown["events"][i]["call_id"], call_id,
+            "request, response and command share it"
+        );
+    }
 
     let human = sb
         .run(&["trace", "show", said["round_id"].as_str().unwrap()])
@@ -300,7 +307,11 @@ fn exported_jsonl_recomputes_to_the_same_hashes_from_its_own_bytes() {
     let stdout = sb.run(&["trace", "export"]).ok();
     assert_eq!(stdout.stdout, text);
     let only_b = sb.run(&["trace", "export", "--conversation", "b"]).ok();
-    assert_eq!(only_b.stdout.lines().count(), 1 + 7);
+    assert_eq!(
+        only_b.stdout.lines().count(),
+        1 + 10,
+        "a round line and the command round's ten events"
+    );
 }
 
 #[test]

@@ -1,13 +1,16 @@
 //! Configuration: the defaults embedded from `config/caal.toml`, then a user
 //! file merged over them (tables merge, lists replace), then `CAAL_*`
 //! environment variables. Every problem names the key or rule and the fix.
+//! Cross-references (rules to commands and macros, captures to parameters,
+//! states) are checked by compiling the router: `Config::check`.
 
 use std::{
+    collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
 };
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::trace::Durability;
 
@@ -20,6 +23,15 @@ pub struct Config {
     pub store: StoreConfig,
     pub conversation: ConversationConfig,
     pub router: RouterConfig,
+    pub authority: AuthorityConfig,
+    #[serde(default)]
+    pub states: BTreeMap<String, StateConfig>,
+    #[serde(default)]
+    pub executors: ExecutorsConfig,
+    #[serde(default)]
+    pub commands: BTreeMap<String, CommandConfig>,
+    #[serde(default)]
+    pub macros: BTreeMap<String, MacroConfig>,
     #[serde(default)]
     pub rules: Vec<RuleConfig>,
 }
@@ -40,10 +52,142 @@ pub struct ConversationConfig {
 #[serde(deny_unknown_fields)]
 pub struct RouterConfig {
     pub fallback_reply: String,
+    pub chat_reply: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthorityConfig {
+    pub confirmation_ttl_seconds: u64,
+    pub undo_window_seconds: u64,
+}
+
+/// Where input that no rule matches goes in a state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unmatched {
+    Fallback,
+    Chat,
+}
+
+/// How soon questions escalate to the stronger model in a state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Escalation {
+    Early,
+    Normal,
+    Late,
+}
+
+/// A conversation state, with what UIs show of it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    pub label: String,
+    pub icon: String,
+    pub description: String,
+    pub unmatched: Unmatched,
+    pub escalation: Escalation,
+    #[serde(default)]
+    pub prefer_local: bool,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorsConfig {
+    pub home_assistant: Option<HomeAssistantConfig>,
+    #[serde(default)]
+    pub webhooks: BTreeMap<String, WebhookConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HomeAssistantConfig {
+    pub url: String,
+    /// The environment variable holding the long-lived access token.
+    pub token_env: String,
+    pub timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    pub url: String,
+    pub timeout_ms: u64,
+}
+
+/// What a person can ask for: its authority level, where it runs, its typed parameters.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandConfig {
+    pub summary: String,
+    pub reply: String,
+    #[serde(default = "one")]
+    pub auth_level: u8,
+    /// `builtin` (default), `home_assistant`, or `webhook:<name>`.
+    #[serde(default = "builtin")]
+    pub executor: String,
+    /// Home Assistant `domain.service`, e.g. `lock.unlock`.
+    pub service: Option<String>,
+    /// Home Assistant service data; values are templates over the parameters.
+    #[serde(default)]
+    pub data: BTreeMap<String, String>,
+    #[serde(default)]
+    pub params: BTreeMap<String, ParamSpec>,
+    pub undo: Option<UndoConfig>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamKind {
+    String,
+    Enum,
+    Integer,
+    Number,
+    Duration,
+    /// The name of a configured conversation state.
+    State,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamSpec {
+    #[serde(rename = "type")]
+    pub kind: ParamKind,
+    #[serde(default)]
+    pub values: Vec<String>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub unit: Option<String>,
+    pub default: Option<String>,
+}
+
+/// The compensating command that undoes a level-2 command.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UndoConfig {
+    pub command: String,
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MacroConfig {
+    pub summary: String,
+    pub steps: Vec<MacroStep>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MacroStep {
+    pub command: String,
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
 }
 
 /// What kind of thing a rule routes to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RouteType {
     Command,
@@ -80,8 +224,10 @@ pub struct RuleConfig {
     pub pattern: String,
     pub route: RouteType,
     pub command: Option<String>,
-    #[serde(default = "one")]
-    pub auth_level: u8,
+    #[serde(rename = "macro")]
+    pub macro_name: Option<String>,
+    /// Raises the command's level for this phrasing; never lowers it.
+    pub auth_level: Option<u8>,
     #[serde(default)]
     pub priority: i32,
     pub reply: Option<String>,
@@ -91,6 +237,10 @@ pub struct RuleConfig {
 
 fn one() -> u8 {
     1
+}
+
+fn builtin() -> String {
+    "builtin".into()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +254,12 @@ pub enum ConfigError {
     Parse { origin: String, message: String },
     #[error("config rule {rule:?}: {problem}")]
     Rule { rule: String, problem: String },
+    #[error("config {what} {name:?}: {problem}")]
+    Item {
+        what: &'static str,
+        name: String,
+        problem: String,
+    },
     #[error("config key {key}: {problem}")]
     Value { key: String, problem: String },
 }
@@ -154,13 +310,26 @@ impl Config {
             let overlay = parse(&text, &path.display().to_string())?;
             merge(&mut merged, overlay);
         }
+        Self::from_table(merged, file.as_deref(), env).map(|c| (c, file))
+    }
+
+    /// Builds a configuration from TOML text merged over the defaults (tests, tools).
+    pub fn from_toml_over_defaults(text: &str) -> Result<Self, ConfigError> {
+        let mut merged: toml::Table = parse(DEFAULT_TOML, "defaults (built in)")?;
+        merge(&mut merged, parse(text, "(given text)")?);
+        Self::from_table(merged, None, &|_| None)
+    }
+
+    fn from_table(
+        merged: toml::Table,
+        file: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let mut config: Config =
             toml::Value::Table(merged)
                 .try_into()
                 .map_err(|e: toml::de::Error| ConfigError::Parse {
-                    origin: file
-                        .as_ref()
-                        .map_or("defaults".into(), |p| p.display().to_string()),
+                    origin: file.map_or("defaults".into(), |p| p.display().to_string()),
                     message: e.message().to_owned(),
                 })?;
         if let Some(d) = env("CAAL_DURABILITY") {
@@ -170,7 +339,7 @@ impl Config {
             })?;
         }
         config.check()?;
-        Ok((config, file))
+        Ok(config)
     }
 
     /// The embedded defaults alone.
@@ -178,12 +347,23 @@ impl Config {
         Self::load(&ConfigSource::default(), &|_| None).map(|(c, _)| c)
     }
 
-    /// Checks what serde cannot: rule names unique, levels in range, patterns compile.
+    /// Checks what serde cannot: names unique, levels in range, patterns
+    /// compile, every reference resolves.
     pub fn check(&self) -> Result<(), ConfigError> {
-        if self.conversation.default_state.trim().is_empty() {
+        if !self.states.contains_key(&self.conversation.default_state) {
             return Err(ConfigError::Value {
                 key: "conversation.default_state".into(),
-                problem: "is empty; name a state such as \"default\"".into(),
+                problem: format!(
+                    "{:?} is not a configured state; use one of: {}",
+                    self.conversation.default_state,
+                    self.states.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+        if self.authority.confirmation_ttl_seconds == 0 {
+            return Err(ConfigError::Value {
+                key: "authority.confirmation_ttl_seconds".into(),
+                problem: "must be at least 1".into(),
             });
         }
         crate::router::Router::compile(self).map(|_| ())
@@ -232,7 +412,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_load_and_have_rules() {
+    fn defaults_load_with_commands_rules_and_states() {
         let c = Config::defaults().unwrap();
         assert_eq!(c.store.durability, Durability::Normal);
         assert!(
@@ -240,6 +420,12 @@ mod tests {
                 .iter()
                 .any(|r| r.command.as_deref() == Some("lights.set"))
         );
+        assert_eq!(c.commands["door.unlock"].auth_level, 3);
+        assert_eq!(c.commands["garage.open"].auth_level, 4);
+        assert_eq!(c.commands["shopping.add"].auth_level, 2);
+        for state in ["default", "conversation", "action", "research"] {
+            assert!(c.states.contains_key(state), "{state}");
+        }
     }
 
     #[test]
@@ -260,6 +446,11 @@ mod tests {
             err.contains("CAAL_DURABILITY") && err.contains("\"fsync\""),
             "{err}"
         );
+        let c = load_with("[states.party]\nlabel = \"Party\"\nicon = \"🎉\"\ndescription = \"Loud.\"\nunmatched = \"chat\"\nescalation = \"late\"\n", &[]).unwrap();
+        assert!(
+            c.states.contains_key("party") && c.states.contains_key("default"),
+            "states extend"
+        );
     }
 
     #[test]
@@ -273,6 +464,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("durabilty"), "{err}");
+        let err = load_with("[conversation]\ndefault_state = \"sleepy\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sleepy") && err.contains("research"), "{err}");
         let err = Config::load(
             &ConfigSource {
                 explicit: Some("/nonexistent/caal.toml".into()),

@@ -1,20 +1,28 @@
 //! The round lifecycle: intake (ids, `state_in` fixed), normalisation,
-//! routing, execution and the reply, each step appended to the trace as it
-//! happens. The round's reply is released only once its terminal event is
-//! durable, and the conversation state changes only at the round boundary.
+//! routing, the authority gate, execution through the tools, and the reply,
+//! each step appended to the trace as it happens. The reply is released only
+//! once the round's terminal event is durable; the conversation's state, its
+//! pending confirmation and its undo records change only then, at the round
+//! boundary, never in the middle of a round.
 
-use std::sync::Arc;
+use std::{path::Path, sync::Arc};
 
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::{
-    config::{Config, ConfigError, RouteType},
-    ids::{BucketId, CallId, ConversationId},
-    router::{RouteDecision, Router, normalize},
+    auth::{
+        self, AuthLevel, CommandChain, GateAction, Pending, Resolution, Utterance,
+        store::UndoRecord,
+    },
+    config::{Config, ConfigError},
+    ids::{BucketId, CallId, ConversationId, LibraryId, LibraryIdError},
+    router::{Intent, RouteDecision, Router, normalize, render, render_with},
+    state::{Clock, STATE_FILE, StateDb, SystemClock, rfc3339_ms},
+    tools::{EnvLookup, ToolCall, ToolStatus, Tools},
     trace::{
-        EventDraft, EventStatus, EventType, OpenRound, RoundSpec, SCHEMA_VERSION, StoreError,
-        TraceStore,
+        DB_FILE, EventDraft, EventStatus, EventType, OpenRound, RoundSpec, SCHEMA_VERSION,
+        StoreError, TraceStore,
     },
 };
 
@@ -38,6 +46,40 @@ impl Channel {
     }
 }
 
+/// A confirmation the round left waiting.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PendingView {
+    pub confirmation_id: String,
+    pub summary: String,
+    pub prompt: String,
+    pub auth_level: AuthLevel,
+    pub confirmations_required: u8,
+    pub confirmations_received: u8,
+    pub expires_at: String,
+}
+
+impl PendingView {
+    pub fn of(p: &Pending) -> Self {
+        Self {
+            confirmation_id: p.confirmation_id.clone(),
+            summary: p.chain.summary.clone(),
+            prompt: p.prompt.clone(),
+            auth_level: p.chain.chain_level,
+            confirmations_required: p.required,
+            confirmations_received: p.received,
+            expires_at: rfc3339_ms(p.expires_at_ms),
+        }
+    }
+}
+
+/// One command the round ran (or refused to run).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CommandRun {
+    pub command_id: String,
+    pub call_id: Option<String>,
+    pub status: String,
+}
+
 /// The result of one round, as `caal say --json` prints it and the API returns it.
 #[derive(Clone, Debug, Serialize)]
 pub struct RoundResult {
@@ -59,6 +101,8 @@ pub struct RoundResult {
     pub failure_code: Option<String>,
     pub failure_reason: Option<String>,
     pub audio_id: Option<String>,
+    pub pending_confirmation: Option<PendingView>,
+    pub commands: Vec<CommandRun>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,26 +115,141 @@ pub enum RoundError {
     Store(#[from] StoreError),
 }
 
-/// Runs rounds against one trace store with one configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    LibraryId(#[from] LibraryIdError),
+    #[error("cannot create the data dir {path}: {source}; choose another with --data-dir")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// How an engine reaches the world: the environment (for tokens) and the clock.
+pub struct EngineOptions {
+    pub library_id: Option<String>,
+    pub env: EnvLookup,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            library_id: std::env::var("CAAL_LIBRARY_ID").ok(),
+            env: Arc::new(|k| std::env::var(k).ok()),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// Runs rounds against one data dir with one configuration.
 #[derive(Clone)]
 pub struct Engine {
     store: TraceStore,
+    state: Arc<StateDb>,
     router: Arc<Router>,
+    tools: Arc<Tools>,
     config: Arc<Config>,
+    clock: Arc<dyn Clock>,
+}
+
+/// What changes at the round boundary, once the round is durable.
+#[derive(Default)]
+struct Boundary {
+    state_out: Option<String>,
+    pending: Option<Option<Pending>>,
+    undo: Vec<UndoRecord>,
+    undone: Option<i64>,
+}
+
+/// What the steps of a round came to.
+struct Steps {
+    reply: String,
+    failure: Option<(String, String)>,
+    boundary: Boundary,
+    commands: Vec<CommandRun>,
+}
+
+impl Steps {
+    fn reply(reply: impl Into<String>) -> Self {
+        Self {
+            reply: reply.into(),
+            failure: None,
+            boundary: Boundary::default(),
+            commands: Vec::new(),
+        }
+    }
+
+    fn failed(reply: impl Into<String>, code: &str, reason: impl Into<String>) -> Self {
+        Self {
+            failure: Some((code.to_owned(), reason.into())),
+            ..Self::reply(reply)
+        }
+    }
 }
 
 impl Engine {
-    pub fn new(store: TraceStore, config: Config) -> Result<Self, ConfigError> {
+    /// Opens the data dir: its trace store (recovering crashed rounds), its state, the executors.
+    pub fn open(
+        data_dir: &Path,
+        config: Config,
+        options: EngineOptions,
+    ) -> Result<Self, OpenError> {
+        std::fs::create_dir_all(data_dir).map_err(|source| OpenError::DataDir {
+            path: data_dir.display().to_string(),
+            source,
+        })?;
+        let library = LibraryId::load_or_create(data_dir, options.library_id.as_deref())?;
+        let store = TraceStore::open(&data_dir.join(DB_FILE), library, config.store.durability)?;
+        let state = Arc::new(StateDb::open(&data_dir.join(STATE_FILE))?);
+        Ok(Self::new(store, state, config, options)?)
+    }
+
+    pub fn new(
+        store: TraceStore,
+        state: Arc<StateDb>,
+        config: Config,
+        options: EngineOptions,
+    ) -> Result<Self, ConfigError> {
         let router = Router::compile(&config)?;
+        let tools = Tools::new(state.clone(), &config.executors, options.env);
         Ok(Self {
             store,
+            state,
             router: Arc::new(router),
+            tools: Arc::new(tools),
             config: Arc::new(config),
+            clock: options.clock,
         })
     }
 
     pub fn store(&self) -> &TraceStore {
         &self.store
+    }
+
+    pub fn state(&self) -> &StateDb {
+        &self.state
+    }
+
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The conversation's current state (its last round's `state_out`).
+    pub fn conversation_state(&self, conversation: &ConversationId) -> Result<String, StoreError> {
+        Ok(self
+            .state
+            .conversation_state(conversation)?
+            .unwrap_or_else(|| self.config.conversation.default_state.clone()))
     }
 
     /// One typed round in `conversation`.
@@ -103,11 +262,7 @@ impl Engine {
         if text.trim().is_empty() {
             return Err(RoundError::EmptyInput);
         }
-        let state_in = self
-            .store
-            .reader()
-            .last_state_out(conversation)?
-            .unwrap_or_else(|| self.config.conversation.default_state.clone());
+        let state_in = self.conversation_state(conversation)?;
         let round = self.store.begin_round(RoundSpec {
             conversation_id: conversation.clone(),
             bucket_id: BucketId::for_conversation(conversation),
@@ -115,6 +270,9 @@ impl Engine {
             channel: channel.as_str().into(),
             audio_id: None,
         })?;
+        // Read after the round began: rounds of one conversation run one at
+        // a time, so nothing changes this until the round ends.
+        let pending = self.state.pending(conversation)?;
         let header = round.header().clone();
         let mut result = RoundResult {
             schema_version: SCHEMA_VERSION,
@@ -134,27 +292,67 @@ impl Engine {
             failure_code: None,
             failure_reason: None,
             audio_id: None,
+            pending_confirmation: None,
+            commands: Vec::new(),
         };
-        match self.run_steps(&round, text, channel, &mut result) {
-            Ok(()) if result.status == "ok" => round.complete(&result.state_out)?,
-            Ok(()) => {
-                let code = result
-                    .failure_code
-                    .clone()
-                    .unwrap_or_else(|| "round.failed".into());
-                let reason = result
-                    .failure_reason
-                    .clone()
-                    .unwrap_or_else(|| "the round failed".into());
-                round.fail(&code, &reason)?;
-            }
+        let steps = match self.run_steps(
+            &round,
+            text,
+            channel,
+            &state_in,
+            pending.as_ref(),
+            &mut result,
+        ) {
+            Ok(steps) => steps,
             Err(e) => {
-                let reason = e.to_string();
-                round.fail("round.error", &reason)?;
+                round.fail("round.error", &e.to_string())?;
                 return Err(e.into());
             }
+        };
+        let boundary = steps.boundary;
+        result.reply = steps.reply;
+        result.commands = steps.commands;
+        if let Some(state) = &boundary.state_out {
+            result.state_out = state.clone();
         }
+        let pending_after = match &boundary.pending {
+            Some(next) => next.clone(),
+            None => pending.clone(),
+        };
+        result.pending_confirmation = pending_after.as_ref().map(PendingView::of);
+        match &steps.failure {
+            None => round.complete(&result.state_out)?,
+            Some((code, reason)) => {
+                result.status = "failed".into();
+                result.failure_code = Some(code.clone());
+                result.failure_reason = Some(reason.clone());
+                round.fail(code, reason)?;
+            }
+        }
+        self.apply_boundary(conversation, &state_in, boundary)?;
         Ok(result)
+    }
+
+    /// The round is durable: now the conversation may change.
+    fn apply_boundary(
+        &self,
+        conversation: &ConversationId,
+        state_in: &str,
+        b: Boundary,
+    ) -> Result<(), StoreError> {
+        if let Some(state) = b.state_out.filter(|s| s != state_in) {
+            self.state.set_conversation_state(conversation, &state)?;
+        }
+        if let Some(pending) = b.pending {
+            self.state.set_pending(conversation, pending.as_ref())?;
+        }
+        for undo in &b.undo {
+            self.state.record_undo(undo)?;
+        }
+        if let Some(id) = b.undone {
+            self.state.mark_undone(id, self.clock.now_ms())?;
+        }
+        Ok(())
     }
 
     fn run_steps(
@@ -162,8 +360,11 @@ impl Engine {
         round: &OpenRound,
         text: &str,
         channel: Channel,
+        state_in: &str,
+        pending: Option<&Pending>,
         result: &mut RoundResult,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Steps, StoreError> {
+        let now = self.clock.now_ms();
         round.append(EventDraft::new(
             EventType::InputReceived,
             json!({"raw_text": text, "channel": channel.as_str()}),
@@ -173,7 +374,12 @@ impl Engine {
             EventType::InputNormalized,
             json!({"normalized_text": normalized}),
         ))?;
-        let decision = self.router.route(&normalized);
+        let decision = self.router.route(&normalized, state_in);
+        let policy = self.router.state(state_in);
+        let candidates = match &decision.intent {
+            Intent::Ambiguous { candidates } => json!(candidates),
+            _ => Value::Null,
+        };
         round.append(EventDraft::new(
             EventType::RouteSelected,
             json!({
@@ -181,65 +387,422 @@ impl Engine {
                 "source_rule": decision.source_rule,
                 "topic": decision.topic,
                 "auth_level": decision.auth_level,
-                "macro": null,
+                "macro": decision.macro_name,
                 "command_id": decision.command_id,
                 "params": decision.params,
+                "state": state_in,
+                "state_policy": policy.map(|p| json!({"unmatched": p.unmatched, "escalation": p.escalation, "prefer_local": p.prefer_local})),
+                "candidates": candidates,
             }),
         ))?;
         result.route_code = decision.route_code.clone();
         result.source_rule = decision.source_rule.clone();
         result.command_id = decision.command_id.clone();
-        result.auth_level = decision.auth_level;
-        result.reply = match decision.route {
-            None | Some(RouteType::Chat) => decision.reply.clone(),
-            Some(RouteType::Command) if decision.auth_level == 1 => {
-                self.execute(round, &decision)?
-            }
-            Some(route) => {
-                // Governed commands and the other route types arrive with the
-                // router and authority issue; until then nothing runs.
-                result.status = "failed".into();
-                result.failure_code = Some("route.unsupported".into());
-                result.failure_reason = Some(format!(
-                    "{} routes at authority level {} are not available in this build",
-                    route.as_str(),
-                    decision.auth_level
-                ));
-                if let Some(command_id) = &decision.command_id {
-                    round.append(
-                        EventDraft::new(
-                            EventType::CommandExecuted,
-                            json!({"command_id": command_id, "status": "skipped", "result": null, "auth_level": decision.auth_level}),
-                        )
-                        .with_status(EventStatus::Skipped),
-                    )?;
-                }
-                "I can't do that yet: it needs a confirmation step this build does not have.".into()
-            }
+        result.auth_level = decision.auth_level.get();
+
+        let utterance = match &decision.intent {
+            Intent::Chain(chain) => Utterance::Chain(chain),
+            Intent::Confirm => Utterance::Confirm,
+            Intent::Deny => Utterance::Deny,
+            _ => Utterance::Other,
         };
+        if let Intent::Chain(chain) = &decision.intent {
+            self.record_params_ok(round, chain)?;
+        }
+        let ttl_ms = i64::try_from(self.config.authority.confirmation_ttl_seconds)
+            .unwrap_or(i64::MAX / 4)
+            * 1000;
+        let gated = auth::gate(
+            pending,
+            utterance,
+            round.header().round_seq,
+            now,
+            ttl_ms,
+            || uuid::Uuid::now_v7().hyphenated().to_string(),
+        );
+        if let Some((p, resolution)) = &gated.resolved {
+            let received = if *resolution == Resolution::Confirmed {
+                p.received + 1
+            } else {
+                p.received
+            };
+            let by = match resolution {
+                Resolution::Expired | Resolution::Superseded => "system",
+                _ => channel.as_str(),
+            };
+            round.append(EventDraft::new(
+                EventType::ConfirmReceived,
+                json!({
+                    "confirmation_id": p.confirmation_id,
+                    "accepted": resolution.accepted(),
+                    "channel": by,
+                    "resolution": resolution,
+                    "chain_id": p.chain.chain_id,
+                    "confirmations_received": received,
+                    "confirmations_required": p.required,
+                }),
+            ))?;
+        }
+        let resolved_pending = gated.resolved.as_ref().map(|(p, _)| p);
+        let mut steps = match gated.action {
+            GateAction::Execute {
+                chain_level_confirmations,
+            } => {
+                let chain = match (&decision.intent, resolved_pending) {
+                    (Intent::Chain(chain), _) => Ok(chain.clone()),
+                    (_, Some(p)) => self
+                        .router
+                        .rebuild(&p.chain)
+                        .map_err(|problem| (p.chain.summary.clone(), problem)),
+                    (_, None) => unreachable!(
+                        "the gate executes a chain it was given or one that was pending"
+                    ),
+                };
+                match chain {
+                    Ok(chain) => {
+                        result.auth_level = chain.chain_level.get();
+                        result.command_id = chain.command_id().map(str::to_owned);
+                        self.execute_chain(round, &chain, chain_level_confirmations, now)?
+                    }
+                    Err((summary, problem)) => Steps::failed(
+                        format!("I can't {summary} any more: {}.", problem.message),
+                        problem.code,
+                        problem.message,
+                    ),
+                }
+            }
+            GateAction::Ask => {
+                let Some(p) = gated.pending.clone() else {
+                    unreachable!("Ask always carries the pending confirmation")
+                };
+                round.append(EventDraft::new(
+                    EventType::ConfirmRequested,
+                    json!({
+                        "confirmation_id": p.confirmation_id,
+                        "chain_id": p.chain.chain_id,
+                        "command_id": p.chain.steps.first().filter(|_| p.chain.steps.len() == 1).map(|s| s.command_id.clone()),
+                        "macro": p.chain.macro_name,
+                        "auth_level": p.chain.chain_level,
+                        "summary": p.chain.summary,
+                        "prompt": p.prompt,
+                        "expires_at": rfc3339_ms(p.expires_at_ms),
+                        "confirmations_required": p.required,
+                        "confirmations_received": p.received,
+                    }),
+                ))?;
+                result.auth_level = p.chain.chain_level.get();
+                Steps::reply(p.prompt.clone())
+            }
+            GateAction::Cancelled => {
+                let summary = resolved_pending
+                    .map(|p| p.chain.summary.clone())
+                    .unwrap_or_default();
+                Steps::reply(format!("Okay, I won't {summary}."))
+            }
+            GateAction::NothingToConfirm { expired: true } => {
+                let summary = resolved_pending
+                    .map(|p| p.chain.summary.clone())
+                    .unwrap_or_default();
+                Steps::reply(format!(
+                    "That confirmation expired, so I did not {summary}. Ask again if you still want it."
+                ))
+            }
+            GateAction::NothingToConfirm { expired: false } => {
+                Steps::reply("There's nothing waiting for a confirmation.")
+            }
+            GateAction::Proceed => self.proceed(round, &decision, now)?,
+        };
+        // A pending confirmation that this round resolved, replaced or started.
+        if gated.resolved.is_some() || gated.pending.is_some() {
+            steps.boundary.pending = Some(gated.pending);
+        }
         round.append(EventDraft::new(
             EventType::OutputEmitted,
-            json!({"text": result.reply, "channel": channel.as_str()}),
+            json!({"text": steps.reply, "channel": channel.as_str()}),
         ))?;
-        Ok(())
+        Ok(steps)
     }
 
-    /// Runs a level-1 command. Devices arrive with the tool executors; for
-    /// now a command's effect is its recorded parameters.
-    fn execute(&self, round: &OpenRound, decision: &RouteDecision) -> Result<String, StoreError> {
-        let call_id = CallId::new();
+    /// Input that is not a matter of authority.
+    fn proceed(
+        &self,
+        round: &OpenRound,
+        decision: &RouteDecision,
+        now: i64,
+    ) -> Result<Steps, StoreError> {
+        Ok(match &decision.intent {
+            Intent::Reply(text) => Steps::reply(text.clone()),
+            Intent::Invalid {
+                command_id,
+                problem,
+            } => {
+                round.append(
+                    EventDraft::new(
+                        EventType::ValidatorRan,
+                        json!({"validator_id": "params", "code": problem.code, "status": "error", "message": problem.message,
+                               "details": {"command_id": command_id, "param": problem.param}}),
+                    )
+                    .with_status(EventStatus::Failed),
+                )?;
+                Steps::failed(
+                    format!("I can't do that: {}.", problem.message),
+                    "params.invalid",
+                    problem.message.clone(),
+                )
+            }
+            Intent::Ambiguous { candidates } => {
+                let options = candidates
+                    .iter()
+                    .map(|c| format!("\"{c}\""))
+                    .collect::<Vec<_>>()
+                    .join(" or ");
+                Steps::reply(format!(
+                    "Did you mean {options}? Please say it another way."
+                ))
+            }
+            Intent::Undo => self.undo(round, now)?,
+            Intent::Unsupported(route) => Steps::failed(
+                format!("I can't do {} requests yet.", route.as_str()),
+                "route.unsupported",
+                format!(
+                    "the {} route needs a capability this build does not have yet",
+                    route.as_str()
+                ),
+            ),
+            Intent::Chain(_) | Intent::Confirm | Intent::Deny => {
+                unreachable!("the gate decides chains, confirmations and denials")
+            }
+        })
+    }
+
+    fn record_params_ok(&self, round: &OpenRound, chain: &CommandChain) -> Result<(), StoreError> {
+        round.append(EventDraft::new(
+            EventType::ValidatorRan,
+            json!({"validator_id": "params", "code": "validator.ok", "status": "ok",
+                   "message": format!("parameters of {} command(s) are valid", chain.commands.len())}),
+        ))
+    }
+
+    /// Runs a chain in order; a failure skips the rest.
+    fn execute_chain(
+        &self,
+        round: &OpenRound,
+        chain: &CommandChain,
+        confirmations: u8,
+        now: i64,
+    ) -> Result<Steps, StoreError> {
+        let mut steps = Steps::reply("");
+        let mut replies = Vec::new();
+        let header = round.header();
+        for command in &chain.commands {
+            if let Some((_, reason)) = &steps.failure {
+                round.append(
+                    EventDraft::new(
+                        EventType::CommandExecuted,
+                        json!({"command_id": command.command_id, "status": "skipped", "auth_level": command.auth_level,
+                               "result": {"reason": format!("not run: {reason}")}, "chain_id": chain.chain_id}),
+                    )
+                    .with_status(EventStatus::Skipped),
+                )?;
+                steps.commands.push(CommandRun {
+                    command_id: command.command_id.clone(),
+                    call_id: None,
+                    status: "skipped".into(),
+                });
+                continue;
+            }
+            let Some(spec) = self.router.command(&command.command_id) else {
+                continue;
+            };
+            let call = ToolCall {
+                call_id: CallId::new(),
+                command,
+                spec,
+                conversation_id: header.conversation_id.as_str(),
+                round_id: &header.round_id.to_string(),
+                now_ms: now,
+            };
+            let outcome = self.run_tool(round, &call)?;
+            let ok = outcome.status == ToolStatus::Ok;
+            round.append(
+                EventDraft::new(
+                    EventType::CommandExecuted,
+                    json!({
+                        "command_id": command.command_id,
+                        "status": if ok { "ok" } else { "failed" },
+                        "result": outcome.result,
+                        "auth_level": command.auth_level,
+                        "chain_id": chain.chain_id,
+                        "chain_level": chain.chain_level,
+                        "confirmations": confirmations,
+                    }),
+                )
+                .with_call(call.call_id)
+                .with_status(if ok {
+                    EventStatus::Ok
+                } else {
+                    EventStatus::Failed
+                }),
+            )?;
+            steps.commands.push(CommandRun {
+                command_id: command.command_id.clone(),
+                call_id: Some(call.call_id.to_string()),
+                status: outcome.status.as_str().into(),
+            });
+            if !ok {
+                replies.push(format!(
+                    "I couldn't {}: {}.",
+                    command.summary, outcome.message
+                ));
+                steps.failure = Some((
+                    "tool.failed".into(),
+                    format!("{}: {}", command.command_id, outcome.message),
+                ));
+                continue;
+            }
+            replies.push(render_with(&spec.config.reply, |name| match name {
+                "result" => Some(outcome.message.clone()),
+                _ => command.params.get(name).map(ToString::to_string),
+            }));
+            if let Some(state) = outcome.state_out {
+                steps.boundary.state_out = Some(state);
+            }
+            if command.auth_level.undoable()
+                && let Some(undo) = &spec.config.undo
+            {
+                let window = i64::try_from(self.config.authority.undo_window_seconds)
+                    .unwrap_or(i64::MAX / 4)
+                    * 1000;
+                steps.boundary.undo.push(UndoRecord {
+                    id: 0,
+                    conversation_id: header.conversation_id.to_string(),
+                    command_id: command.command_id.clone(),
+                    call_id: call.call_id.to_string(),
+                    summary: command.summary.clone(),
+                    undo_command: undo.command.clone(),
+                    undo_params: undo
+                        .params
+                        .iter()
+                        .map(|(k, t)| (k.clone(), render(t, &command.params)))
+                        .collect(),
+                    executed_at_ms: now,
+                    expires_at_ms: now + window,
+                });
+            }
+        }
+        steps.reply = replies.join(" ");
+        Ok(steps)
+    }
+
+    /// `tool.request`, the call, `tool.response`.
+    fn run_tool(
+        &self,
+        round: &OpenRound,
+        call: &ToolCall<'_>,
+    ) -> Result<crate::tools::ToolOutcome, StoreError> {
+        let (tool_id, inputs) = self.tools.describe(call);
+        let call_id = call.call_id.to_string();
         round.append(
             EventDraft::new(
-                EventType::CommandExecuted,
-                json!({
-                    "command_id": decision.command_id,
-                    "status": "ok",
-                    "result": {"params": decision.params},
-                    "auth_level": decision.auth_level,
-                }),
+                EventType::ToolRequest,
+                json!({"tool_id": tool_id, "call_id": call_id, "inputs": inputs}),
             )
-            .with_call(call_id),
+            .with_call(call.call_id),
         )?;
-        Ok(decision.reply.clone())
+        let outcome = self.tools.execute(call)?;
+        let ok = outcome.status == ToolStatus::Ok;
+        round.append(
+            EventDraft::new(
+                EventType::ToolResponse,
+                json!({"tool_id": tool_id, "call_id": call_id, "latency_ms": outcome.latency_ms, "result": outcome.result,
+                       "status": outcome.status, "transient": outcome.transient}),
+            )
+            .with_call(call.call_id)
+            .with_status(if ok { EventStatus::Ok } else { EventStatus::Failed }),
+        )?;
+        Ok(outcome)
+    }
+
+    /// Reverses the conversation's last level-2 command, inside its window.
+    fn undo(&self, round: &OpenRound, now: i64) -> Result<Steps, StoreError> {
+        let conversation = round.header().conversation_id.clone();
+        let Some(record) = self.state.last_undoable(&conversation)? else {
+            return Ok(Steps::reply("There's nothing to undo."));
+        };
+        let window_s = self.config.authority.undo_window_seconds;
+        if now > record.expires_at_ms {
+            round.append(
+                EventDraft::new(
+                    EventType::CommandReversed,
+                    json!({"command_id": record.command_id, "status": "skipped", "original_call_id": record.call_id,
+                           "reason": format!("the undo window of {window_s} s had passed")}),
+                )
+                .with_status(EventStatus::Skipped),
+            )?;
+            return Ok(Steps::reply(format!(
+                "It's too late to undo \"{}\": changes can be undone for {}.",
+                record.summary,
+                crate::router::human_duration(window_s)
+            )));
+        }
+        let command = match self.router.resolve_command(
+            &record.undo_command,
+            record.undo_params.clone(),
+            None,
+            None,
+        ) {
+            Ok(c) => c,
+            Err(problem) => {
+                return Ok(Steps::failed(
+                    format!("I can't undo \"{}\": {}.", record.summary, problem.message),
+                    problem.code,
+                    problem.message,
+                ));
+            }
+        };
+        let Some(spec) = self.router.command(&command.command_id) else {
+            return Ok(Steps::reply("There's nothing to undo."));
+        };
+        let header = round.header();
+        let call = ToolCall {
+            call_id: CallId::new(),
+            command: &command,
+            spec,
+            conversation_id: header.conversation_id.as_str(),
+            round_id: &header.round_id.to_string(),
+            now_ms: now,
+        };
+        let outcome = self.run_tool(round, &call)?;
+        let ok = outcome.status == ToolStatus::Ok;
+        round.append(
+            EventDraft::new(
+                EventType::CommandReversed,
+                json!({"command_id": record.command_id, "status": if ok { "ok" } else { "failed" }, "reason": "undo requested",
+                       "undo_command": command.command_id, "original_call_id": record.call_id}),
+            )
+            .with_call(call.call_id)
+            .with_status(if ok { EventStatus::Ok } else { EventStatus::Failed }),
+        )?;
+        let run = CommandRun {
+            command_id: command.command_id.clone(),
+            call_id: Some(call.call_id.to_string()),
+            status: outcome.status.as_str().into(),
+        };
+        let mut steps = if ok {
+            let mut s = Steps::reply(format!("Undone: {}.", record.summary));
+            s.boundary.undone = Some(record.id);
+            s
+        } else {
+            Steps::failed(
+                format!(
+                    "I couldn't undo \"{}\": {}.",
+                    record.summary, outcome.message
+                ),
+                "tool.failed",
+                outcome.message,
+            )
+        };
+        steps.commands.push(run);
+        Ok(steps)
     }
 }

@@ -1,41 +1,125 @@
-//! The rule router: configured rules matched against the normalised
-//! utterance in one pass (a `RegexSet`), the highest priority winning. Named
-//! captures become typed-later parameters and fill the reply template.
+//! The rule router and conversation states.
+//!
+//! Configured rules are matched against the normalised utterance in one pass
+//! (a `RegexSet`); the highest priority wins, and two matches of equal
+//! priority that name different targets are an ambiguity the round asks about
+//! rather than guesses. A command rule's named captures become the command's
+//! typed parameters; a macro rule becomes a chain. The conversation state
+//! (`state_in`, fixed for the round) decides where unmatched input goes.
 
-use std::collections::{BTreeMap, HashSet};
+pub mod bench;
+mod params;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use regex::{Regex, RegexSet};
 use serde::Serialize;
+use serde_json::{Value, json};
 
-use crate::config::{Config, ConfigError, RouteType, RuleConfig};
+pub use params::{ParamProblem, ParamValue, human_duration, parse_duration, parse_params};
+
+use crate::{
+    auth::{AuthLevel, Command, CommandChain, StoredChain},
+    config::{
+        CommandConfig, Config, ConfigError, MacroConfig, ParamKind, RouteType, RuleConfig,
+        StateConfig, Unmatched,
+    },
+    tools,
+};
+
+#[derive(Clone, Debug)]
+enum Target {
+    Command(String),
+    Macro(String),
+    None,
+}
 
 struct CompiledRule {
     config: RuleConfig,
     regex: Regex,
+    target: Target,
+    level: Option<AuthLevel>,
+}
+
+/// A command as configured, with its level checked.
+#[derive(Clone, Debug)]
+pub struct CommandSpec {
+    pub id: String,
+    pub level: AuthLevel,
+    pub config: CommandConfig,
 }
 
 pub struct Router {
     set: RegexSet,
     rules: Vec<CompiledRule>,
+    commands: BTreeMap<String, CommandSpec>,
+    macros: BTreeMap<String, MacroConfig>,
+    states: BTreeMap<String, StateConfig>,
+    state_names: BTreeSet<String>,
     fallback_reply: String,
+    chat_reply: String,
 }
 
-/// What the router decided for one utterance.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// What the round should do, as the router sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Intent {
+    /// Run these commands (subject to the authority gate).
+    Chain(CommandChain),
+    /// The command was understood but its parameters were refused.
+    Invalid {
+        command_id: String,
+        problem: ParamProblem,
+    },
+    Confirm,
+    Deny,
+    Undo,
+    /// Say this (chat, greetings, unmatched input).
+    Reply(String),
+    /// Rules of equal priority name different targets: ask which.
+    Ambiguous {
+        candidates: Vec<String>,
+    },
+    /// A route type whose capability this build does not have yet.
+    Unsupported(RouteType),
+}
+
+/// The routing decision recorded as `route.selected`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct RouteDecision {
-    /// Namespaced: `intent.<route type>`, or `intent.unmatched`.
+    /// Namespaced: `intent.<route type>`, `intent.unmatched`, `intent.ambiguous`.
     pub route_code: String,
-    pub route: Option<RouteType>,
     pub source_rule: Option<String>,
-    pub command_id: Option<String>,
-    pub auth_level: u8,
     pub topic: Option<String>,
-    pub params: BTreeMap<String, String>,
-    pub reply: String,
+    pub auth_level: AuthLevel,
+    pub macro_name: Option<String>,
+    pub command_id: Option<String>,
+    /// Typed parameters of a single command (raw text if they were refused).
+    pub params: Value,
+    pub intent: Intent,
+}
+
+impl RouteDecision {
+    fn simple(route_code: &str, source_rule: Option<String>, intent: Intent) -> Self {
+        Self {
+            route_code: route_code.into(),
+            source_rule,
+            topic: None,
+            auth_level: AuthLevel::RUN,
+            macro_name: None,
+            command_id: None,
+            params: json!({}),
+            intent,
+        }
+    }
 }
 
 impl Router {
     pub fn compile(config: &Config) -> Result<Self, ConfigError> {
+        let state_names: BTreeSet<String> = config.states.keys().cloned().collect();
+        let commands = compile_commands(config, &state_names)?;
+        for (name, m) in &config.macros {
+            check_macro(name, m, &commands, &state_names)?;
+        }
         let mut seen = HashSet::new();
         let mut rules = Vec::with_capacity(config.rules.len());
         for rule in &config.rules {
@@ -54,29 +138,76 @@ impl Router {
                     "the name is used by another rule; give each rule its own name".into(),
                 ));
             }
-            if !(1..=4).contains(&rule.auth_level) {
-                return Err(problem(format!(
-                    "auth_level {} is outside 1–4",
-                    rule.auth_level
-                )));
-            }
-            if rule.route == RouteType::Command && rule.command.is_none() {
-                return Err(problem(
-                    "route \"command\" needs `command = \"...\"`".into(),
-                ));
-            }
+            let level = rule
+                .auth_level
+                .map(|l| {
+                    AuthLevel::new(l)
+                        .ok_or_else(|| problem(format!("auth_level {l} is outside 1–4")))
+                })
+                .transpose()?;
             let regex =
                 Regex::new(&rule.pattern).map_err(|e| problem(format!("invalid pattern: {e}")))?;
+            let captures: BTreeSet<&str> = regex.capture_names().flatten().collect();
             if let Some(topic) = &rule.topic
-                && !regex.capture_names().flatten().any(|n| n == topic)
+                && !captures.contains(topic.as_str())
             {
                 return Err(problem(format!(
                     "topic names the capture {topic:?}, which the pattern does not have"
                 )));
             }
+            let target = match (rule.route, &rule.command, &rule.macro_name) {
+                (RouteType::Command | RouteType::State, Some(_), Some(_)) => {
+                    return Err(problem("name a command or a macro, not both".into()));
+                }
+                (RouteType::Command | RouteType::State, Some(id), None) => {
+                    let spec = commands.get(id).ok_or_else(|| {
+                        problem(format!("command {id:?} is not defined under [commands]"))
+                    })?;
+                    for (name, param) in &spec.config.params {
+                        if param.default.is_none() && !captures.contains(name.as_str()) {
+                            return Err(problem(format!(
+                                "the pattern never captures `{name}`, which command {id} needs; add (?P<{name}>...) or a default"
+                            )));
+                        }
+                    }
+                    for capture in &captures {
+                        if !spec.config.params.contains_key(*capture)
+                            && rule.topic.as_deref() != Some(*capture)
+                        {
+                            return Err(problem(format!(
+                                "the pattern captures `{capture}`, which is not a parameter of command {id}"
+                            )));
+                        }
+                    }
+                    Target::Command(id.clone())
+                }
+                (RouteType::Command | RouteType::State, None, Some(name)) => {
+                    if !config.macros.contains_key(name) {
+                        return Err(problem(format!(
+                            "macro {name:?} is not defined under [macros]"
+                        )));
+                    }
+                    Target::Macro(name.clone())
+                }
+                (RouteType::Command | RouteType::State, None, None) => {
+                    return Err(problem(format!(
+                        "route {:?} needs `command` or `macro`",
+                        rule.route.as_str()
+                    )));
+                }
+                (_, None, None) => Target::None,
+                (route, _, _) => {
+                    return Err(problem(format!(
+                        "route {:?} takes no command or macro",
+                        route.as_str()
+                    )));
+                }
+            };
             rules.push(CompiledRule {
                 config: rule.clone(),
                 regex,
+                target,
+                level,
             });
         }
         let set = RegexSet::new(rules.iter().map(|r| r.config.pattern.as_str())).map_err(|e| {
@@ -88,59 +219,357 @@ impl Router {
         Ok(Self {
             set,
             rules,
+            commands,
+            macros: config.macros.clone(),
+            states: config.states.clone(),
+            state_names,
             fallback_reply: config.router.fallback_reply.clone(),
+            chat_reply: config.router.chat_reply.clone(),
         })
     }
 
-    /// Routes one normalised utterance.
-    pub fn route(&self, text: &str) -> RouteDecision {
-        let best = self
-            .set
-            .matches(text)
-            .into_iter()
+    pub fn command(&self, id: &str) -> Option<&CommandSpec> {
+        self.commands.get(id)
+    }
+
+    pub fn state(&self, name: &str) -> Option<&StateConfig> {
+        self.states.get(name)
+    }
+
+    pub fn states(&self) -> &BTreeMap<String, StateConfig> {
+        &self.states
+    }
+
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Routes one normalised utterance in conversation state `state`.
+    pub fn route(&self, text: &str, state: &str) -> RouteDecision {
+        let matches = self.set.matches(text);
+        let top = matches.iter().map(|i| self.rules[i].config.priority).max();
+        let winners: Vec<&CompiledRule> = matches
+            .iter()
             .map(|i| &self.rules[i])
-            // Highest priority; among equals, the first in the configuration.
-            .fold(None::<&CompiledRule>, |best, r| match best {
-                Some(b) if b.config.priority >= r.config.priority => Some(b),
-                _ => Some(r),
-            });
-        let Some(rule) = best else {
-            return RouteDecision {
-                route_code: "intent.unmatched".into(),
-                route: None,
-                source_rule: None,
-                command_id: None,
-                auth_level: 1,
-                topic: None,
-                params: BTreeMap::new(),
-                reply: self.fallback_reply.clone(),
-            };
+            .filter(|r| Some(r.config.priority) == top)
+            .collect();
+        let Some(rule) = winners.first().copied() else {
+            return self.unmatched(state);
         };
-        let mut params = BTreeMap::new();
-        if let Some(caps) = rule.regex.captures(text) {
-            for name in rule.regex.capture_names().flatten() {
-                if let Some(m) = caps.name(name) {
-                    params.insert(name.to_owned(), m.as_str().trim().to_owned());
-                }
+        let distinct: Vec<&CompiledRule> = winners.iter().fold(Vec::new(), |mut kept, r| {
+            if !kept.iter().any(|k: &&CompiledRule| same_target(k, r)) {
+                kept.push(r);
             }
+            kept
+        });
+        if distinct.len() > 1 {
+            let candidates = distinct.iter().map(|r| self.describe(r, text)).collect();
+            return RouteDecision::simple(
+                "intent.ambiguous",
+                None,
+                Intent::Ambiguous { candidates },
+            );
         }
+        let captures = captures(&rule.regex, text);
         let topic = rule
             .config
             .topic
             .as_ref()
-            .and_then(|t| params.get(t).cloned());
-        let reply = render(rule.config.reply.as_deref().unwrap_or("Done."), &params);
-        RouteDecision {
-            route_code: format!("intent.{}", rule.config.route.as_str()),
-            route: Some(rule.config.route),
-            source_rule: Some(rule.config.name.clone()),
-            command_id: rule.config.command.clone(),
-            auth_level: rule.config.auth_level,
-            topic,
-            params,
-            reply,
+            .and_then(|t| captures.get(t).cloned());
+        let route_code = format!("intent.{}", rule.config.route.as_str());
+        let source = Some(rule.config.name.clone());
+        let mut decision = match rule.config.route {
+            RouteType::Confirm => RouteDecision::simple(&route_code, source, Intent::Confirm),
+            RouteType::Deny => RouteDecision::simple(&route_code, source, Intent::Deny),
+            RouteType::Undo => RouteDecision::simple(&route_code, source, Intent::Undo),
+            RouteType::Chat => {
+                let reply = rule
+                    .config
+                    .reply
+                    .clone()
+                    .unwrap_or_else(|| self.chat_reply.clone());
+                RouteDecision::simple(&route_code, source, Intent::Reply(reply))
+            }
+            RouteType::Memory | RouteType::Llm | RouteType::Research => {
+                RouteDecision::simple(&route_code, source, Intent::Unsupported(rule.config.route))
+            }
+            RouteType::Command | RouteType::State => {
+                self.command_decision(rule, &route_code, &captures)
+            }
+        };
+        decision.topic = topic;
+        decision
+    }
+
+    fn unmatched(&self, state: &str) -> RouteDecision {
+        match self.state(state).map(|s| s.unmatched) {
+            Some(Unmatched::Chat) => {
+                RouteDecision::simple("intent.chat", None, Intent::Reply(self.chat_reply.clone()))
+            }
+            _ => RouteDecision::simple(
+                "intent.unmatched",
+                None,
+                Intent::Reply(self.fallback_reply.clone()),
+            ),
         }
     }
+
+    fn command_decision(
+        &self,
+        rule: &CompiledRule,
+        route_code: &str,
+        captures: &BTreeMap<String, String>,
+    ) -> RouteDecision {
+        let source = Some(rule.config.name.clone());
+        let built = match &rule.target {
+            Target::Command(id) => self
+                .resolve_command(id, captures.clone(), source.clone(), rule.level)
+                .map(|c| CommandChain::new(vec![c], None, None))
+                .map_err(|problem| (id.clone(), problem)),
+            Target::Macro(name) => self.resolve_macro(name, source.clone(), rule.level),
+            Target::None => unreachable!("command routes have a target (checked at compile)"),
+        };
+        match built {
+            Ok(chain) => RouteDecision {
+                route_code: route_code.into(),
+                source_rule: source,
+                topic: None,
+                auth_level: chain.chain_level,
+                macro_name: chain.macro_name.clone(),
+                command_id: chain.command_id().map(str::to_owned),
+                params: match chain.commands.as_slice() {
+                    [one] => json!(one.params),
+                    _ => json!({}),
+                },
+                intent: Intent::Chain(chain),
+            },
+            Err((command_id, problem)) => RouteDecision {
+                route_code: route_code.into(),
+                source_rule: source,
+                topic: None,
+                auth_level: self
+                    .commands
+                    .get(&command_id)
+                    .map_or(AuthLevel::RUN, |c| c.level),
+                macro_name: None,
+                command_id: Some(command_id.clone()),
+                params: json!(captures),
+                intent: Intent::Invalid {
+                    command_id,
+                    problem,
+                },
+            },
+        }
+    }
+
+    /// A command with typed, checked parameters.
+    pub fn resolve_command(
+        &self,
+        id: &str,
+        raw: BTreeMap<String, String>,
+        source_rule: Option<String>,
+        raise_to: Option<AuthLevel>,
+    ) -> Result<Command, ParamProblem> {
+        let Some(spec) = self.commands.get(id) else {
+            return Err(ParamProblem {
+                param: "command".into(),
+                code: "validator.unknown_command",
+                message: format!("there is no command {id} any more"),
+            });
+        };
+        let raw: BTreeMap<String, String> = raw
+            .into_iter()
+            .filter(|(k, _)| spec.config.params.contains_key(k))
+            .collect();
+        let params = parse_params(&spec.config.params, &raw, &self.state_names)?;
+        Ok(Command {
+            command_id: id.to_owned(),
+            auth_level: raise_to.map_or(spec.level, |r| r.max(spec.level)),
+            summary: render(&spec.config.summary, &params),
+            params,
+            raw_params: raw,
+            source_rule,
+        })
+    }
+
+    fn resolve_macro(
+        &self,
+        name: &str,
+        source_rule: Option<String>,
+        raise_to: Option<AuthLevel>,
+    ) -> Result<CommandChain, (String, ParamProblem)> {
+        let m = &self.macros[name];
+        let commands = m
+            .steps
+            .iter()
+            .map(|step| {
+                self.resolve_command(
+                    &step.command,
+                    step.params.clone(),
+                    source_rule.clone(),
+                    raise_to,
+                )
+                .map_err(|p| (step.command.clone(), p))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(CommandChain::new(
+            commands,
+            Some(name.to_owned()),
+            Some(m.summary.clone()),
+        ))
+    }
+
+    /// Rebuilds a stored chain against the configuration in force now; its
+    /// level never drops below what was asked for.
+    pub fn rebuild(&self, stored: &StoredChain) -> Result<CommandChain, ParamProblem> {
+        let commands = stored
+            .steps
+            .iter()
+            .map(|s| {
+                self.resolve_command(
+                    &s.command_id,
+                    s.raw_params.clone(),
+                    s.source_rule.clone(),
+                    None,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut chain = CommandChain::new(
+            commands,
+            stored.macro_name.clone(),
+            Some(stored.summary.clone()),
+        );
+        chain.chain_id = stored.chain_id.clone();
+        chain.chain_level = chain.chain_level.max(stored.chain_level);
+        Ok(chain)
+    }
+
+    fn describe(&self, rule: &CompiledRule, text: &str) -> String {
+        match &rule.target {
+            Target::Command(id) => self
+                .resolve_command(id, captures(&rule.regex, text), None, None)
+                .map(|c| c.summary)
+                .unwrap_or_else(|_| id.clone()),
+            Target::Macro(name) => self.macros[name].summary.clone(),
+            Target::None => rule.config.name.clone(),
+        }
+    }
+}
+
+fn same_target(a: &CompiledRule, b: &CompiledRule) -> bool {
+    match (&a.target, &b.target) {
+        (Target::Command(x), Target::Command(y)) | (Target::Macro(x), Target::Macro(y)) => x == y,
+        (Target::None, Target::None) => a.config.route == b.config.route,
+        _ => false,
+    }
+}
+
+fn captures(regex: &Regex, text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(caps) = regex.captures(text) {
+        for name in regex.capture_names().flatten() {
+            if let Some(m) = caps.name(name) {
+                out.insert(name.to_owned(), m.as_str().trim().to_owned());
+            }
+        }
+    }
+    out
+}
+
+fn compile_commands(
+    config: &Config,
+    states: &BTreeSet<String>,
+) -> Result<BTreeMap<String, CommandSpec>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for (id, c) in &config.commands {
+        let problem = |problem: String| ConfigError::Item {
+            what: "command",
+            name: id.clone(),
+            problem,
+        };
+        let level = AuthLevel::new(c.auth_level)
+            .ok_or_else(|| problem(format!("auth_level {} is outside 1–4", c.auth_level)))?;
+        tools::check_executor(id, c, &config.executors).map_err(problem)?;
+        for (name, p) in &c.params {
+            if p.kind == ParamKind::Enum && p.values.is_empty() {
+                return Err(problem(format!(
+                    "parameter {name} is an enum without `values`"
+                )));
+            }
+            if let Some(default) = &p.default {
+                let spec = BTreeMap::from([(name.clone(), p.clone())]);
+                let raw = BTreeMap::from([(name.clone(), default.clone())]);
+                parse_params(&spec, &raw, states)
+                    .map_err(|e| problem(format!("default of {name}: {}", e.message)))?;
+            }
+        }
+        if level.undoable() && c.undo.is_none() {
+            return Err(problem(
+                "a level-2 command needs `undo = { command = ..., params = ... }`".into(),
+            ));
+        }
+        out.insert(
+            id.clone(),
+            CommandSpec {
+                id: id.clone(),
+                level,
+                config: c.clone(),
+            },
+        );
+    }
+    for (id, spec) in &out {
+        if let Some(undo) = &spec.config.undo {
+            let target = out.get(&undo.command).ok_or_else(|| ConfigError::Item {
+                what: "command",
+                name: id.clone(),
+                problem: format!(
+                    "undo names command {:?}, which is not defined",
+                    undo.command
+                ),
+            })?;
+            for name in undo.params.keys() {
+                if !target.config.params.contains_key(name) {
+                    return Err(ConfigError::Item {
+                        what: "command",
+                        name: id.clone(),
+                        problem: format!(
+                            "undo passes `{name}`, which is not a parameter of {}",
+                            undo.command
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn check_macro(
+    name: &str,
+    m: &MacroConfig,
+    commands: &BTreeMap<String, CommandSpec>,
+    states: &BTreeSet<String>,
+) -> Result<(), ConfigError> {
+    let problem = |problem: String| ConfigError::Item {
+        what: "macro",
+        name: name.to_owned(),
+        problem,
+    };
+    if m.steps.is_empty() {
+        return Err(problem("has no steps".into()));
+    }
+    for (i, step) in m.steps.iter().enumerate() {
+        let spec = commands.get(&step.command).ok_or_else(|| {
+            problem(format!(
+                "step {} names command {:?}, which is not defined under [commands]",
+                i + 1,
+                step.command
+            ))
+        })?;
+        parse_params(&spec.config.params, &step.params, states)
+            .map_err(|e| problem(format!("step {} ({}): {}", i + 1, step.command, e.message)))?;
+    }
+    Ok(())
 }
 
 /// Lower case, single spaces, no surrounding punctuation: what rules match.
@@ -154,18 +583,26 @@ pub fn normalize(text: &str) -> String {
 }
 
 /// Fills `{name}` placeholders from the parameters; unknown names stay as written.
-pub fn render(template: &str, params: &BTreeMap<String, String>) -> String {
+pub fn render(template: &str, params: &BTreeMap<String, ParamValue>) -> String {
+    render_with(template, |name| params.get(name).map(ToString::to_string))
+}
+
+/// Fills `{name}` placeholders from `lookup`; unknown names stay as written.
+pub fn render_with(template: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
-        match after.find('}') {
-            Some(close) if params.contains_key(&after[..close]) => {
-                out.push_str(&params[&after[..close]]);
+        match after
+            .find('}')
+            .and_then(|close| lookup(&after[..close]).map(|v| (close, v)))
+        {
+            Some((close, value)) => {
+                out.push_str(&value);
                 rest = &after[close + 1..];
             }
-            _ => {
+            None => {
                 out.push('{');
                 rest = after;
             }
@@ -175,78 +612,13 @@ pub fn render(template: &str, params: &BTreeMap<String, String>) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn router() -> Router {
-        Router::compile(&Config::defaults().unwrap()).unwrap()
-    }
-
-    #[test]
-    fn normalises_case_space_and_punctuation() {
-        assert_eq!(
-            normalize("  Turn ON   the Kitchen lights!  "),
-            "turn on the kitchen lights"
-        );
-        assert_eq!(normalize("what's up?"), "what's up");
-        assert_eq!(normalize("..."), "");
-    }
-
-    #[test]
-    fn routes_lights_with_parameters() {
-        let d = router().route("turn on the kitchen lights");
-        assert_eq!(d.route_code, "intent.command");
-        assert_eq!(d.command_id.as_deref(), Some("lights.set"));
-        assert_eq!(d.params["room"], "kitchen");
-        assert_eq!(d.params["state"], "on");
-        assert_eq!(d.reply, "Okay, the kitchen lights are on.");
-        let d = router().route("switch the living room light off");
-        assert_eq!(
-            (d.params["room"].as_str(), d.params["state"].as_str()),
-            ("living room", "off")
-        );
-    }
-
-    #[test]
-    fn unmatched_falls_back() {
-        let d = router().route("sing me a song");
-        assert_eq!(d.route_code, "intent.unmatched");
-        assert_eq!(d.source_rule, None);
-    }
-
-    #[test]
-    fn bad_rules_are_named() {
-        let mut c = Config::defaults().unwrap();
-        c.rules[0].pattern = "(unclosed".into();
-        let err = Router::compile(&c).err().unwrap().to_string();
-        assert!(
-            err.contains(&c.rules[0].name) && err.contains("invalid pattern"),
-            "{err}"
-        );
-        let mut c = Config::defaults().unwrap();
-        c.rules[1].name = c.rules[0].name.clone();
-        assert!(
-            Router::compile(&c)
-                .err()
-                .unwrap()
-                .to_string()
-                .contains("another rule")
-        );
-        let mut c = Config::defaults().unwrap();
-        c.rules[0].auth_level = 5;
-        assert!(
-            Router::compile(&c)
-                .err()
-                .unwrap()
-                .to_string()
-                .contains("outside 1–4")
-        );
-    }
-
-    #[test]
-    fn render_leaves_unknown_placeholders() {
-        let p = BTreeMap::from([("a".to_string(), "x".to_string())]);
-        assert_eq!(render("{a} {b} {", &p), "x {b} {");
-    }
+/// What UIs show of a state.
+#[derive(Clone, Debug, Serialize)]
+pub struct StateView<'a> {
+    pub name: &'a str,
+    #[serde(flatten)]
+    pub config: &'a StateConfig,
 }
+
+#[cfg(test)]
+mod tests;

@@ -153,7 +153,7 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
     drop(source);
     let bare = Connection::open(dir.join("bare.db"))?;
     store::configure_writer(&bare, Durability::Normal)?;
-    store::migrate(&bare)?;
+    crate::sqlite::migrate(&bare, &crate::sqlite::TRACE)?;
     let start = Instant::now();
     bare.execute_batch("BEGIN")?;
     {

@@ -20,8 +20,8 @@ pub use chain::EventRecord;
 pub use error::StoreError;
 pub use reader::{ConversationSummary, ExportStats, RoundRecord, RoundSummary, TraceReader};
 pub use store::{
-    APPLICATION_ID, Durability, Durable, EventDraft, EventStatus, OpenRound, RoundHeader,
-    RoundSpec, TraceStore, now_timestamp,
+    Durability, Durable, EventDraft, EventStatus, OpenRound, RoundHeader, RoundSpec, TraceStore,
+    now_timestamp,
 };
 pub use taxonomy::{EventType, SCHEMA_VERSION};
 pub use verify::{BrokenLink, Problem, VerifyReport};

@@ -11,12 +11,9 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{
-    EventType, StoreError,
-    chain::EventRecord,
-    store::{check_identity, classify, open_connection},
-};
+use super::{EventType, StoreError, chain::EventRecord};
 use crate::ids::ConversationId;
+use crate::sqlite::{TRACE, check_identity, classify, open_connection};
 
 /// A round as exported: the header written at intake, with its status and
 /// `state_out` read from its terminal event.
@@ -162,7 +159,7 @@ impl TraceReader {
         // Read-write flags (never CREATE) so WAL's shared memory can be set up
         // even when no writer is running; query_only keeps it from writing.
         let conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
-        check_identity(&conn, path, false)?;
+        check_identity(&conn, path, &TRACE, false)?;
         conn.execute_batch("PRAGMA query_only = ON;")
             .map_err(|e| classify(path, e))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;

@@ -33,15 +33,13 @@ use std::{
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::{Value, json};
 
+use crate::sqlite::{TRACE, check_identity, migrate, open_connection};
+
 use super::{
     EventType, SCHEMA_VERSION, StoreError, TraceReader,
     chain::{EventRecord, canonical_json, sha256_tagged},
-    taxonomy::MIGRATIONS,
 };
 use crate::ids::{AudioId, BucketId, CallId, ConversationId, LibraryId, RoundId};
-
-/// `application_id` stamped into every caal trace database ("CAA1").
-pub const APPLICATION_ID: i32 = 0x4341_4131;
 
 /// How far a finished round is guaranteed to survive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -259,9 +257,9 @@ impl TraceStore {
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
         )?;
-        check_identity(&conn, path, true)?;
+        check_identity(&conn, path, &TRACE, true)?;
         configure_writer(&conn, durability)?;
-        migrate(&conn)?;
+        migrate(&conn, &TRACE)?;
 
         let mut writer = Writer {
             conn,
@@ -699,71 +697,6 @@ fn acquire_lock(db: &Path) -> Result<File, StoreError> {
     }
 }
 
-pub(super) fn open_connection(path: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
-    let flags = flags | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-    Connection::open_with_flags(path, flags).map_err(|e| classify(path, e))
-}
-
-/// Maps "this is not our database" driver errors to messages that say so.
-pub(super) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
-    match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::NotADatabase) => StoreError::NotADatabase {
-            path: path.to_owned(),
-        },
-        Some(rusqlite::ErrorCode::CannotOpen) | Some(rusqlite::ErrorCode::PermissionDenied) => {
-            StoreError::Open {
-                path: path.to_owned(),
-                source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.to_string()),
-            }
-        }
-        _ => StoreError::from(e),
-    }
-}
-
-/// Checks the file is a caal trace store (or empty), of a schema this build reads.
-pub(super) fn check_identity(
-    conn: &Connection,
-    path: &Path,
-    may_migrate: bool,
-) -> Result<(), StoreError> {
-    let app_id: i32 = conn
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(|e| classify(path, e))?;
-    let version: u32 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| classify(path, e))?;
-    let tables: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .map_err(|e| classify(path, e))?;
-    let supported = latest_migration();
-    if app_id != APPLICATION_ID && !(app_id == 0 && tables == 0) {
-        let detail = if app_id == 0 {
-            format!("{tables} schema objects, no caal application id")
-        } else {
-            format!("application_id {app_id:#x}")
-        };
-        return Err(StoreError::ForeignDatabase {
-            path: path.to_owned(),
-            detail,
-        });
-    }
-    if version > supported {
-        return Err(StoreError::NewerSchema {
-            path: path.to_owned(),
-            found: version,
-            supported,
-        });
-    }
-    if version < supported && !may_migrate {
-        return Err(StoreError::OlderSchema {
-            path: path.to_owned(),
-            found: version,
-            supported,
-        });
-    }
-    Ok(())
-}
-
 pub(super) fn configure_writer(
     conn: &Connection,
     durability: Durability,
@@ -787,29 +720,6 @@ pub(super) fn configure_writer(
          PRAGMA wal_autocheckpoint = 0;"
     ))?;
     conn.busy_timeout(Duration::from_secs(5))?;
-    Ok(())
-}
-
-pub(super) fn latest_migration() -> u32 {
-    MIGRATIONS.iter().map(|(n, _, _)| *n).max().unwrap_or(0)
-}
-
-/// Applies, in order and each in its own transaction, the migrations newer
-/// than the file's `user_version`.
-pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
-    let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    for (number, name, sql) in MIGRATIONS.iter().filter(|(n, _, _)| *n > current) {
-        let batch = format!(
-            "BEGIN IMMEDIATE;\n{sql}\nPRAGMA application_id = {APPLICATION_ID};\nPRAGMA user_version = {number};\nCOMMIT;"
-        );
-        if let Err(e) = conn.execute_batch(&batch) {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(StoreError::Migration {
-                name: (*name).to_owned(),
-                message: e.to_string(),
-            });
-        }
-    }
     Ok(())
 }
 

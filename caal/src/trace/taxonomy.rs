@@ -120,10 +120,7 @@ impl FromStr for EventType {
     }
 }
 
-mod embedded {
-    include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
-}
-pub(crate) use embedded::MIGRATIONS;
+use crate::sqlite::EVENT_SCHEMAS;
 
 /// Schemas compile on first use, so a process that records three kinds of
 /// event never pays for the other sixteen.
@@ -140,7 +137,7 @@ fn validator(event_type: EventType) -> &'static jsonschema::Validator {
 
 /// The JSON Schema text of an event type's payload at `SCHEMA_VERSION`.
 pub fn schema_text(event_type: EventType) -> &'static str {
-    embedded::EVENT_SCHEMAS
+    EVENT_SCHEMAS
         .iter()
         .find(|(name, version, _)| *name == event_type.as_str() && *version == SCHEMA_VERSION)
         .map(|(_, _, text)| *text)
@@ -163,13 +160,13 @@ mod tests {
             let _ = validator(*t);
             assert_eq!(t.as_str().parse::<EventType>().unwrap(), *t);
         }
-        for (name, _, _) in embedded::EVENT_SCHEMAS {
+        for (name, _, _) in EVENT_SCHEMAS {
             assert!(
                 name.parse::<EventType>().is_ok(),
                 "schema {name} has no event type"
             );
         }
-        assert_eq!(embedded::EVENT_SCHEMAS.len(), EventType::ALL.len());
+        assert_eq!(EVENT_SCHEMAS.len(), EventType::ALL.len());
     }
 
     #[test]

@@ -1,0 +1,151 @@
+//! Pending confirmations and undo records, kept in `state.db` so they
+//! survive a restart. One pending confirmation per conversation.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{OptionalExtension, params};
+
+use super::Pending;
+use crate::{
+    ids::ConversationId,
+    state::StateDb,
+    trace::{SCHEMA_VERSION, StoreError},
+};
+
+fn corrupt(e: serde_json::Error) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+}
+
+impl StateDb {
+    pub fn pending(&self, conversation: &ConversationId) -> Result<Option<Pending>, StoreError> {
+        self.with(|c| {
+            let body: Option<String> = c
+                .prepare_cached(
+                    "SELECT body FROM pending_confirmations WHERE conversation_id = ?1",
+                )?
+                .query_row([conversation.as_str()], |r| r.get(0))
+                .optional()?;
+            body.map(|b| serde_json::from_str(&b).map_err(corrupt))
+                .transpose()
+        })
+    }
+
+    /// Replaces (or clears) the conversation's pending confirmation.
+    pub fn set_pending(
+        &self,
+        conversation: &ConversationId,
+        pending: Option<&Pending>,
+    ) -> Result<(), StoreError> {
+        self.with(|c| {
+            match pending {
+                None => {
+                    c.prepare_cached("DELETE FROM pending_confirmations WHERE conversation_id = ?1")?
+                        .execute([conversation.as_str()])?;
+                }
+                Some(p) => {
+                    let body = serde_json::to_string(p).map_err(corrupt)?;
+                    c.prepare_cached(
+                        "INSERT INTO pending_confirmations (conversation_id, schema_version, confirmation_id, body, expires_at_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT (conversation_id) DO UPDATE SET confirmation_id = excluded.confirmation_id,
+                           body = excluded.body, expires_at_ms = excluded.expires_at_ms",
+                    )?
+                    .execute(params![conversation.as_str(), SCHEMA_VERSION, p.confirmation_id, body, p.expires_at_ms])?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Pending confirmations, of one conversation or all, oldest first.
+    pub fn pendings(
+        &self,
+        conversation: Option<&ConversationId>,
+    ) -> Result<Vec<(String, Pending)>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT conversation_id, body FROM pending_confirmations
+                 WHERE ?1 IS NULL OR conversation_id = ?1 ORDER BY expires_at_ms",
+            )?;
+            let rows = stmt.query_map([conversation.map(|c| c.as_str())], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?;
+            rows.map(|row| {
+                let (conversation, body) = row?;
+                Ok((conversation, serde_json::from_str(&body).map_err(corrupt)?))
+            })
+            .collect()
+        })
+    }
+
+    pub fn record_undo(&self, undo: &UndoRecord) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.prepare_cached(
+                "INSERT INTO undo_records (schema_version, conversation_id, command_id, call_id, summary, undo_command,
+                   undo_params, executed_at_ms, expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                SCHEMA_VERSION,
+                undo.conversation_id,
+                undo.command_id,
+                undo.call_id,
+                undo.summary,
+                undo.undo_command,
+                serde_json::to_string(&undo.undo_params).map_err(corrupt)?,
+                undo.executed_at_ms,
+                undo.expires_at_ms,
+            ])
+            .map(|_| ())
+        })
+    }
+
+    /// The conversation's most recent level-2 command not undone yet, whatever its age.
+    pub fn last_undoable(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<UndoRecord>, StoreError> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT id, conversation_id, command_id, call_id, summary, undo_command, undo_params, executed_at_ms, expires_at_ms
+                 FROM undo_records WHERE conversation_id = ?1 AND undone_at_ms IS NULL ORDER BY id DESC LIMIT 1",
+            )?
+            .query_row([conversation.as_str()], |r| {
+                let params: String = r.get(6)?;
+                Ok(UndoRecord {
+                    id: r.get(0)?,
+                    conversation_id: r.get(1)?,
+                    command_id: r.get(2)?,
+                    call_id: r.get(3)?,
+                    summary: r.get(4)?,
+                    undo_command: r.get(5)?,
+                    undo_params: serde_json::from_str(&params).map_err(corrupt)?,
+                    executed_at_ms: r.get(7)?,
+                    expires_at_ms: r.get(8)?,
+                })
+            })
+            .optional()
+        })
+    }
+
+    pub fn mark_undone(&self, id: i64, at_ms: i64) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.prepare_cached("UPDATE undo_records SET undone_at_ms = ?2 WHERE id = ?1")?
+                .execute(params![id, at_ms])
+                .map(|_| ())
+        })
+    }
+}
+
+/// A level-2 command that ran, and how to reverse it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UndoRecord {
+    pub id: i64,
+    pub conversation_id: String,
+    pub command_id: String,
+    pub call_id: String,
+    pub summary: String,
+    pub undo_command: String,
+    pub undo_params: BTreeMap<String, String>,
+    pub executed_at_ms: i64,
+    pub expires_at_ms: i64,
+}

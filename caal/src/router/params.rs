@@ -1,0 +1,290 @@
+//! Typed command parameters: what a rule captured, as text, becomes a
+//! number, a duration, one of a set of values, or a state name, and is
+//! checked against the command's declared range before anything runs.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+};
+
+use serde::Serialize;
+
+use crate::config::{ParamKind, ParamSpec};
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ParamValue {
+    Text(String),
+    Integer(i64),
+    Number(f64),
+    /// A duration, in seconds.
+    Seconds(u64),
+}
+
+impl fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamValue::Text(s) => f.write_str(s),
+            ParamValue::Integer(n) => write!(f, "{n}"),
+            ParamValue::Number(x) if x.fract() == 0.0 && x.abs() < 1e15 => {
+                write!(f, "{}", *x as i64)
+            }
+            ParamValue::Number(x) => write!(f, "{x}"),
+            ParamValue::Seconds(s) => f.write_str(&human_duration(*s)),
+        }
+    }
+}
+
+/// "1 hour 30 minutes", "45 seconds".
+pub fn human_duration(seconds: u64) -> String {
+    let parts = [
+        (86_400, "day"),
+        (3_600, "hour"),
+        (60, "minute"),
+        (1, "second"),
+    ];
+    let mut rest = seconds;
+    let mut out = Vec::new();
+    for (unit, name) in parts {
+        let n = rest / unit;
+        rest %= unit;
+        if n > 0 {
+            out.push(format!("{n} {name}{}", if n == 1 { "" } else { "s" }));
+        }
+    }
+    if out.is_empty() {
+        "0 seconds".into()
+    } else {
+        out.join(" ")
+    }
+}
+
+/// "10 minutes", "10 min", "1 hour", "90 seconds", "2 days" -> seconds.
+pub fn parse_duration(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    let scale = match unit.trim() {
+        "s" | "sec" | "secs" | "second" | "seconds" => 1,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60,
+        "h" | "hr" | "hrs" | "hour" | "hours" => 3_600,
+        "d" | "day" | "days" => 86_400,
+        _ => return None,
+    };
+    n.checked_mul(scale)
+}
+
+/// Why a command's parameters were refused; `code` is a `validator.*` code.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ParamProblem {
+    pub param: String,
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// Types and checks `raw` against `specs`; the first problem wins.
+pub fn parse_params(
+    specs: &BTreeMap<String, ParamSpec>,
+    raw: &BTreeMap<String, String>,
+    states: &BTreeSet<String>,
+) -> Result<BTreeMap<String, ParamValue>, ParamProblem> {
+    let mut out = BTreeMap::new();
+    for (name, spec) in specs {
+        let given = raw.get(name).map(|s| s.trim()).filter(|s| !s.is_empty());
+        let Some(text) = given.or(spec.default.as_deref()) else {
+            return Err(ParamProblem {
+                param: name.clone(),
+                code: "validator.missing_param",
+                message: format!("I need the {name}"),
+            });
+        };
+        out.insert(name.clone(), parse_one(name, spec, text, states)?);
+    }
+    Ok(out)
+}
+
+fn parse_one(
+    name: &str,
+    spec: &ParamSpec,
+    text: &str,
+    states: &BTreeSet<String>,
+) -> Result<ParamValue, ParamProblem> {
+    let bad = |message: String| ParamProblem {
+        param: name.to_owned(),
+        code: "validator.bad_value",
+        message,
+    };
+    let unit = spec
+        .unit
+        .as_deref()
+        .map(|u| format!(" {u}"))
+        .unwrap_or_default();
+    let range = |x: f64, shown: String| -> Result<(), ParamProblem> {
+        let below = spec.min.is_some_and(|min| x < min);
+        let above = spec.max.is_some_and(|max| x > max);
+        if below || above {
+            let bounds = match (spec.min, spec.max) {
+                (Some(min), Some(max)) => format!("between {} and {}{unit}", trim(min), trim(max)),
+                (Some(min), None) => format!("at least {}{unit}", trim(min)),
+                (None, Some(max)) => format!("at most {}{unit}", trim(max)),
+                (None, None) => String::new(),
+            };
+            return Err(ParamProblem {
+                param: name.to_owned(),
+                code: "validator.out_of_range",
+                message: format!("the {name} must be {bounds}, not {shown}"),
+            });
+        }
+        Ok(())
+    };
+    match spec.kind {
+        ParamKind::String => {
+            if text.chars().count() > 200 {
+                return Err(bad(format!("the {name} is too long")));
+            }
+            Ok(ParamValue::Text(text.to_owned()))
+        }
+        ParamKind::Enum => {
+            if spec.values.iter().any(|v| v == text) {
+                Ok(ParamValue::Text(text.to_owned()))
+            } else {
+                Err(bad(format!(
+                    "the {name} must be one of {}, not {text:?}",
+                    spec.values.join(", ")
+                )))
+            }
+        }
+        ParamKind::State => {
+            if states.contains(text) {
+                Ok(ParamValue::Text(text.to_owned()))
+            } else {
+                let known: Vec<&str> = states.iter().map(String::as_str).collect();
+                Err(bad(format!(
+                    "there is no {text} mode; the modes are {}",
+                    known.join(", ")
+                )))
+            }
+        }
+        ParamKind::Integer => {
+            let n: i64 = text
+                .parse()
+                .map_err(|_| bad(format!("the {name} must be a whole number, not {text:?}")))?;
+            range(n as f64, format!("{n}{unit}"))?;
+            Ok(ParamValue::Integer(n))
+        }
+        ParamKind::Number => {
+            let x: f64 = text
+                .parse()
+                .ok()
+                .filter(|x: &f64| x.is_finite())
+                .ok_or_else(|| bad(format!("the {name} must be a number, not {text:?}")))?;
+            range(x, format!("{}{unit}", trim(x)))?;
+            Ok(ParamValue::Number(x))
+        }
+        ParamKind::Duration => {
+            let s = parse_duration(text)
+                .ok_or_else(|| bad(format!("I could not read {text:?} as a duration")))?;
+            range(s as f64, human_duration(s))?;
+            Ok(ParamValue::Seconds(s))
+        }
+    }
+}
+
+fn trim(x: f64) -> String {
+    ParamValue::Number(x).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: ParamKind, min: Option<f64>, max: Option<f64>) -> ParamSpec {
+        ParamSpec {
+            kind,
+            values: vec![],
+            min,
+            max,
+            unit: Some("°C".into()),
+            default: None,
+        }
+    }
+
+    #[test]
+    fn numbers_are_typed_and_ranged() {
+        let specs = BTreeMap::from([(
+            "temperature".to_string(),
+            spec(ParamKind::Number, Some(10.0), Some(30.0)),
+        )]);
+        let states = BTreeSet::new();
+        let ok = parse_params(
+            &specs,
+            &BTreeMap::from([("temperature".into(), "21.5".into())]),
+            &states,
+        )
+        .unwrap();
+        assert_eq!(ok["temperature"], ParamValue::Number(21.5));
+        let err = parse_params(
+            &specs,
+            &BTreeMap::from([("temperature".into(), "400".into())]),
+            &states,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, "validator.out_of_range");
+        assert_eq!(
+            err.message,
+            "the temperature must be between 10 and 30 °C, not 400 °C"
+        );
+        let err = parse_params(&specs, &BTreeMap::new(), &states).unwrap_err();
+        assert_eq!(err.code, "validator.missing_param");
+    }
+
+    #[test]
+    fn durations_read_and_print_like_people_say_them() {
+        assert_eq!(parse_duration("10 minutes"), Some(600));
+        assert_eq!(parse_duration("1 hour"), Some(3600));
+        assert_eq!(parse_duration("90 secs"), Some(90));
+        assert_eq!(parse_duration("2days"), Some(172_800));
+        assert_eq!(parse_duration("ten minutes"), None);
+        assert_eq!(parse_duration("10 fortnights"), None);
+        assert_eq!(human_duration(5400), "1 hour 30 minutes");
+        assert_eq!(human_duration(1), "1 second");
+    }
+
+    #[test]
+    fn enums_states_and_defaults() {
+        let mut door = spec(ParamKind::Enum, None, None);
+        door.values = vec!["front".into(), "back".into()];
+        door.default = Some("front".into());
+        let specs = BTreeMap::from([("door".to_string(), door)]);
+        let states = BTreeSet::new();
+        assert_eq!(
+            parse_params(&specs, &BTreeMap::new(), &states).unwrap()["door"],
+            ParamValue::Text("front".into())
+        );
+        let err = parse_params(
+            &specs,
+            &BTreeMap::from([("door".into(), "cellar".into())]),
+            &states,
+        )
+        .unwrap_err();
+        assert!(err.message.contains("front, back"), "{}", err.message);
+        let modes = BTreeSet::from(["default".to_string(), "research".to_string()]);
+        let specs = BTreeMap::from([("state".to_string(), spec(ParamKind::State, None, None))]);
+        assert!(
+            parse_params(
+                &specs,
+                &BTreeMap::from([("state".into(), "research".into())]),
+                &modes
+            )
+            .is_ok()
+        );
+        let err = parse_params(
+            &specs,
+            &BTreeMap::from([("state".into(), "party".into())]),
+            &modes,
+        )
+        .unwrap_err();
+        assert!(err.message.contains("no party mode"), "{}", err.message);
+    }
+}

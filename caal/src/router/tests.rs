@@ -1,0 +1,260 @@
+use super::*;
+
+fn router() -> Router {
+    Router::compile(&Config::defaults().unwrap()).unwrap()
+}
+
+fn route(text: &str) -> RouteDecision {
+    router().route(&normalize(text), "default")
+}
+
+fn chain(d: &RouteDecision) -> &CommandChain {
+    match &d.intent {
+        Intent::Chain(c) => c,
+        other => panic!("expected a chain, got {other:?}"),
+    }
+}
+
+fn config_error(overlay: &str) -> String {
+    match Config::from_toml_over_defaults(overlay) {
+        Ok(_) => panic!("accepted:\n{overlay}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn normalises_case_space_and_punctuation() {
+    assert_eq!(
+        normalize("  Turn ON   the Kitchen lights!  "),
+        "turn on the kitchen lights"
+    );
+    assert_eq!(normalize("what's up?"), "what's up");
+    assert_eq!(normalize("..."), "");
+}
+
+#[test]
+fn home_commands_route_with_typed_parameters() {
+    let d = route("Turn on the kitchen lights");
+    assert_eq!(
+        (d.route_code.as_str(), d.command_id.as_deref()),
+        ("intent.command", Some("lights.set"))
+    );
+    assert_eq!(d.params, json!({"room": "kitchen", "state": "on"}));
+    assert_eq!(chain(&d).commands[0].summary, "turn on the kitchen lights");
+
+    assert_eq!(
+        route("turn off the lights").params,
+        json!({"room": "all", "state": "off"})
+    );
+    assert_eq!(
+        route("set the living room lights to 40%").params,
+        json!({"room": "living room", "level": 40})
+    );
+    assert_eq!(
+        route("set the thermostat to 21.5 degrees").params,
+        json!({"temperature": 21.5})
+    );
+    assert_eq!(
+        route("set a timer for 10 minutes").params,
+        json!({"duration": 600})
+    );
+    assert_eq!(
+        route("remind me to call mum in 2 hours").params,
+        json!({"what": "call mum", "duration": 7200})
+    );
+    let d = route("add oat milk to the shopping list");
+    assert_eq!(
+        (d.auth_level, d.topic.as_deref()),
+        (AuthLevel::UNDOABLE, Some("oat milk"))
+    );
+    assert_eq!(route("unlock the back door").auth_level, AuthLevel::CONFIRM);
+    assert_eq!(route("unlock the door").params, json!({"door": "front"}));
+    assert_eq!(
+        route("open the garage").auth_level,
+        AuthLevel::DOUBLE_CONFIRM
+    );
+    let d = route("switch to research mode");
+    assert_eq!(
+        (d.route_code.as_str(), d.params.clone()),
+        ("intent.state", json!({"state": "research"}))
+    );
+    for (text, intent) in [
+        ("yes", Intent::Confirm),
+        ("no thanks", Intent::Deny),
+        ("undo that", Intent::Undo),
+    ] {
+        assert_eq!(route(text).intent, intent, "{text}");
+    }
+}
+
+#[test]
+fn out_of_range_and_unknown_values_are_refused_with_a_reason() {
+    let d = route("set the thermostat to 400 degrees");
+    match d.intent {
+        Intent::Invalid {
+            command_id,
+            problem,
+        } => {
+            assert_eq!(command_id, "thermostat.set");
+            assert_eq!(problem.code, "validator.out_of_range");
+            assert_eq!(
+                problem.message,
+                "the temperature must be between 10 and 30 °C, not 400 °C"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        route("set the kitchen lights to 140%").intent,
+        Intent::Invalid { .. }
+    ));
+    assert!(matches!(
+        route("switch to party mode").intent,
+        Intent::Invalid { .. }
+    ));
+}
+
+#[test]
+fn macros_are_chains_gated_at_their_highest_level() {
+    let d = route("I'm home");
+    let c = chain(&d);
+    assert_eq!(c.macro_name.as_deref(), Some("arrive_home"));
+    assert_eq!(c.commands.len(), 2);
+    assert_eq!(
+        c.chain_level,
+        AuthLevel::CONFIRM,
+        "door.unlock (3) with lights.set (1)"
+    );
+    assert_eq!(d.auth_level, AuthLevel::CONFIRM);
+    assert_eq!(d.command_id, None);
+    let night = route("good night");
+    assert_eq!(chain(&night).chain_level, AuthLevel::RUN);
+    assert_eq!(chain(&night).commands.len(), 3);
+}
+
+#[test]
+fn unmatched_input_follows_the_state() {
+    let r = router();
+    let d = r.route("tell me a story", "default");
+    assert_eq!(d.route_code, "intent.unmatched");
+    let d = r.route("tell me a story", "conversation");
+    assert_eq!(d.route_code, "intent.chat");
+    assert!(matches!(d.intent, Intent::Reply(_)));
+    assert_eq!(
+        r.route("look up the weather", "default").intent,
+        Intent::Unsupported(RouteType::Research)
+    );
+}
+
+#[test]
+fn equal_priority_rules_naming_different_commands_ask_which() {
+    // A user's rules replace the default list (lists replace on merge).
+    let config = Config::from_toml_over_defaults(
+        r#"
+        [[rules]]
+        name = "garage.open"
+        pattern = '^open the garage$'
+        route = "command"
+        command = "garage.open"
+        priority = 10
+        [[rules]]
+        name = "garage.open.again"
+        pattern = '^open the (?:garage)$'
+        route = "command"
+        command = "garage.open"
+        priority = 10
+        [[rules]]
+        name = "lights.garage"
+        pattern = '^open the garage$'
+        route = "command"
+        command = "timer.cancel"
+        priority = 10
+        "#,
+    )
+    .unwrap();
+    let r = Router::compile(&config).unwrap();
+    let d = r.route("open the garage", "default");
+    assert_eq!(d.route_code, "intent.ambiguous");
+    match d.intent {
+        Intent::Ambiguous { candidates } => {
+            assert_eq!(candidates, ["open the garage door", "cancel all timers"])
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn bad_configuration_names_the_rule_and_the_problem() {
+    let rule = |body: &str| format!("[[rules]]\nname = \"r1\"\n{body}\n");
+    let err = config_error(&rule("pattern = '(oops'\nroute = \"chat\""));
+    assert!(
+        err.contains("rule \"r1\"") && err.contains("invalid pattern"),
+        "{err}"
+    );
+    let err = config_error(&rule(
+        "pattern = 'x'\nroute = \"command\"\ncommand = \"lights.set\"\nauth_level = 7",
+    ));
+    assert!(err.contains("r1") && err.contains("outside 1–4"), "{err}");
+    let err = config_error(&format!(
+        "{}{}",
+        rule("pattern = 'a'\nroute = \"chat\""),
+        rule("pattern = 'b'\nroute = \"chat\"")
+    ));
+    assert!(err.contains("r1") && err.contains("another rule"), "{err}");
+    let err = config_error(&rule(
+        "pattern = 'x'\nroute = \"command\"\ncommand = \"toaster.on\"",
+    ));
+    assert!(
+        err.contains("toaster.on") && err.contains("not defined"),
+        "{err}"
+    );
+    let err = config_error(&rule(
+        "pattern = '^turn (?P<state>on|off)$'\nroute = \"command\"\ncommand = \"thermostat.set\"",
+    ));
+    assert!(err.contains("temperature"), "{err}");
+    let err =
+        config_error("[macros.bad]\nsummary = \"x\"\nsteps = [{ command = \"toaster.on\" }]\n");
+    assert!(
+        err.contains("macro \"bad\"") && err.contains("toaster.on"),
+        "{err}"
+    );
+    let err = config_error("[commands.\"garage.open\"]\nauth_level = 0\n");
+    assert!(
+        err.contains("garage.open") && err.contains("outside 1–4"),
+        "{err}"
+    );
+    let err = config_error("[commands.\"timer.cancel\"]\nauth_level = 2\n");
+    assert!(
+        err.contains("timer.cancel") && err.contains("undo"),
+        "{err}"
+    );
+    let err = config_error("[commands.\"x.y\"]\nsummary = \"s\"\nreply = \"r\"\n");
+    assert!(
+        err.contains("x.y") && err.contains("no built-in executor"),
+        "{err}"
+    );
+    let err = config_error(
+        "[commands.\"x.y\"]\nsummary = \"s\"\nreply = \"r\"\nexecutor = \"webhook:nope\"\n",
+    );
+    assert!(err.contains("x.y") && err.contains("nope"), "{err}");
+}
+
+#[test]
+fn a_stored_chain_rebuilds_at_no_lower_level() {
+    let r = router();
+    let d = r.route("unlock the back door", "default");
+    let stored = chain(&d).stored();
+    let rebuilt = r.rebuild(&stored).unwrap();
+    assert_eq!(rebuilt.chain_id, stored.chain_id);
+    assert_eq!(rebuilt.chain_level, AuthLevel::CONFIRM);
+    assert_eq!(
+        rebuilt.commands[0].params["door"],
+        ParamValue::Text("back".into())
+    );
+}
+
+#[test]
+fn render_leaves_unknown_placeholders() {
+    let p = BTreeMap::from([("a".to_string(), ParamValue::Integer(3))]);
+    assert_eq!(render("{a} {b} {", &p), "3 {b} {");
+}

@@ -1,0 +1,260 @@
+//! The built-in home: lights, thermostat, doors, garage, timers, reminders
+//! and the shopping list, kept in `state.db`. It is what the default
+//! configuration controls out of the box; real devices are reached through
+//! Home Assistant or a webhook instead.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::json;
+
+use super::{ToolCall, ToolOutcome};
+use crate::{
+    router::{ParamValue, human_duration},
+    state::rfc3339_ms,
+    trace::{SCHEMA_VERSION, now_timestamp},
+};
+
+pub const COMMANDS: &[&str] = &[
+    "lights.set",
+    "lights.brightness",
+    "thermostat.set",
+    "timer.set",
+    "timer.cancel",
+    "reminder.add",
+    "shopping.add",
+    "shopping.remove",
+    "shopping.list",
+    "home.status",
+    "mode.set",
+    "door.lock",
+    "door.unlock",
+    "garage.open",
+    "garage.close",
+];
+
+pub fn supports(command_id: &str) -> bool {
+    COMMANDS.contains(&command_id)
+}
+
+fn text<'a>(call: &'a ToolCall<'_>, name: &str) -> &'a str {
+    match call.command.params.get(name) {
+        Some(ParamValue::Text(s)) => s,
+        _ => "",
+    }
+}
+
+fn number(call: &ToolCall<'_>, name: &str) -> f64 {
+    match call.command.params.get(name) {
+        Some(ParamValue::Number(x)) => *x,
+        Some(ParamValue::Integer(n)) => *n as f64,
+        Some(ParamValue::Seconds(s)) => *s as f64,
+        _ => 0.0,
+    }
+}
+
+fn seconds(call: &ToolCall<'_>, name: &str) -> u64 {
+    match call.command.params.get(name) {
+        Some(ParamValue::Seconds(s)) => *s,
+        _ => 0,
+    }
+}
+
+/// Runs a built-in command inside the caller's transaction.
+pub fn run_in(c: &Connection, call: &ToolCall<'_>) -> rusqlite::Result<ToolOutcome> {
+    let now = now_timestamp();
+    let v = SCHEMA_VERSION;
+    Ok(match call.command.command_id.as_str() {
+        "lights.set" | "lights.brightness" => {
+            let room = text(call, "room");
+            let (is_on, level) = if call.command.command_id == "lights.set" {
+                (text(call, "state") == "on", None)
+            } else {
+                let level = number(call, "level") as i64;
+                (level > 0, Some(level))
+            };
+            let changed = if room == "all" {
+                c.execute(
+                    "UPDATE lights SET is_on = ?1, brightness = coalesce(?2, brightness), updated_at = ?3",
+                    params![is_on, level, now],
+                )?
+            } else {
+                c.execute(
+                    "INSERT INTO lights (room, schema_version, is_on, brightness, updated_at) VALUES (?1, ?2, ?3, coalesce(?4, 100), ?5)
+                     ON CONFLICT (room) DO UPDATE SET is_on = excluded.is_on,
+                       brightness = coalesce(?4, lights.brightness), updated_at = excluded.updated_at",
+                    params![room, v, is_on, level, now],
+                )?
+            };
+            ToolOutcome::ok(
+                json!({"room": room, "on": is_on, "brightness": level, "lights_changed": changed}),
+                "",
+            )
+        }
+        "thermostat.set" => {
+            let t = number(call, "temperature");
+            c.execute(
+                "INSERT INTO thermostat (id, schema_version, temperature, updated_at) VALUES (1, ?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET temperature = excluded.temperature, updated_at = excluded.updated_at",
+                params![v, t, now],
+            )?;
+            ToolOutcome::ok(json!({"temperature": t}), "")
+        }
+        "timer.set" => {
+            let s = seconds(call, "duration");
+            let due = call.now_ms + i64::try_from(s).unwrap_or(i64::MAX / 2) * 1000;
+            c.execute(
+                "INSERT INTO timers (schema_version, seconds, due_at_ms, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![v, s, due, now],
+            )?;
+            ToolOutcome::ok(
+                json!({"timer_id": c.last_insert_rowid(), "seconds": s, "due_at": rfc3339_ms(due)}),
+                "",
+            )
+        }
+        "timer.cancel" => {
+            let n = c.execute(
+                "UPDATE timers SET cancelled = 1 WHERE cancelled = 0 AND due_at_ms > ?1",
+                [call.now_ms],
+            )?;
+            ToolOutcome::ok(json!({"cancelled": n}), "")
+        }
+        "reminder.add" => {
+            let s = seconds(call, "duration");
+            let due = call.now_ms + i64::try_from(s).unwrap_or(i64::MAX / 2) * 1000;
+            c.execute(
+                "INSERT INTO reminders (schema_version, what, due_at_ms, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![v, text(call, "what"), due, now],
+            )?;
+            ToolOutcome::ok(
+                json!({"reminder_id": c.last_insert_rowid(), "due_at": rfc3339_ms(due)}),
+                "",
+            )
+        }
+        "shopping.add" => {
+            let item = text(call, "item");
+            let added = c.execute(
+                "INSERT INTO shopping_list (item, schema_version, added_at) VALUES (?1, ?2, ?3) ON CONFLICT (item) DO NOTHING",
+                params![item, v, now],
+            )?;
+            ToolOutcome::ok(json!({"item": item, "added": added == 1}), "")
+        }
+        "shopping.remove" => {
+            let item = text(call, "item");
+            match c.execute("DELETE FROM shopping_list WHERE item = ?1", [item])? {
+                0 => ToolOutcome::failed(format!("{item} is not on the shopping list"), false),
+                _ => ToolOutcome::ok(json!({"item": item, "removed": true}), ""),
+            }
+        }
+        "shopping.list" => {
+            let items = shopping_items(c)?;
+            let message = if items.is_empty() {
+                "The shopping list is empty.".to_owned()
+            } else {
+                format!("On the shopping list: {}.", items.join(", "))
+            };
+            ToolOutcome::ok(json!({"items": items}), message)
+        }
+        "home.status" => {
+            let message = status(c, call.now_ms)?;
+            ToolOutcome::ok(json!({"summary": message}), message)
+        }
+        "mode.set" => {
+            let state = text(call, "state").to_owned();
+            let mut outcome = ToolOutcome::ok(json!({"state_out": state}), "");
+            outcome.state_out = Some(state);
+            outcome
+        }
+        "door.lock" | "door.unlock" => {
+            let door = text(call, "door");
+            let locked = call.command.command_id == "door.lock";
+            c.execute(
+                "INSERT INTO doors (door, schema_version, locked, updated_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (door) DO UPDATE SET locked = excluded.locked, updated_at = excluded.updated_at",
+                params![door, v, locked, now],
+            )?;
+            ToolOutcome::ok(json!({"door": door, "locked": locked}), "")
+        }
+        "garage.open" | "garage.close" => {
+            let open = call.command.command_id == "garage.open";
+            c.execute(
+                "INSERT INTO garage (id, schema_version, is_open, updated_at) VALUES (1, ?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET is_open = excluded.is_open, updated_at = excluded.updated_at",
+                params![v, open, now],
+            )?;
+            ToolOutcome::ok(json!({"open": open}), "")
+        }
+        other => ToolOutcome::failed(format!("{other} has no built-in executor"), false),
+    })
+}
+
+fn shopping_items(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    c.prepare("SELECT item FROM shopping_list ORDER BY added_at, item")?
+        .query_map([], |r| r.get(0))?
+        .collect()
+}
+
+/// The home in a few sentences.
+fn status(c: &Connection, now_ms: i64) -> rusqlite::Result<String> {
+    let mut parts = Vec::new();
+    let on: Vec<String> = c
+        .prepare("SELECT room, brightness FROM lights WHERE is_on = 1 ORDER BY room")?
+        .query_map([], |r| {
+            Ok(format!(
+                "{} ({}%)",
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    parts.push(if on.is_empty() {
+        "All lights are off.".to_owned()
+    } else {
+        format!("Lights on: {}.", on.join(", "))
+    });
+    if let Some(t) = c
+        .query_row("SELECT temperature FROM thermostat WHERE id = 1", [], |r| {
+            r.get::<_, f64>(0)
+        })
+        .optional()?
+    {
+        parts.push(format!(
+            "The thermostat is at {} °C.",
+            ParamValue::Number(t)
+        ));
+    }
+    let unlocked: Vec<String> = c
+        .prepare("SELECT door FROM doors WHERE locked = 0 ORDER BY door")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    if !unlocked.is_empty() {
+        parts.push(format!("Unlocked: {} door.", unlocked.join(", ")));
+    }
+    if c.query_row("SELECT is_open FROM garage WHERE id = 1", [], |r| {
+        r.get::<_, bool>(0)
+    })
+    .optional()?
+        == Some(true)
+    {
+        parts.push("The garage is open.".into());
+    }
+    let timers: Vec<i64> = c
+        .prepare("SELECT due_at_ms FROM timers WHERE cancelled = 0 AND due_at_ms > ?1 ORDER BY due_at_ms")?
+        .query_map([now_ms], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    if !timers.is_empty() {
+        let left: Vec<String> = timers
+            .iter()
+            .map(|due| {
+                format!(
+                    "{} left",
+                    human_duration(u64::try_from((due - now_ms) / 1000).unwrap_or(0))
+                )
+            })
+            .collect();
+        parts.push(format!("Timers: {}.", left.join(", ")));
+    }
+    let items = shopping_items(c)?;
+    if !items.is_empty() {
+        parts.push(format!("{} on the shopping list.", items.len()));
+    }
+    Ok(parts.join(" "))
+}
