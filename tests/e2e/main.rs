@@ -1,4 +1,5 @@
 //! End-to-end tests: the real `caal` binary on temp data dirs.
 
+mod router;
 mod support;
 mod trace;

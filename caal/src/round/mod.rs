@@ -806,3 +806,6 @@ impl Engine {
         Ok(steps)
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

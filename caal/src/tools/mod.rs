@@ -293,3 +293,6 @@ fn webhook_body<'a>(call: &'a ToolCall<'a>) -> WebhookBody<'a> {
         round_id: call.round_id,
     }
 }
+
+#[cfg(test)]
+mod tests;

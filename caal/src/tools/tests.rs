@@ -1,0 +1,331 @@
+//! Webhook and Home Assistant executors against real HTTP servers on 127.0.0.1.
+
+use std::{
+    sync::{Arc, Mutex},
+    thread,
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::{
+    auth::AuthLevel,
+    config::Config,
+    round::tests::{Home, payload},
+    router::Router,
+};
+
+#[derive(Clone, Debug)]
+struct Seen {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A scripted HTTP server: answers each request with (status, body, delay).
+struct Server {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    server: Arc<tiny_http::Server>,
+    handle: Option<thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(
+        script: impl Fn(usize, &Seen) -> (u16, String, Duration) + Send + Sync + 'static,
+    ) -> Self {
+        let script = Arc::new(script);
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let port = server.server_addr().to_ip().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s, log) = (server.clone(), seen.clone());
+        let handle = thread::spawn(move || {
+            for mut request in s.incoming_requests() {
+                let mut body = String::new();
+                let _ = request.as_reader().read_to_string(&mut body);
+                let item = Seen {
+                    method: request.method().to_string(),
+                    path: request.url().to_owned(),
+                    headers: request
+                        .headers()
+                        .iter()
+                        .map(|h| (h.field.to_string(), h.value.to_string()))
+                        .collect(),
+                    body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
+                };
+                let n = {
+                    let mut log = log.lock().unwrap();
+                    log.push(item.clone());
+                    log.len()
+                };
+                let (status, reply, delay) = script(n, &item);
+                // Each answer on its own thread: a slow one never holds up the next request.
+                thread::spawn(move || {
+                    thread::sleep(delay);
+                    let _ = request
+                        .respond(tiny_http::Response::from_string(reply).with_status_code(status));
+                });
+            }
+        });
+        Self {
+            url: format!("http://127.0.0.1:{port}"),
+            seen,
+            server,
+            handle: Some(handle),
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+const NO_DELAY: Duration = Duration::ZERO;
+
+fn wired(webhook: &str, home_assistant: &str) -> Config {
+    Config::from_toml_over_defaults(&format!(
+        r#"
+        [executors.webhooks.n8n]
+        url = "{webhook}/webhook/caal"
+        timeout_ms = 400
+        [executors.home_assistant]
+        url = "{home_assistant}/"
+        token_env = "TEST_HA_TOKEN"
+        timeout_ms = 400
+        [commands."lights.set"]
+        executor = "webhook:n8n"
+        [commands."door.unlock"]
+        executor = "home_assistant"
+        service = "lock.unlock"
+        data = {{ entity_id = "lock.{{door}}_door" }}
+        "#
+    ))
+    .unwrap()
+}
+
+fn token(value: Option<&'static str>) -> EnvLookup {
+    Arc::new(move |k| {
+        (k == "TEST_HA_TOKEN")
+            .then(|| value.map(str::to_owned))
+            .flatten()
+    })
+}
+
+#[test]
+fn a_webhook_gets_the_call_as_json_with_its_idempotency_key() {
+    let hook = Server::start(|_, _| (200, r#"{"ok":true}"#.into(), NO_DELAY));
+    let home = Home::with(wired(&hook.url, "http://127.0.0.1:9"), token(None));
+    let r = home.say("c", "turn on the kitchen lights");
+    assert_eq!(
+        (r.status.as_str(), r.reply.as_str()),
+        ("ok", "Okay, the kitchen lights are on.")
+    );
+    let seen = hook.seen();
+    assert_eq!(seen.len(), 1);
+    let call_id = r.commands[0].call_id.clone().unwrap();
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path.as_str()),
+        ("POST", "/webhook/caal")
+    );
+    assert_eq!(seen[0].header("Idempotency-Key"), Some(call_id.as_str()));
+    assert!(
+        seen[0]
+            .header("Content-Type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert_eq!(seen[0].body["command_id"], "lights.set");
+    assert_eq!(
+        seen[0].body["params"],
+        json!({"room": "kitchen", "state": "on"})
+    );
+    assert_eq!(seen[0].body["call_id"], call_id);
+    assert_eq!(seen[0].body["round_id"], r.round_id);
+    let response = &home.of_type("c", "tool.response")[0];
+    assert_eq!(
+        (response["tool_id"].as_str(), response["status"].as_str()),
+        (Some("webhook:n8n"), Some("ok"))
+    );
+    assert_eq!(response["result"]["body"], json!({"ok": true}));
+    assert!(response["latency_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn webhook_timeouts_server_errors_and_refused_connections_fail_clearly() {
+    let hook = Server::start(|n, _| match n {
+        1 => (200, "{}".into(), Duration::from_millis(1_500)),
+        2 => (503, "busy".into(), NO_DELAY),
+        _ => (400, r#"{"error":"bad"}"#.into(), NO_DELAY),
+    });
+    let home = Home::with(wired(&hook.url, "http://127.0.0.1:9"), token(None));
+
+    let timed_out = home.say("c", "turn on the kitchen lights");
+    assert_eq!(
+        (timed_out.status.as_str(), timed_out.failure_code.as_deref()),
+        ("failed", Some("tool.failed"))
+    );
+    assert!(
+        timed_out.reply.contains("did not answer in time"),
+        "{}",
+        timed_out.reply
+    );
+    let response = &home.of_type("c", "tool.response")[0];
+    assert_eq!(
+        (response["status"].as_str(), response["transient"].as_bool()),
+        (Some("timeout"), Some(true))
+    );
+
+    let unavailable = home.say("c", "turn on the kitchen lights");
+    assert!(
+        unavailable.reply.contains("HTTP 503"),
+        "{}",
+        unavailable.reply
+    );
+    assert_eq!(home.of_type("c", "tool.response")[1]["transient"], true);
+    let rejected = home.say("c", "turn on the kitchen lights");
+    assert!(rejected.reply.contains("HTTP 400"), "{}", rejected.reply);
+    assert_eq!(home.of_type("c", "tool.response")[2]["transient"], false);
+    assert_eq!(hook.seen().len(), 3, "no call was retried by itself");
+
+    // Nobody listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let home = Home::with(
+        wired(&format!("http://127.0.0.1:{port}"), "http://127.0.0.1:9"),
+        token(None),
+    );
+    let refused = home.say("c", "turn on the kitchen lights");
+    assert!(
+        refused.reply.contains("cannot reach the n8n webhook"),
+        "{}",
+        refused.reply
+    );
+    assert_eq!(home.of_type("c", "tool.response")[0]["transient"], true);
+}
+
+#[test]
+fn home_assistant_gets_the_service_call_with_the_bearer_token() {
+    let ha = Server::start(|_, _| (200, "[]".into(), NO_DELAY));
+    let home = Home::with(
+        wired("http://127.0.0.1:9", &ha.url),
+        token(Some("secret-token-123")),
+    );
+    home.say("c", "unlock the back door");
+    assert!(ha.seen().is_empty(), "nothing runs before the confirmation");
+    let r = home.say("c", "yes");
+    assert_eq!(r.reply, "The back door is unlocked.");
+    let seen = ha.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path.as_str()),
+        ("POST", "/api/services/lock/unlock")
+    );
+    assert_eq!(
+        seen[0].header("Authorization"),
+        Some("Bearer secret-token-123")
+    );
+    assert_eq!(seen[0].body, json!({"entity_id": "lock.back_door"}));
+    let request = &home.of_type("c", "tool.request")[0];
+    assert_eq!(request["tool_id"], "home_assistant:lock.unlock");
+    // The token is used, never recorded.
+    let mut export = Vec::new();
+    home.engine
+        .store()
+        .reader()
+        .export(None, &mut export, &mut |_| {})
+        .unwrap();
+    assert!(
+        !String::from_utf8(export)
+            .unwrap()
+            .contains("secret-token-123")
+    );
+}
+
+#[test]
+fn home_assistant_without_a_token_or_with_a_bad_one_fails_clearly() {
+    let ha = Server::start(|_, _| (401, "unauthorized".into(), NO_DELAY));
+    let home = Home::with(wired("http://127.0.0.1:9", &ha.url), token(None));
+    home.say("c", "unlock the front door");
+    let r = home.say("c", "yes");
+    assert!(r.reply.contains("set TEST_HA_TOKEN"), "{}", r.reply);
+    assert!(ha.seen().is_empty());
+
+    let home = Home::with(wired("http://127.0.0.1:9", &ha.url), token(Some("wrong")));
+    home.say("c", "unlock the front door");
+    let r = home.say("c", "yes");
+    assert!(r.reply.contains("HTTP 401"), "{}", r.reply);
+    assert_eq!(home.of_type("c", "tool.response")[0]["transient"], false);
+    assert_eq!(ha.seen().len(), 1);
+}
+
+#[test]
+fn a_call_id_is_never_executed_twice() {
+    let hook = Server::start(|_, _| (200, "{}".into(), NO_DELAY));
+    let config = wired(&hook.url, "http://127.0.0.1:9");
+    let router = Router::compile(&config).unwrap();
+    let home = Home::with(config.clone(), token(None));
+    let tools = Tools::new(
+        Arc::new(StateDb::open(&home.dir.path().join("state.db")).unwrap()),
+        &config.executors,
+        token(None),
+    );
+    for id in ["lights.set", "shopping.add"] {
+        let raw = std::collections::BTreeMap::from([
+            ("room".to_string(), "hall".to_string()),
+            ("state".to_string(), "on".to_string()),
+            ("item".to_string(), "tea".to_string()),
+        ]);
+        let command = router.resolve_command(id, raw, None, None).unwrap();
+        let spec = router.command(id).unwrap();
+        let call = ToolCall {
+            call_id: CallId::new(),
+            command: &command,
+            spec,
+            conversation_id: "c",
+            round_id: "r",
+            now_ms: 0,
+        };
+        assert_eq!(tools.execute(&call).unwrap().status, ToolStatus::Ok);
+        let again = tools.execute(&call).unwrap();
+        assert_eq!(again.status, ToolStatus::Failed);
+        assert!(
+            again.message.contains("never run twice"),
+            "{}",
+            again.message
+        );
+        assert_eq!(
+            tools
+                .call_status(&call.call_id.to_string())
+                .unwrap()
+                .unwrap()
+                .0,
+            "ok"
+        );
+        assert!(command.auth_level >= AuthLevel::RUN);
+    }
+    assert_eq!(hook.seen().len(), 1, "the webhook saw the call once");
+    let _ = payload;
+}
