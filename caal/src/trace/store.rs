@@ -180,14 +180,16 @@ pub struct RoundHeader {
 
 type Reply = SyncSender<Result<(), StoreError>>;
 
+/// Records are boxed: the bounded channel allocates every slot up front, so
+/// slots stay a few words wide.
 enum WriteOp {
     Begin {
-        header: RoundHeader,
-        started: EventRecord,
+        header: Box<RoundHeader>,
+        started: Box<EventRecord>,
     },
-    Append(EventRecord),
+    Append(Box<EventRecord>),
     Finish {
-        event: EventRecord,
+        event: Box<EventRecord>,
         done: Option<Reply>,
     },
     Sync {
@@ -235,6 +237,8 @@ pub struct TraceStore(Arc<StoreInner>);
 
 /// How long `begin_round` waits for a conversation's previous round.
 const ROUND_WAIT: Duration = Duration::from_secs(30);
+/// Operations queued for the writer before senders wait (backpressure).
+const OP_QUEUE: usize = 8_192;
 /// Most operations applied in one transaction.
 const MAX_BATCH: usize = 16_384;
 
@@ -272,7 +276,7 @@ impl TraceStore {
 
         let reader = TraceReader::open_alongside_writer(path)?;
         let checkpointer = spawn_checkpointer(path, stats.clone())?;
-        let (ops, rx) = mpsc::sync_channel(65_536);
+        let (ops, rx) = mpsc::sync_channel(OP_QUEUE);
         let handle = thread::Builder::new()
             .name("caal-trace-writer".into())
             .spawn(move || writer.run(rx))
@@ -398,7 +402,7 @@ impl TraceStore {
             tail: Mutex::new(tail),
             finished: false,
         };
-        self.send(WriteOp::Begin { header, started })?;
+        self.send(WriteOp::Begin { header: Box::new(header), started: Box::new(started) })?;
         Ok(round)
     }
 
@@ -580,7 +584,7 @@ impl OpenRound {
         }
         let event = draft.prepare()?;
         let record = lock(&self.tail).link(event);
-        self.store.send(WriteOp::Append(record))
+        self.store.send(WriteOp::Append(Box::new(record)))
     }
 
     /// Ends the round with `round.completed` and waits until it is durable.
@@ -623,7 +627,7 @@ impl OpenRound {
         let event = tail.link(event);
         let head = tail.head.clone();
         drop(tail);
-        let sent = self.store.send(WriteOp::Finish { event, done });
+        let sent = self.store.send(WriteOp::Finish { event: Box::new(event), done });
         self.store.release_slot(&self.header.conversation_id, head);
         sent.map(|()| Durable(rx))
     }
@@ -651,7 +655,7 @@ impl Drop for OpenRound {
         let mut tail = lock(&self.tail);
         if let Ok(event) = draft.prepare() {
             let event = tail.link(event);
-            let _ = self.store.send(WriteOp::Finish { event, done: None });
+            let _ = self.store.send(WriteOp::Finish { event: Box::new(event), done: None });
         }
         let head = tail.head.clone();
         drop(tail);
