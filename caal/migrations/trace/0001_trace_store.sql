@@ -22,9 +22,15 @@ CREATE TABLE rounds (
 
 -- One chain per conversation, ordered by (round_seq, event_seq). `id` is a
 -- global append order that live streams resume from (SSE Last-Event-ID).
+-- Events are keyed by their round's row (`round_row` = rounds.id), which
+-- grows with time: index inserts land at the right edge, so a commit of many
+-- concurrent conversations rewrites a few index pages, not one per
+-- conversation. conversation_id and round_seq are kept on the row (and
+-- hashed), so every event describes itself.
 CREATE TABLE events (
     id              INTEGER PRIMARY KEY,
     schema_version  INTEGER NOT NULL,
+    round_row       INTEGER NOT NULL,
     round_id        TEXT    NOT NULL,
     conversation_id TEXT    NOT NULL,
     round_seq       INTEGER NOT NULL,
@@ -38,7 +44,7 @@ CREATE TABLE events (
     failure_reason  TEXT,
     prev_hash       TEXT,
     hash            TEXT    NOT NULL,
-    UNIQUE (conversation_id, round_seq, event_seq)
+    UNIQUE (round_row, event_seq)
 );
 
 -- Each process that opens the store for writing appends a session; a clean

@@ -40,6 +40,8 @@ pub struct TraceBenchReport {
 }
 
 const CONVERSATIONS: usize = 64;
+/// Threads producing rounds in the chained run.
+const PRODUCERS: usize = 2;
 
 fn spec(conversation: &ConversationId) -> RoundSpec {
     RoundSpec {
@@ -95,7 +97,7 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
     let drafts: Vec<Vec<EventDraft>> = (0..rounds).map(command_round_events).collect();
     let start = Instant::now();
     thread::scope(|scope| -> Result<(), StoreError> {
-        let workers: Vec<thread::ScopedJoinHandle<'_, Result<(), StoreError>>> = (0..2)
+        let workers: Vec<thread::ScopedJoinHandle<'_, Result<(), StoreError>>> = (0..PRODUCERS)
             .map(|w| {
                 let store = store.clone();
                 let conversations = &conversations;
@@ -104,15 +106,18 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
                     .name("bench-producer".into())
                     .spawn_scoped(scope, move || -> Result<(), StoreError> {
                         let mine: Vec<&ConversationId> =
-                            conversations.iter().skip(w).step_by(2).collect();
+                            conversations.iter().skip(w).step_by(PRODUCERS).collect();
                         let mut pending: VecDeque<Durable> = VecDeque::new();
-                        for (n, round_drafts) in drafts.iter().enumerate().skip(w).step_by(2) {
+                        for (n, round_drafts) in
+                            drafts.iter().enumerate().skip(w).step_by(PRODUCERS)
+                        {
                             if pending.len() >= mine.len()
                                 && let Some(previous) = pending.pop_front()
                             {
                                 previous.wait()?;
                             }
-                            let round = store.begin_round(spec(mine[n / 2 % mine.len()]))?;
+                            let round =
+                                store.begin_round(spec(mine[n / PRODUCERS % mine.len()]))?;
                             for draft in round_drafts {
                                 round.append(draft.clone())?;
                             }
@@ -143,10 +148,10 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
         )?
         .query_map([], |r| Ok(std::array::from_fn(|i| r.get(i).unwrap_or(rusqlite::types::Value::Null))))?
         .collect::<Result<_, _>>()?;
-    let event_rows: Vec<[rusqlite::types::Value; 14]> = source
+    let event_rows: Vec<[rusqlite::types::Value; 15]> = source
         .prepare(
             "SELECT schema_version, round_id, conversation_id, round_seq, event_seq, event_type, call_id, timestamp, payload,
-                    status, failure_code, failure_reason, prev_hash, hash FROM events ORDER BY id",
+                    status, failure_code, failure_reason, prev_hash, hash, round_row FROM events ORDER BY id",
         )?
         .query_map([], |r| Ok(std::array::from_fn(|i| r.get(i).unwrap_or(rusqlite::types::Value::Null))))?
         .collect::<Result<_, _>>()?;
@@ -166,8 +171,8 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
         }
         let mut insert_event = bare.prepare(
             "INSERT INTO events (schema_version, round_id, conversation_id, round_seq, event_seq, event_type, call_id, timestamp,
-                payload, status, failure_code, failure_reason, prev_hash, hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                payload, status, failure_code, failure_reason, prev_hash, hash, round_row)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )?;
         for row in &event_rows {
             insert_event.execute(rusqlite::params_from_iter(row.iter()))?;

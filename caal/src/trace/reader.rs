@@ -56,9 +56,9 @@ pub struct ConversationSummary {
     pub last_round_at: String,
 }
 
-pub(super) const EVENT_COLUMNS: &str =
-    "schema_version, round_id, conversation_id, round_seq, event_seq, event_type, call_id,
-    timestamp, payload, status, failure_code, failure_reason, prev_hash, hash";
+/// The columns `event_from_row` reads, from `events` aliased as `e`.
+pub(super) const EVENT_COLUMNS: &str = "e.schema_version, e.round_id, e.conversation_id, e.round_seq, e.event_seq,
+    e.event_type, e.call_id, e.timestamp, e.payload, e.status, e.failure_code, e.failure_reason, e.prev_hash, e.hash";
 
 pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
     Ok(EventRecord {
@@ -221,16 +221,15 @@ impl TraceReader {
         self.snapshot(|conn| {
             let sql = format!(
                 "SELECT {ROUND_COLUMNS}, e.event_type, e.payload, e.failure_code, e.failure_reason,
-                    (SELECT json_extract(payload, '$.raw_text') FROM events x WHERE x.conversation_id = r.conversation_id
-                       AND x.round_seq = r.round_seq AND x.event_type = 'input.received' LIMIT 1),
-                    (SELECT json_extract(payload, '$.route_code') FROM events x WHERE x.conversation_id = r.conversation_id
-                       AND x.round_seq = r.round_seq AND x.event_type = 'route.selected' ORDER BY x.event_seq DESC LIMIT 1),
-                    (SELECT json_extract(payload, '$.text') FROM events x WHERE x.conversation_id = r.conversation_id
-                       AND x.round_seq = r.round_seq AND x.event_type = 'output.emitted' ORDER BY x.event_seq DESC LIMIT 1)
+                    (SELECT json_extract(payload, '$.raw_text') FROM events x
+                       WHERE x.round_row = r.id AND x.event_type = 'input.received' LIMIT 1),
+                    (SELECT json_extract(payload, '$.route_code') FROM events x
+                       WHERE x.round_row = r.id AND x.event_type = 'route.selected' ORDER BY x.event_seq DESC LIMIT 1),
+                    (SELECT json_extract(payload, '$.text') FROM events x
+                       WHERE x.round_row = r.id AND x.event_type = 'output.emitted' ORDER BY x.event_seq DESC LIMIT 1)
                  FROM rounds r
-                 LEFT JOIN events e ON e.conversation_id = r.conversation_id AND e.round_seq = r.round_seq
-                   AND e.event_seq = (SELECT max(event_seq) FROM events m
-                                      WHERE m.conversation_id = r.conversation_id AND m.round_seq = r.round_seq)
+                 LEFT JOIN events e ON e.round_row = r.id
+                   AND e.event_seq = (SELECT max(event_seq) FROM events m WHERE m.round_row = r.id)
                  WHERE ?1 IS NULL OR r.conversation_id = ?1
                  ORDER BY r.id DESC LIMIT ?2"
             );
@@ -257,14 +256,16 @@ impl TraceReader {
         self.snapshot(|conn| {
             let header = conn
                 .prepare(&format!(
-                    "SELECT {ROUND_COLUMNS} FROM rounds r WHERE r.round_id = ?1"
+                    "SELECT {ROUND_COLUMNS}, r.id FROM rounds r WHERE r.round_id = ?1"
                 ))?
-                .query_row([round_id], round_from_row)
+                .query_row([round_id], |r| {
+                    Ok((round_from_row(r)?, r.get::<_, i64>(10)?))
+                })
                 .optional()?;
-            let Some(mut round) = header else {
+            let Some((mut round, row)) = header else {
                 return Ok(None);
             };
-            let events = round_events(conn, &round.conversation_id, round.round_seq)?;
+            let events = round_events(conn, row)?;
             round.apply_terminal(events.last());
             Ok(Some((round, events)))
         })
@@ -293,13 +294,13 @@ impl TraceReader {
     ) -> Result<ExportStats, StoreError> {
         self.snapshot(|conn| {
             let mut rounds = conn.prepare(&format!(
-                "SELECT {ROUND_COLUMNS} FROM rounds r WHERE ?1 IS NULL OR r.conversation_id = ?1 ORDER BY r.id"
+                "SELECT {ROUND_COLUMNS}, r.id FROM rounds r WHERE ?1 IS NULL OR r.conversation_id = ?1 ORDER BY r.id"
             ))?;
             let mut stats = ExportStats::default();
             let mut rows = rounds.query([conversation.map(|c| c.as_str())])?;
             while let Some(row) = rows.next()? {
                 let mut round = round_from_row(row)?;
-                let events = round_events(conn, &round.conversation_id, round.round_seq)?;
+                let events = round_events(conn, row.get(10)?)?;
                 round.apply_terminal(events.last());
                 let line = serde_json::to_string(&round).map_err(|e| StoreError::Sqlite(e.to_string()))?;
                 writeln!(out, "{line}").map_err(export_io)?;
@@ -334,15 +335,15 @@ impl RoundRecord {
     }
 }
 
+/// The events of the round stored at `round_row` (rounds.id), in order.
 pub(super) fn round_events(
     conn: &Connection,
-    conversation: &str,
-    round_seq: i64,
+    round_row: i64,
 ) -> Result<Vec<EventRecord>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {EVENT_COLUMNS} FROM events WHERE conversation_id = ?1 AND round_seq = ?2 ORDER BY event_seq"
+        "SELECT {EVENT_COLUMNS} FROM events e WHERE e.round_row = ?1 ORDER BY e.event_seq"
     ))?;
-    let rows = stmt.query_map(params![conversation, round_seq], event_from_row)?;
+    let rows = stmt.query_map([round_row], event_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -350,25 +351,6 @@ pub(super) fn round_events(
 pub struct ExportStats {
     pub rounds: u64,
     pub events: u64,
-}
-
-impl TraceReader {
-    /// The state the conversation's last completed round left behind.
-    pub fn last_state_out(
-        &self,
-        conversation: &ConversationId,
-    ) -> Result<Option<String>, StoreError> {
-        self.with_conn(|conn| {
-            let payload: Option<String> = conn
-                .prepare_cached(
-                    "SELECT payload FROM events WHERE conversation_id = ?1 AND event_type = 'round.completed'
-                     ORDER BY round_seq DESC, event_seq DESC LIMIT 1",
-                )?
-                .query_row([conversation.as_str()], |r| r.get(0))
-                .optional()?;
-            Ok(payload.and_then(|p| serde_json::from_str::<Value>(&p).ok()?["state_out"].as_str().map(str::to_owned)))
-        })
-    }
 }
 
 impl TraceReader {
@@ -383,7 +365,8 @@ impl TraceReader {
                 .query_row([conversation.as_str()], |r| r.get(0))?;
             let head: Option<String> = conn
                 .prepare_cached(
-                    "SELECT hash FROM events WHERE conversation_id = ?1 ORDER BY round_seq DESC, event_seq DESC LIMIT 1",
+                    "SELECT e.hash FROM rounds r JOIN events e ON e.round_row = r.id
+                     WHERE r.conversation_id = ?1 ORDER BY r.round_seq DESC, e.event_seq DESC LIMIT 1",
                 )?
                 .query_row([conversation.as_str()], |r| r.get(0))
                 .optional()?;

@@ -270,6 +270,7 @@ impl TraceStore {
             session_id: 0,
             poisoned: None,
             stats: Arc::default(),
+            round_rows: HashMap::new(),
         };
         let stats = writer.stats.clone();
         let recovered = writer.recover_and_start_session()?;
@@ -402,7 +403,10 @@ impl TraceStore {
             tail: Mutex::new(tail),
             finished: false,
         };
-        self.send(WriteOp::Begin { header: Box::new(header), started: Box::new(started) })?;
+        self.send(WriteOp::Begin {
+            header: Box::new(header),
+            started: Box::new(started),
+        })?;
         Ok(round)
     }
 
@@ -446,6 +450,8 @@ impl Drop for StoreInner {
 /// How often the checkpointer looks for committed work to move into the
 /// database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+/// A WAL this large is checkpointed even while the writer is busy.
+const CHECKPOINT_WAL_BYTES: u64 = 32 << 20;
 
 /// Checkpoints run on their own thread and connection (PASSIVE: never
 /// blocking the writer), so copying the WAL into the database file, and the
@@ -456,11 +462,15 @@ fn spawn_checkpointer(
 ) -> Result<(SyncSender<()>, JoinHandle<()>), StoreError> {
     let conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
     conn.busy_timeout(Duration::from_secs(5))?;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = PathBuf::from(wal);
     let (stop, stopped) = mpsc::sync_channel::<()>(0);
     let handle = thread::Builder::new()
         .name("caal-checkpoint".into())
         .spawn(move || {
             let mut seen = 0;
+            let mut pending_pages = false;
             // Runs until the store drops `stop`; once more at the end.
             loop {
                 let closing = !matches!(
@@ -468,11 +478,17 @@ fn spawn_checkpointer(
                     Err(mpsc::RecvTimeoutError::Timeout)
                 );
                 let commits = stats.commits.load(Ordering::Relaxed);
-                if commits != seen || closing {
-                    seen = commits;
+                let busy = commits != seen;
+                seen = commits;
+                pending_pages |= busy;
+                let wal_bytes = fs::metadata(&wal).map_or(0, |m| m.len());
+                // During a burst, only a large WAL is worth the copy (and the
+                // fsync that comes with it); once the writer rests, catch up.
+                if closing || (pending_pages && (!busy || wal_bytes >= CHECKPOINT_WAL_BYTES)) {
                     let mode = if closing { "TRUNCATE" } else { "PASSIVE" };
                     let _ =
                         conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()));
+                    pending_pages = busy;
                 }
                 if closing {
                     return;
@@ -627,7 +643,10 @@ impl OpenRound {
         let event = tail.link(event);
         let head = tail.head.clone();
         drop(tail);
-        let sent = self.store.send(WriteOp::Finish { event: Box::new(event), done });
+        let sent = self.store.send(WriteOp::Finish {
+            event: Box::new(event),
+            done,
+        });
         self.store.release_slot(&self.header.conversation_id, head);
         sent.map(|()| Durable(rx))
     }
@@ -655,7 +674,10 @@ impl Drop for OpenRound {
         let mut tail = lock(&self.tail);
         if let Ok(event) = draft.prepare() {
             let event = tail.link(event);
-            let _ = self.store.send(WriteOp::Finish { event: Box::new(event), done: None });
+            let _ = self.store.send(WriteOp::Finish {
+                event: Box::new(event),
+                done: None,
+            });
         }
         let head = tail.head.clone();
         drop(tail);
@@ -734,6 +756,8 @@ struct Writer {
     session_id: i64,
     poisoned: Option<String>,
     stats: Arc<WriterStats>,
+    /// rounds.id of each open round, by round_id.
+    round_rows: HashMap<String, i64>,
 }
 
 const INSERT_ROUND: &str = "INSERT INTO rounds (schema_version, round_id, library_id, bucket_id, conversation_id,
@@ -741,8 +765,8 @@ const INSERT_ROUND: &str = "INSERT INTO rounds (schema_version, round_id, librar
 
 const INSERT_EVENT: &str =
     "INSERT INTO events (schema_version, round_id, conversation_id, round_seq, event_seq,
-    event_type, call_id, timestamp, payload, status, failure_code, failure_reason, prev_hash, hash)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+    event_type, call_id, timestamp, payload, status, failure_code, failure_reason, prev_hash, hash, round_row)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
 
 impl Writer {
     /// Appends `round.failed` (`crash.recovered`) to every round a crashed
@@ -777,7 +801,7 @@ impl Writer {
                     "SELECT r.round_id, r.conversation_id, r.round_seq FROM rounds r
                      WHERE r.id > ?1 AND NOT EXISTS (
                         SELECT 1 FROM events e
-                        WHERE e.conversation_id = r.conversation_id AND e.round_seq = r.round_seq
+                        WHERE e.round_row = r.id
                           AND e.event_type IN ('round.completed', 'round.failed'))
                      ORDER BY r.id",
                 )?;
@@ -791,8 +815,8 @@ impl Writer {
                 let (last_seq, head): (i64, Option<String>) = self
                     .conn
                     .query_row(
-                        "SELECT event_seq, hash FROM events WHERE conversation_id = ?1
-                         ORDER BY round_seq DESC, event_seq DESC LIMIT 1",
+                        "SELECT e.event_seq, e.hash FROM rounds r JOIN events e ON e.round_row = r.id
+                         WHERE r.conversation_id = ?1 ORDER BY r.round_seq DESC, e.event_seq DESC LIMIT 1",
                         [&conversation_id],
                         |r| Ok((r.get(0)?, r.get(1)?)),
                     )
@@ -807,7 +831,7 @@ impl Writer {
                     head,
                     event,
                 );
-                self.insert_event(&record)?;
+                self.insert_event(&record, true)?;
                 recovered.push((conversation_id, round_seq));
             }
             let now = now_timestamp();
@@ -868,12 +892,12 @@ impl Writer {
             let write = match op {
                 WriteOp::Begin { header, started } => Some(
                     self.insert_round(&header)
-                        .and_then(|()| self.insert_event(&started)),
+                        .and_then(|()| self.insert_event(&started, false)),
                 ),
-                WriteOp::Append(event) => Some(self.insert_event(&event)),
+                WriteOp::Append(event) => Some(self.insert_event(&event, false)),
                 WriteOp::Finish { event, done } => {
                     replies.extend(done);
-                    Some(self.insert_event(&event))
+                    Some(self.insert_event(&event, true))
                 }
                 WriteOp::Sync { done } => {
                     replies.push(done);
@@ -940,7 +964,7 @@ impl Writer {
         false
     }
 
-    fn insert_round(&self, header: &RoundHeader) -> Result<(), StoreError> {
+    fn insert_round(&mut self, header: &RoundHeader) -> Result<(), StoreError> {
         self.conn.prepare_cached(INSERT_ROUND)?.execute(params![
             header.schema_version,
             header.round_id.to_string(),
@@ -953,10 +977,23 @@ impl Writer {
             header.channel,
             header.created_at,
         ])?;
+        self.round_rows
+            .insert(header.round_id.to_string(), self.conn.last_insert_rowid());
         Ok(())
     }
 
-    fn insert_event(&self, r: &EventRecord) -> Result<(), StoreError> {
+    /// Inserts an event of an open round; `last` forgets the round afterwards.
+    fn insert_event(&mut self, r: &EventRecord, last: bool) -> Result<(), StoreError> {
+        let round_row = match self.round_rows.get(&r.round_id) {
+            Some(row) => *row,
+            None => self
+                .conn
+                .prepare_cached("SELECT id FROM rounds WHERE round_id = ?1")?
+                .query_row([&r.round_id], |row| row.get(0))?,
+        };
+        if last {
+            self.round_rows.remove(&r.round_id);
+        }
         self.conn.prepare_cached(INSERT_EVENT)?.execute(params![
             r.schema_version,
             r.round_id,
@@ -972,6 +1009,7 @@ impl Writer {
             r.failure_reason,
             r.prev_hash,
             r.hash,
+            round_row,
         ])?;
         Ok(())
     }

@@ -530,3 +530,32 @@ fn exports_filter_by_conversation() {
             .all(|l| l.contains("\"conversation_id\":\"d\""))
     );
 }
+
+#[test]
+fn a_deleted_round_header_is_named_as_a_missing_event() {
+    let (_dir, db) = tamper_fixture();
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER rounds_append_only_delete;
+         DELETE FROM rounds WHERE conversation_id = 'c' AND round_seq = 3;",
+    )
+    .unwrap();
+    drop(conn);
+    let link = first_broken(&db);
+    assert_eq!(at(&link), ("c", 3, 1, Problem::MissingEvent));
+    assert!(link.detail.contains("round header does not"), "{link}");
+}
+
+#[test]
+fn an_event_moved_to_another_round_is_named_as_a_header_mismatch() {
+    let (_dir, db) = tamper_fixture();
+    tamper(
+        &db,
+        "DELETE FROM events WHERE conversation_id = 'c' AND round_seq = 1 AND event_seq = 3;
+         UPDATE events SET round_row = (SELECT id FROM rounds WHERE conversation_id = 'c' AND round_seq = 1), event_seq = 3
+         WHERE conversation_id = 'c' AND round_seq = 2 AND event_seq = 2;",
+    );
+    let link = first_broken(&db);
+    assert_eq!(at(&link), ("c", 1, 3, Problem::HeaderMismatch));
+    assert!(link.detail.contains("round_seq 2"), "{link}");
+}

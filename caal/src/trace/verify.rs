@@ -4,7 +4,6 @@
 
 use std::{collections::BTreeMap, fmt};
 
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -100,13 +99,14 @@ impl TraceReader {
                 open_rounds: Vec::new(),
             };
             let mut first_broken: BTreeMap<String, BrokenLink> = BTreeMap::new();
-            let mut header = conn.prepare_cached(
-                "SELECT round_id, library_id, bucket_id, state_in, channel, audio_id FROM rounds
-                 WHERE conversation_id = ?1 AND round_seq = ?2",
-            )?;
+            // Chain order through the rounds index; each event is joined
+            // to the header it was written under.
             let mut events = conn.prepare(&format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE ?1 IS NULL OR conversation_id = ?1
-                 ORDER BY conversation_id, round_seq, event_seq"
+                "SELECT {EVENT_COLUMNS}, r.conversation_id, r.round_seq, r.round_id, r.library_id, r.bucket_id,
+                        r.state_in, r.channel, r.audio_id
+                 FROM rounds r JOIN events e ON e.round_row = r.id
+                 WHERE ?1 IS NULL OR r.conversation_id = ?1
+                 ORDER BY r.conversation_id, r.round_seq, e.event_seq"
             ))?;
             let mut rows = events.query([conversation.map(|c| c.as_str())])?;
             let mut walk: Option<Walk> = None;
@@ -117,7 +117,23 @@ impl TraceReader {
             };
 
             while let Some(row) = rows.next()? {
-                let e = event_from_row(row)?;
+                let mut e = event_from_row(row)?;
+                let header = Header {
+                    conversation_id: row.get(14)?,
+                    round_seq: row.get(15)?,
+                    round_id: row.get(16)?,
+                    library_id: row.get(17)?,
+                    bucket_id: row.get(18)?,
+                    state_in: row.get(19)?,
+                    channel: row.get(20)?,
+                    audio_id: row.get::<_, Option<String>>(21)?.unwrap_or_default(),
+                };
+                // A row that claims another place than its header's is named at
+                // the header's place: that is where the chain expects it.
+                let moved = header_moved(&e, &header);
+                let (claimed_conversation, claimed_round) = (e.conversation_id.clone(), e.round_seq);
+                e.conversation_id = header.conversation_id.clone();
+                e.round_seq = header.round_seq;
                 report.events += 1;
                 if walk.as_ref().is_none_or(|w| w.conversation != e.conversation_id) {
                     if let Some(done) = walk.take() {
@@ -137,6 +153,20 @@ impl TraceReader {
                     problem,
                     detail,
                 };
+                if moved {
+                    flag(
+                        link(
+                            e.round_seq,
+                            e.event_seq,
+                            Problem::HeaderMismatch,
+                            format!(
+                                "the event says conversation {claimed_conversation} round_seq {claimed_round}, its header says otherwise"
+                            ),
+                        ),
+                        w,
+                    );
+                    continue;
+                }
                 if e.round_seq != w.round_seq {
                     if w.round_seq > 0 && !w.last_terminal {
                         flag(
@@ -166,12 +196,7 @@ impl TraceReader {
                         continue;
                     }
                     report.rounds += 1;
-                    let stored = header
-                        .query_row(params![e.conversation_id, e.round_seq], |r| {
-                            Ok([r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get::<_, Option<String>>(5)?.unwrap_or_default()])
-                        })
-                        .optional()?;
-                    if let Some(problem) = header_problem(&e, stored) {
+                    if let Some(problem) = header_problem(&e, &header) {
                         flag(link(e.round_seq, 1, Problem::HeaderMismatch, problem), w);
                         continue;
                     }
@@ -216,25 +241,29 @@ impl TraceReader {
             }
             drop(rows);
 
-            // Round headers whose events are all gone.
-            let mut empty = conn.prepare(
-                "SELECT conversation_id, round_seq FROM rounds r
-                 WHERE (?1 IS NULL OR conversation_id = ?1) AND NOT EXISTS (
-                   SELECT 1 FROM events e WHERE e.conversation_id = r.conversation_id AND e.round_seq = r.round_seq)",
+            // Round headers whose events are all gone, and events whose header is.
+            let mut gone = conn.prepare(
+                "SELECT conversation_id, round_seq, 1, 'the round header exists but none of its events do' FROM rounds r
+                 WHERE (?1 IS NULL OR conversation_id = ?1) AND NOT EXISTS (SELECT 1 FROM events e WHERE e.round_row = r.id)
+                 UNION ALL
+                 SELECT conversation_id, round_seq, event_seq, 'the event exists but its round header does not' FROM events e
+                 WHERE (?1 IS NULL OR conversation_id = ?1) AND NOT EXISTS (SELECT 1 FROM rounds r WHERE r.id = e.round_row)",
             )?;
-            let rows = empty.query_map([conversation.map(|c| c.as_str())], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            let rows = gone.query_map([conversation.map(|c| c.as_str())], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, String>(3)?))
+            })?;
             for row in rows {
-                let (conversation_id, round_seq) = row?;
+                let (conversation_id, round_seq, event_seq, detail) = row?;
                 let link = BrokenLink {
                     conversation_id: conversation_id.clone(),
                     round_seq,
-                    event_seq: 1,
+                    event_seq,
                     problem: Problem::MissingEvent,
-                    detail: "the round header exists but none of its events do".into(),
+                    detail,
                 };
                 let earlier = first_broken
                     .get(&conversation_id)
-                    .is_some_and(|b| (b.round_seq, b.event_seq) <= (round_seq, 1));
+                    .is_some_and(|b| (b.round_seq, b.event_seq) <= (round_seq, event_seq));
                 if !earlier {
                     first_broken.insert(conversation_id, link);
                 }
@@ -259,30 +288,38 @@ fn show(hash: &Option<String>) -> &str {
     hash.as_deref().unwrap_or("null")
 }
 
+/// The round header an event was joined to.
+struct Header {
+    conversation_id: String,
+    round_seq: i64,
+    round_id: String,
+    library_id: String,
+    bucket_id: String,
+    state_in: String,
+    channel: String,
+    audio_id: String,
+}
+
+/// True if the event's own (hashed) place disagrees with its header's.
+fn header_moved(e: &EventRecord, h: &Header) -> bool {
+    e.conversation_id != h.conversation_id || e.round_seq != h.round_seq || e.round_id != h.round_id
+}
+
 /// Compares the header row with the `round.started` event that binds it into the chain.
-fn header_problem(first: &EventRecord, stored: Option<[String; 6]>) -> Option<String> {
-    let Some([round_id, library_id, bucket_id, state_in, channel, audio_id]) = stored else {
-        return Some("the round header is missing".into());
-    };
+fn header_problem(first: &EventRecord, h: &Header) -> Option<String> {
     if first.event_type != EventType::RoundStarted.as_str() {
         return Some(format!(
             "the round starts with {} instead of round.started",
             first.event_type
         ));
     }
-    if first.round_id != round_id {
-        return Some(format!(
-            "the header's round_id is {round_id}, the chain's {}",
-            first.round_id
-        ));
-    }
     let payload: Value = serde_json::from_str(&first.payload).unwrap_or(Value::Null);
     let fields = [
-        ("library_id", library_id),
-        ("bucket_id", bucket_id),
-        ("state_in", state_in),
-        ("channel", channel),
-        ("audio_id", audio_id),
+        ("library_id", &h.library_id),
+        ("bucket_id", &h.bucket_id),
+        ("state_in", &h.state_in),
+        ("channel", &h.channel),
+        ("audio_id", &h.audio_id),
     ];
     for (name, value) in fields {
         let chained = payload[name].as_str().unwrap_or_default();
