@@ -9,6 +9,7 @@ pub mod config;
 pub mod ids;
 pub mod round;
 pub mod router;
+pub mod safety;
 mod sqlite;
 pub mod state;
 pub mod tools;

@@ -6,6 +6,7 @@ use caal::{
     auth::Pending,
     config::StateConfig,
     router::bench::RouterBenchReport,
+    safety::bench::ScanBenchReport,
     state::rfc3339_ms,
     trace::{EventRecord, RoundRecord, RoundSummary, VerifyReport, bench::TraceBenchReport},
 };
@@ -200,5 +201,29 @@ pub fn print_state(conversation: &str, current: &str, states: &BTreeMap<String, 
     for (name, s) in states {
         let marker = if name == current { "*" } else { " " };
         println!(" {marker} {} {:<13} {}", s.icon, name, s.description);
+    }
+}
+
+pub fn print_scan_bench(r: &ScanBenchReport) {
+    println!(
+        "secret scrubber benchmark ({} lines, {:.1} MB generated)",
+        r.lines,
+        r.bytes as f64 / 1e6
+    );
+    println!(
+        "  secrets removed: {} of {} ({:.3}%; none may keep a 12-character run of its random part)",
+        r.secrets_removed,
+        r.secrets,
+        r.recall * 100.0
+    );
+    println!(
+        "  clean lines altered: {} of {} ({:.3}%)",
+        r.clean_lines_altered,
+        r.clean_lines,
+        r.clean_altered_share * 100.0
+    );
+    println!("  throughput, one core: {:.0} MB/s", r.mb_per_s);
+    for (kind, n) in &r.missed {
+        println!("  missed {kind}: {n}");
     }
 }

@@ -1,0 +1,249 @@
+//! Safety: secrets never reach the disk, the logs, the exports or an LLM,
+//! and text that tries to take over the assistant is caught.
+//!
+//! [`Safety::scrub`] replaces every secret the [`Scanner`] finds (and every
+//! known secret seeded from the environment) with a `secret_ref:<kind>:<id>`
+//! token. The id is an HMAC of the value under a key that lives only in this
+//! process: stable for the same value while the process runs, not reversible
+//! from anything stored. The vault maps refs back to values in memory only,
+//! and [`Safety::resolve_json`] is called at the tool boundary alone, so a
+//! tool receives the real value and nothing else ever does.
+//!
+//! One instance serves the process ([`global`]); the trace store scrubs every
+//! event payload through it before anything is stored.
+
+pub mod bench;
+pub mod corpus;
+mod sanitizer;
+mod scanner;
+
+use std::{
+    borrow::Cow,
+    collections::HashMap,
+    fmt::Write as _,
+    sync::{OnceLock, RwLock},
+};
+
+use aho_corasick::AhoCorasick;
+use hmac::{Hmac, Mac};
+use serde_json::Value;
+use sha2::Sha256;
+
+pub use sanitizer::{Action, Decision, Sanitizer, SanitizerConfig};
+pub use scanner::{Finding, REF_PREFIX, Scanner};
+
+/// Known secrets (from the environment or configuration), matched exactly.
+struct Known {
+    matcher: Option<AhoCorasick>,
+    /// (kind, value); kinds are few and live as long as the process.
+    values: Vec<(&'static str, String)>,
+}
+
+pub struct Safety {
+    scanner: Scanner,
+    /// HMAC keyed once with this process's random key; cloned per ref.
+    mac: Hmac<Sha256>,
+    /// Secret values by the 48-bit id in their ref.
+    refs: RwLock<HashMap<u64, String>>,
+    known: RwLock<Known>,
+}
+
+/// The process's one safety layer.
+pub fn global() -> &'static Safety {
+    static GLOBAL: OnceLock<Safety> = OnceLock::new();
+    GLOBAL.get_or_init(Safety::new)
+}
+
+impl Default for Safety {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Safety {
+    pub fn new() -> Self {
+        let mut key = [0u8; 32];
+        // Without randomness the refs would be guessable; refuse to run blind.
+        getrandom::fill(&mut key).expect("the operating system provides random bytes");
+        Self {
+            scanner: Scanner::new(),
+            mac: <Hmac<Sha256> as Mac>::new_from_slice(&key)
+                .expect("HMAC takes a key of any length"),
+            refs: RwLock::new(HashMap::new()),
+            known: RwLock::new(Known {
+                matcher: None,
+                values: Vec::new(),
+            }),
+        }
+    }
+
+    pub fn scanner(&self) -> &Scanner {
+        &self.scanner
+    }
+
+    /// Adds a secret known by value (a token from the environment): it is
+    /// scrubbed wherever it appears, whatever its shape.
+    pub fn seed(&self, kind: &str, value: &str) {
+        let value = value.trim();
+        if value.len() < 6 {
+            return;
+        }
+        let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
+        if known.values.iter().any(|(_, v)| v == value) {
+            return;
+        }
+        // Seeded once per secret at start-up: leaking the kind's name is bounded.
+        let kind: &'static str = Box::leak(kind.to_owned().into_boxed_str());
+        known.values.push((kind, value.to_owned()));
+        known.matcher = AhoCorasick::new(known.values.iter().map(|(_, v)| v.as_str())).ok();
+    }
+
+    /// Secrets in `text`, in order: known values first, then the scanner's.
+    pub fn findings(&self, text: &str) -> Vec<(&'static str, usize, usize)> {
+        let mut known_hits: Vec<(&'static str, usize, usize)> = Vec::new();
+        {
+            let known = self.known.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(m) = &known.matcher {
+                for hit in m.find_iter(text) {
+                    known_hits.push((
+                        known.values[hit.pattern().as_usize()].0,
+                        hit.start(),
+                        hit.end(),
+                    ));
+                }
+            }
+        }
+        let scanned = self.scanner.scan(text);
+        if known_hits.is_empty() {
+            return scanned
+                .into_iter()
+                .map(|f| (f.kind, f.start, f.end))
+                .collect();
+        }
+        let mut out = known_hits.clone();
+        for f in scanned {
+            if !known_hits
+                .iter()
+                .any(|(_, s, e)| f.start < *e && *s < f.end)
+            {
+                out.push((f.kind, f.start, f.end));
+            }
+        }
+        out.sort_by_key(|(_, s, _)| *s);
+        out
+    }
+
+    /// `text` with every secret replaced by its ref.
+    pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        self.scrub_counted(text).0
+    }
+
+    /// The scrubbed text and the kinds replaced, in order.
+    pub fn scrub_counted<'a>(&self, text: &'a str) -> (Cow<'a, str>, Vec<&'static str>) {
+        let findings = self.findings(text);
+        if findings.is_empty() {
+            return (Cow::Borrowed(text), Vec::new());
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        let mut kinds = Vec::with_capacity(findings.len());
+        let mut new_refs = Vec::new();
+        {
+            let refs = self.refs.read().unwrap_or_else(|p| p.into_inner());
+            for (kind, start, end) in findings {
+                out.push_str(&text[at..start]);
+                let value = &text[start..end];
+                let id = self.ref_id(value);
+                let _ = write!(out, "{REF_PREFIX}{kind}:{id:012x}");
+                if !refs.contains_key(&id) {
+                    new_refs.push((id, value.to_owned()));
+                }
+                at = end;
+                kinds.push(kind);
+            }
+        }
+        if !new_refs.is_empty() {
+            self.refs
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(new_refs);
+        }
+        out.push_str(&text[at..]);
+        (Cow::Owned(out), kinds)
+    }
+
+    /// Scrubs every string in a JSON value, in place; returns the kinds replaced.
+    pub fn scrub_json(&self, value: &mut Value) -> Vec<&'static str> {
+        let mut kinds = Vec::new();
+        visit_strings(value, &mut |s| {
+            let (clean, found) = self.scrub_counted(s);
+            if let Cow::Owned(clean) = clean {
+                *s = clean;
+                kinds.extend(found);
+            }
+        });
+        kinds
+    }
+
+    /// The 48-bit id of a value's ref: an HMAC under this process's key.
+    fn ref_id(&self, value: &str) -> u64 {
+        let mut mac = self.mac.clone();
+        mac.update(value.as_bytes());
+        let digest = mac.finalize().into_bytes();
+        digest[..6]
+            .iter()
+            .fold(0u64, |id, b| (id << 8) | u64::from(*b))
+    }
+
+    /// Puts the real values back into a tool's inputs; call only at the tool boundary.
+    pub fn resolve_json(&self, value: &mut Value) {
+        let refs = self.refs.read().unwrap_or_else(|p| p.into_inner());
+        if refs.is_empty() {
+            return;
+        }
+        visit_strings(value, &mut |s| {
+            if !s.contains(REF_PREFIX) {
+                return;
+            }
+            let mut out = String::with_capacity(s.len());
+            let mut rest = s.as_str();
+            while let Some(at) = rest.find(REF_PREFIX) {
+                out.push_str(&rest[..at]);
+                let token = &rest[at..];
+                // secret_ref:<kind>:<12 hex>
+                let resolved = token[REF_PREFIX.len()..]
+                    .split_once(':')
+                    .and_then(|(_, tail)| {
+                        let hex = tail.get(..12)?;
+                        let id = u64::from_str_radix(hex, 16).ok()?;
+                        let len = REF_PREFIX.len() + token[REF_PREFIX.len()..].find(':')? + 1 + 12;
+                        refs.get(&id).map(|secret| (secret, len))
+                    });
+                match resolved {
+                    Some((secret, len)) => {
+                        out.push_str(secret);
+                        rest = &token[len..];
+                    }
+                    None => {
+                        out.push_str(REF_PREFIX);
+                        rest = &token[REF_PREFIX.len()..];
+                    }
+                }
+            }
+            out.push_str(rest);
+            *s = out;
+        });
+    }
+}
+
+fn visit_strings(value: &mut Value, f: &mut dyn FnMut(&mut String)) {
+    match value {
+        Value::String(s) => f(s),
+        Value::Array(items) => items.iter_mut().for_each(|v| visit_strings(v, f)),
+        Value::Object(map) => map.values_mut().for_each(|v| visit_strings(v, f)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests;
