@@ -24,6 +24,7 @@ pub struct Config {
     pub conversation: ConversationConfig,
     pub router: RouterConfig,
     pub authority: AuthorityConfig,
+    pub safety: SafetyConfig,
     #[serde(default)]
     pub states: BTreeMap<String, StateConfig>,
     #[serde(default)]
@@ -60,6 +61,27 @@ pub struct RouterConfig {
 pub struct AuthorityConfig {
     pub confirmation_ttl_seconds: u64,
     pub undo_window_seconds: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SafetyConfig {
+    pub max_input_chars: usize,
+    pub on_long_input: crate::safety::Action,
+    pub on_injection: crate::safety::Action,
+    /// Environment variables holding secrets, scrubbed wherever their values appear.
+    #[serde(default)]
+    pub secret_env: Vec<String>,
+}
+
+impl SafetyConfig {
+    pub fn sanitizer(&self) -> crate::safety::SanitizerConfig {
+        crate::safety::SanitizerConfig {
+            max_input_chars: self.max_input_chars,
+            on_long_input: self.on_long_input,
+            on_injection: self.on_injection,
+        }
+    }
 }
 
 /// Where input that no rule matches goes in a state.

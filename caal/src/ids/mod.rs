@@ -28,14 +28,20 @@ fn check_name(what: &'static str, value: &str) -> Result<(), InvalidId> {
         && value
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(InvalidId {
+    if !ok {
+        return Err(InvalidId {
             what,
             value: value.to_owned(),
-        })
+        });
     }
+    // An id is shown and stored everywhere: a credential must never become one.
+    if !crate::safety::global().scanner().scan(value).is_empty() {
+        return Err(InvalidId {
+            what,
+            value: crate::safety::global().scrub(value).into_owned(),
+        });
+    }
+    Ok(())
 }
 
 macro_rules! named_id {

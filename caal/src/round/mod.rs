@@ -18,6 +18,7 @@ use crate::{
     config::{Config, ConfigError},
     ids::{BucketId, CallId, ConversationId, LibraryId, LibraryIdError},
     router::{Intent, RouteDecision, Router, normalize, render, render_with},
+    safety::Sanitizer,
     state::{Clock, STATE_FILE, StateDb, SystemClock, rfc3339_ms},
     tools::{EnvLookup, ToolCall, ToolStatus, Tools},
     trace::{
@@ -154,6 +155,7 @@ pub struct Engine {
     state: Arc<StateDb>,
     router: Arc<Router>,
     tools: Arc<Tools>,
+    sanitizer: Arc<Sanitizer>,
     config: Arc<Config>,
     clock: Arc<dyn Clock>,
 }
@@ -217,12 +219,25 @@ impl Engine {
         options: EngineOptions,
     ) -> Result<Self, ConfigError> {
         let router = Router::compile(&config)?;
+        // Known secrets are scrubbed wherever they appear, whatever their shape.
+        let safety = crate::safety::global();
+        let token_env = config
+            .executors
+            .home_assistant
+            .as_ref()
+            .map(|h| h.token_env.clone());
+        for name in config.safety.secret_env.iter().chain(token_env.iter()) {
+            if let Some(value) = (options.env)(name) {
+                safety.seed(&name.to_lowercase(), &value);
+            }
+        }
         let tools = Tools::new(state.clone(), &config.executors, options.env);
         Ok(Self {
             store,
             state,
             router: Arc::new(router),
             tools: Arc::new(tools),
+            sanitizer: Arc::new(Sanitizer::new(config.safety.sanitizer())),
             config: Arc::new(config),
             clock: options.clock,
         })
@@ -310,7 +325,8 @@ impl Engine {
             }
         };
         let boundary = steps.boundary;
-        result.reply = steps.reply;
+        // Replies quote tools and people; what reaches a screen or a speaker is scrubbed too.
+        result.reply = crate::safety::global().scrub(&steps.reply).into_owned();
         result.commands = steps.commands;
         if let Some(state) = &boundary.state_out {
             result.state_out = state.clone();
@@ -365,11 +381,30 @@ impl Engine {
         result: &mut RoundResult,
     ) -> Result<Steps, StoreError> {
         let now = self.clock.now_ms();
+        // Secrets are replaced before the text is stored, routed or sent.
+        let (text, kinds) = crate::safety::global().scrub_counted(text);
         round.append(EventDraft::new(
             EventType::InputReceived,
             json!({"raw_text": text, "channel": channel.as_str()}),
         ))?;
-        let normalized = normalize(text);
+        if !kinds.is_empty() {
+            let mut distinct = kinds.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            round.append(EventDraft::new(
+                EventType::SafetyRedacted,
+                json!({"count": kinds.len(), "kinds": distinct, "field": "input"}),
+            ))?;
+        }
+        let (text, decisions) = self.sanitizer.check(&text);
+        for d in &decisions {
+            round.append(EventDraft::new(
+                EventType::SafetyChecked,
+                json!({"check": d.check, "action": d.action, "rules": d.rules, "message": d.message,
+                       "field": "input", "needs_review": d.action == crate::safety::Action::Review}),
+            ))?;
+        }
+        let normalized = normalize(&text);
         round.append(EventDraft::new(
             EventType::InputNormalized,
             json!({"normalized_text": normalized}),

@@ -21,8 +21,7 @@ pub enum Action {
     Sanitize,
 }
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug)]
 pub struct SanitizerConfig {
     pub max_input_chars: usize,
     pub on_long_input: Action,

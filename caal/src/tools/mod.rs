@@ -202,11 +202,24 @@ impl Tools {
         if !self.state.with(|c| claim(c, &call_id, &tool_id))? {
             return Ok(already_ran(&call_id));
         }
+        // The tool boundary: only here do secret_refs become the real values,
+        // and what comes back is scrubbed before it is recorded or shown.
+        let safety = crate::safety::global();
         let mut outcome = match executor {
-            Some(Executor::HomeAssistant) => self.http.home_assistant(call, &ha_data(call)),
-            Some(Executor::Webhook(name)) => self.http.webhook(name, call, &webhook_body(call)),
+            Some(Executor::HomeAssistant) => {
+                let mut data = ha_data(call);
+                safety.resolve_json(&mut data);
+                self.http.home_assistant(call, &data)
+            }
+            Some(Executor::Webhook(name)) => {
+                let mut body = json!(webhook_body(call));
+                safety.resolve_json(&mut body);
+                self.http.webhook(name, call, &body)
+            }
             Some(Executor::Builtin) | None => unreachable!("built-in calls returned above"),
         };
+        safety.scrub_json(&mut outcome.result);
+        outcome.message = safety.scrub(&outcome.message).into_owned();
         outcome.latency_ms = started.elapsed().as_secs_f64() * 1e3;
         self.state.with(|c| finish(c, &call_id, &outcome))?;
         Ok(outcome)

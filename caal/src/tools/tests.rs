@@ -329,3 +329,89 @@ fn a_call_id_is_never_executed_twice() {
     assert_eq!(hook.seen().len(), 1, "the webhook saw the call once");
     let _ = payload;
 }
+
+/// Every secret kind through typed text, and secrets through a tool's
+/// parameters and its result: none reaches the database files (with their
+/// WALs), the export or a reply, and the tool gets the real value.
+#[test]
+fn secrets_reach_the_tool_and_nothing_else() {
+    use crate::safety::corpus;
+    let leaked = "sk-proj-Zq9XwLm3Rt7Yv2Bn8Kp4Hs6Jd1Fg5Tc0Ve9Wq";
+    let hook = Server::start(move |_, seen| {
+        (
+            200,
+            json!({"echo": seen.body, "debug": format!("authorization: Bearer {leaked}")})
+                .to_string(),
+            NO_DELAY,
+        )
+    });
+    let mut config = wired(&hook.url, "http://127.0.0.1:9");
+    config.commands.get_mut("shopping.add").unwrap().executor = "webhook:n8n".into();
+    let home = Home::with(config, token(Some("plain-ha-token-kitchen42")));
+
+    // One line per kind the corpus knows, said as typed text.
+    let mut lines: std::collections::BTreeMap<&str, corpus::Line> =
+        std::collections::BTreeMap::new();
+    for line in corpus::generate(11, 4_000, 1.0) {
+        lines.entry(line.kind).or_insert(line);
+    }
+    assert!(lines.len() >= 27, "{} kinds", lines.len());
+    let mut replies = Vec::new();
+    for line in lines.values() {
+        replies.push(home.say("c", &line.text).reply);
+    }
+    replies.push(
+        home.say("c", "my home assistant token is plain-ha-token-kitchen42")
+            .reply,
+    );
+
+    // Through a tool: the webhook needs the real value, and answers with secrets.
+    let gh = "ghp_Rk2mN8vQ4xT6zB1cD9fH3jL5pS7wY0aE2gU4";
+    let r = home.say("c", &format!("add {gh} to the shopping list"));
+    let sent = hook.seen().last().unwrap().body.clone();
+    assert_eq!(
+        sent["params"]["item"], gh,
+        "the tool received the real secret"
+    );
+    replies.push(r.reply.clone());
+    assert!(r.reply.contains("secret_ref:github_token:"), "{}", r.reply);
+
+    let mut haystacks: Vec<(String, String)> = Vec::new();
+    for file in ["traces.db", "traces.db-wal", "state.db", "state.db-wal"] {
+        if let Ok(bytes) = std::fs::read(home.dir.path().join(file)) {
+            haystacks.push((file.into(), String::from_utf8_lossy(&bytes).into_owned()));
+        }
+    }
+    let mut export = Vec::new();
+    home.engine
+        .store()
+        .reader()
+        .export(None, &mut export, &mut |_| {})
+        .unwrap();
+    haystacks.push(("export".into(), String::from_utf8(export).unwrap()));
+    haystacks.push(("replies".into(), replies.join("\n")));
+    assert!(
+        haystacks.iter().any(|(f, _)| f == "traces.db-wal"),
+        "the WAL is checked while it holds data"
+    );
+    let trace = &haystacks.iter().find(|(f, _)| f == "export").unwrap().1;
+    assert!(
+        trace.contains("\"event_type\":\"safety.redacted\""),
+        "redactions are recorded"
+    );
+
+    for (place, text) in &haystacks {
+        for line in lines.values() {
+            // The body, and runs of 12 spread along it.
+            let body: Vec<char> = line.secret.as_deref().unwrap().chars().collect();
+            let runs = (0..=4).map(|k| k * body.len().saturating_sub(12) / 4);
+            for at in runs {
+                let run: String = body[at..(at + 12).min(body.len())].iter().collect();
+                assert!(!text.contains(&run), "{} reached {place}", line.kind);
+            }
+        }
+        for raw in [gh, leaked, "plain-ha-token-kitchen42"] {
+            assert!(!text.contains(raw), "{raw} reached {place}");
+        }
+    }
+}

@@ -125,11 +125,23 @@ impl EventDraft {
         self
     }
 
-    /// Validates and canonicalises: after this, the writer cannot refuse it
-    /// for its content.
-    fn prepare(self) -> Result<PreparedEvent, StoreError> {
+    /// Scrubs, validates and canonicalises: after this, the writer cannot
+    /// refuse it for its content, and no secret is left in it. Every event
+    /// passes here, so every path (input, tools, models, reasoning) is
+    /// scrubbed before anything is stored.
+    fn prepare(mut self) -> Result<PreparedEvent, StoreError> {
+        let safety = crate::safety::global();
+        safety.scrub_json(&mut self.payload);
         self.event_type.validate(&self.payload)?;
-        let (failure_code, failure_reason) = self.failure.unzip();
+        let (failure_code, failure_reason) = self
+            .failure
+            .map(|(code, reason)| {
+                (
+                    safety.scrub(&code).into_owned(),
+                    safety.scrub(&reason).into_owned(),
+                )
+            })
+            .unzip();
         Ok(PreparedEvent {
             event_type: self.event_type,
             call_id: self.call_id.map(|c| c.to_string()),

@@ -49,6 +49,8 @@ event_types! {
     OutputEmitted = "output.emitted",
     RoundFailed = "round.failed",
     RoundCompleted = "round.completed",
+    SafetyRedacted = "safety.redacted",
+    SafetyChecked = "safety.checked",
 }
 
 impl EventType {
