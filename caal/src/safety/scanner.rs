@@ -7,6 +7,8 @@
 //! ULIDs, and this project's own ids, hashes and `secret_ref` tokens.
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use std::sync::OnceLock;
+
 use regex::Regex;
 use serde::Serialize;
 
@@ -258,9 +260,9 @@ pub struct Scanner {
     /// specific first: its own, then those whose anchor is a prefix of it.
     anchors: Vec<Vec<usize>>,
     ref_id: usize,
-    patterns: Vec<Regex>,
-    /// Whether a detector's secret is its capture group (else the whole match).
-    grouped: Vec<bool>,
+    /// Compiled on first use: most texts never wake most detectors, and a
+    /// short-lived process should not pay for all of them.
+    patterns: Vec<OnceLock<Regex>>,
     /// Shortest token run the entropy detector looks at.
     pub entropy_min_len: usize,
     /// Least Shannon entropy, in bits per character, of a run it reports.
@@ -307,20 +309,21 @@ impl Scanner {
             .kind(Some(AhoCorasickKind::DFA))
             .build(&anchor_texts)
             .expect("the built-in anchors build an automaton");
-        let patterns: Vec<Regex> = DETECTORS
-            .iter()
-            .map(|d| Regex::new(d.pattern).expect("built-in detector compiles"))
-            .collect();
-        let grouped = patterns.iter().map(|p| p.captures_len() > 1).collect();
+        let patterns = DETECTORS.iter().map(|_| OnceLock::new()).collect();
         Self {
             prefilter,
             anchors,
             ref_id,
             patterns,
-            grouped,
             entropy_min_len: 24,
             entropy_min_bits: 3.9,
         }
+    }
+
+    fn pattern(&self, d: usize) -> &Regex {
+        // The built-in patterns are part of the build; a test compiles every one.
+        self.patterns[d]
+            .get_or_init(|| Regex::new(DETECTORS[d].pattern).expect("built-in detector compiles"))
     }
 
     /// How many credential formats are detected (the entropy detector aside).
@@ -388,11 +391,12 @@ impl Scanner {
         let end = floor_boundary(text, (at + DETECTORS[d].window).min(text.len()));
         let window = &text[at..end];
         // A plain find runs on the lazy DFA; captures only where the secret is a group.
-        let (start, end) = if self.grouped[d] {
-            let m = self.patterns[d].captures(window)?.get(1)?;
+        let pattern = self.pattern(d);
+        let (start, end) = if pattern.captures_len() > 1 {
+            let m = pattern.captures(window)?.get(1)?;
             (at + m.start(), at + m.end())
         } else {
-            let m = self.patterns[d].find(window)?;
+            let m = pattern.find(window)?;
             (at + m.start(), at + m.end())
         };
         if text[start..end].starts_with(REF_PREFIX) {
@@ -604,7 +608,10 @@ mod tests {
     #[test]
     fn at_least_twenty_five_formats_and_each_compiles() {
         assert!(Scanner::kinds().len() >= 25, "{}", Scanner::kinds().len());
-        let _ = Scanner::new();
+        let scanner = Scanner::new();
+        for d in 0..DETECTORS.len() {
+            let _ = scanner.pattern(d);
+        }
     }
 
     #[test]
