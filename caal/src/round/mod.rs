@@ -12,12 +12,12 @@ use serde_json::{Value, json};
 
 use crate::{
     auth::{
-        self, AuthLevel, CommandChain, GateAction, Pending, Resolution, Utterance,
+        self, AuthLevel, Command, CommandChain, GateAction, Pending, Resolution, Utterance,
         store::UndoRecord,
     },
     config::{Config, ConfigError},
     ids::{BucketId, CallId, ConversationId, LibraryId, LibraryIdError},
-    router::{Intent, RouteDecision, Router, normalize, render, render_with},
+    router::{CommandSpec, Intent, RouteDecision, Router, normalize, render, render_with},
     safety::Sanitizer,
     state::{Clock, STATE_FILE, StateDb, SystemClock, rfc3339_ms},
     tools::{EnvLookup, ToolCall, ToolStatus, Tools},
@@ -649,15 +649,7 @@ impl Engine {
             let Some(spec) = self.router.command(&command.command_id) else {
                 continue;
             };
-            let call = ToolCall {
-                call_id: CallId::new(),
-                command,
-                spec,
-                conversation_id: header.conversation_id.as_str(),
-                round_id: &header.round_id.to_string(),
-                now_ms: now,
-            };
-            let outcome = self.run_tool(round, &call)?;
+            let (call_id, outcome) = self.run_tool(round, command, spec, now)?;
             let ok = outcome.status == ToolStatus::Ok;
             round.append(
                 EventDraft::new(
@@ -672,7 +664,7 @@ impl Engine {
                         "confirmations": confirmations,
                     }),
                 )
-                .with_call(call.call_id)
+                .with_call(call_id)
                 .with_status(if ok {
                     EventStatus::Ok
                 } else {
@@ -681,7 +673,7 @@ impl Engine {
             )?;
             steps.commands.push(CommandRun {
                 command_id: command.command_id.clone(),
-                call_id: Some(call.call_id.to_string()),
+                call_id: Some(call_id.to_string()),
                 status: outcome.status.as_str().into(),
             });
             if !ok {
@@ -712,7 +704,7 @@ impl Engine {
                     id: 0,
                     conversation_id: header.conversation_id.to_string(),
                     command_id: command.command_id.clone(),
-                    call_id: call.call_id.to_string(),
+                    call_id: call_id.to_string(),
                     summary: command.summary.clone(),
                     undo_command: undo.command.clone(),
                     undo_params: undo
@@ -730,11 +722,24 @@ impl Engine {
     }
 
     /// `tool.request`, the call, `tool.response`.
+    /// A new call of `command`: `tool.request`, the call, `tool.response`.
     fn run_tool(
         &self,
         round: &OpenRound,
-        call: &ToolCall<'_>,
-    ) -> Result<crate::tools::ToolOutcome, StoreError> {
+        command: &Command,
+        spec: &CommandSpec,
+        now: i64,
+    ) -> Result<(CallId, crate::tools::ToolOutcome), StoreError> {
+        let header = round.header();
+        let round_id = header.round_id.to_string();
+        let call = &ToolCall {
+            call_id: CallId::new(),
+            command,
+            spec,
+            conversation_id: header.conversation_id.as_str(),
+            round_id: &round_id,
+            now_ms: now,
+        };
         let (tool_id, inputs) = self.tools.describe(call);
         let call_id = call.call_id.to_string();
         round.append(
@@ -755,7 +760,7 @@ impl Engine {
             .with_call(call.call_id)
             .with_status(if ok { EventStatus::Ok } else { EventStatus::Failed }),
         )?;
-        Ok(outcome)
+        Ok((call.call_id, outcome))
     }
 
     /// Reverses the conversation's last level-2 command, inside its window.
@@ -798,16 +803,7 @@ impl Engine {
         let Some(spec) = self.router.command(&command.command_id) else {
             return Ok(Steps::reply("There's nothing to undo."));
         };
-        let header = round.header();
-        let call = ToolCall {
-            call_id: CallId::new(),
-            command: &command,
-            spec,
-            conversation_id: header.conversation_id.as_str(),
-            round_id: &header.round_id.to_string(),
-            now_ms: now,
-        };
-        let outcome = self.run_tool(round, &call)?;
+        let (call_id, outcome) = self.run_tool(round, &command, spec, now)?;
         let ok = outcome.status == ToolStatus::Ok;
         round.append(
             EventDraft::new(
@@ -815,12 +811,12 @@ impl Engine {
                 json!({"command_id": record.command_id, "status": if ok { "ok" } else { "failed" }, "reason": "undo requested",
                        "undo_command": command.command_id, "original_call_id": record.call_id}),
             )
-            .with_call(call.call_id)
+            .with_call(call_id)
             .with_status(if ok { EventStatus::Ok } else { EventStatus::Failed }),
         )?;
         let run = CommandRun {
             command_id: command.command_id.clone(),
-            call_id: Some(call.call_id.to_string()),
+            call_id: Some(call_id.to_string()),
             status: outcome.status.as_str().into(),
         };
         let mut steps = if ok {
