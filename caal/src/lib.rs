@@ -10,6 +10,7 @@ pub mod ids;
 pub mod round;
 pub mod router;
 pub mod safety;
+pub mod server;
 mod sqlite;
 pub mod state;
 pub mod tools;

@@ -50,6 +50,12 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },
+    /// Serve the HTTP API, the live event stream and the web page.
+    Serve {
+        /// Address to listen on. A non-loopback address needs CAAL_API_TOKEN set.
+        #[arg(long, env = "CAAL_BIND", default_value = "127.0.0.1:8377")]
+        bind: String,
+    },
     /// Talk to the assistant line by line (/quit to leave).
     Chat {
         #[command(flatten)]
@@ -248,6 +254,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             chat(&engine, &conversation)?;
         }
         Command::Trace(command) => trace(&cli.data_dir, command)?,
+        Command::Serve { bind } => serve(&cli.data_dir, load_config()?.0, &bind)?,
         Command::Config(ConfigCommand::Check) => {
             let (config, file) = load_config()?;
             let origin = file.map_or("built-in defaults".to_owned(), |f| {
@@ -599,4 +606,59 @@ fn scan(file: Option<&Path>, json: bool) -> Result<()> {
         print!("{}", safety.scrub(&text));
     }
     Ok(())
+}
+
+fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
+    let addr: std::net::SocketAddr = bind
+        .parse()
+        .with_context(|| format!("--bind {bind:?} is not host:port; use e.g. 127.0.0.1:8377"))?;
+    let explicit = std::env::var("CAAL_API_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty());
+    if !addr.ip().is_loopback() && explicit.is_none() {
+        bail!(
+            "refusing to listen on {addr} without a configured token: set CAAL_API_TOKEN to a long random value, or bind 127.0.0.1"
+        );
+    }
+    let engine = open_engine(data_dir, config)?;
+    let token = caal::server::auth::load_or_create(data_dir, explicit.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}; is another caal serve running? choose another with --bind"))?;
+        let local = listener.local_addr()?;
+        eprintln!(
+            "caal serve: listening on http://{local}/ (API token in {}; the web page asks for it once)",
+            data_dir.join(caal::server::auth::TOKEN_FILE).display()
+        );
+        caal::server::serve(listener, caal::server::AppState::new(engine, token), shutdown_signal()).await?;
+        eprintln!("caal serve: stopped; every finished round is stored");
+        Ok::<(), anyhow::Error>(())
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
 }

@@ -218,6 +218,16 @@ impl TraceReader {
         conversation: Option<&ConversationId>,
         limit: usize,
     ) -> Result<Vec<RoundSummary>, StoreError> {
+        self.rounds_before(conversation, None, limit)
+    }
+
+    /// The newest `limit` rounds with round_seq below `before_seq` (within a conversation), newest last.
+    fn rounds_before(
+        &self,
+        conversation: Option<&ConversationId>,
+        before_seq: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<RoundSummary>, StoreError> {
         self.snapshot(|conn| {
             let sql = format!(
                 "SELECT {ROUND_COLUMNS}, e.event_type, e.payload, e.failure_code, e.failure_reason,
@@ -230,12 +240,12 @@ impl TraceReader {
                  FROM rounds r
                  LEFT JOIN events e ON e.round_row = r.id
                    AND e.event_seq = (SELECT max(event_seq) FROM events m WHERE m.round_row = r.id)
-                 WHERE ?1 IS NULL OR r.conversation_id = ?1
+                                  WHERE (?1 IS NULL OR r.conversation_id = ?1) AND (?3 IS NULL OR r.round_seq < ?3)
                  ORDER BY r.id DESC LIMIT ?2"
             );
             let mut stmt = conn.prepare(&sql)?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows = stmt.query_map(params![conversation.map(|c| c.as_str()), limit], |r| {
+                        let rows = stmt.query_map(params![conversation.map(|c| c.as_str()), limit, before_seq], |r| {
                 let mut round = round_from_row(r)?;
                 let last_type: Option<String> = r.get(10)?;
                 let payload: Option<String> = r.get(11)?;
@@ -372,5 +382,50 @@ impl TraceReader {
                 .optional()?;
             Ok((last_round_seq, head))
         })
+    }
+}
+
+impl TraceReader {
+    /// Events committed after `after_id` (the global append order), oldest
+    /// first: what a live stream missed, or its next batch.
+    pub fn events_after(
+        &self,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, EventRecord)>, StoreError> {
+        self.with_conn(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS}, e.id FROM events e WHERE e.id > ?1 ORDER BY e.id LIMIT ?2"
+            ))?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = stmt.query_map(params![after_id, limit], |r| {
+                Ok((r.get(14)?, event_from_row(r)?))
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// The id of the newest committed event (0 if none).
+    pub fn last_event_id(&self) -> Result<i64, StoreError> {
+        self.with_conn(|conn| {
+            Ok(conn.query_row("SELECT coalesce(max(id), 0) FROM events", [], |r| r.get(0))?)
+        })
+    }
+
+    /// A page of a conversation's rounds, newest last: those before
+    /// `before_seq` (or the newest), at most `limit`, and whether older ones exist.
+    pub fn rounds_page(
+        &self,
+        conversation: &ConversationId,
+        before_seq: Option<i64>,
+        limit: usize,
+    ) -> Result<(Vec<RoundSummary>, bool), StoreError> {
+        let mut page =
+            self.rounds_before(Some(conversation), before_seq, limit.saturating_add(1))?;
+        let has_more = page.len() > limit;
+        if has_more {
+            page.remove(0);
+        }
+        Ok((page, has_more))
     }
 }

@@ -22,7 +22,7 @@ use std::{
     io::{Read as _, Seek as _, SeekFrom, Write as _},
     path::{Path, PathBuf},
     sync::{
-        Arc, Condvar, Mutex, MutexGuard,
+        Arc, Condvar, Mutex, MutexGuard, RwLock,
         atomic::{AtomicU64, Ordering},
         mpsc::{self, Receiver, SyncSender},
     },
@@ -230,9 +230,14 @@ struct StoreInner {
     reader: TraceReader,
     recovered: Vec<(String, i64)>,
     stats: Arc<WriterStats>,
+    commit_hook: CommitHook,
     checkpointer: Mutex<Option<(SyncSender<()>, JoinHandle<()>)>>,
     _lock: File,
 }
+
+/// Called by the writer after each commit with the highest event id now
+/// durable: live streams wake on it and read what they missed from the store.
+type CommitHook = Arc<RwLock<Option<Box<dyn Fn(i64) + Send + Sync>>>>;
 
 /// Counters the writer keeps: how well group commit is batching.
 #[derive(Debug, Default)]
@@ -283,7 +288,10 @@ impl TraceStore {
             poisoned: None,
             stats: Arc::default(),
             round_rows: HashMap::new(),
+            commit_hook: Arc::default(),
+            last_event_id: 0,
         };
+        let commit_hook = writer.commit_hook.clone();
         let stats = writer.stats.clone();
         let recovered = writer.recover_and_start_session()?;
 
@@ -307,6 +315,7 @@ impl TraceStore {
             reader,
             recovered,
             stats,
+            commit_hook,
             checkpointer: Mutex::new(Some(checkpointer)),
             _lock: lock,
         })))
@@ -324,6 +333,15 @@ impl TraceStore {
     /// (conversation_id, round_seq); each now ends in `round.failed`.
     pub fn recovered(&self) -> &[(String, i64)] {
         &self.0.recovered
+    }
+
+    /// Calls `hook` after every commit with the highest durable event id.
+    pub fn on_commit(&self, hook: impl Fn(i64) + Send + Sync + 'static) {
+        *self
+            .0
+            .commit_hook
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(hook));
     }
 
     /// Commits and events written since open.
@@ -770,6 +788,9 @@ struct Writer {
     stats: Arc<WriterStats>,
     /// rounds.id of each open round, by round_id.
     round_rows: HashMap<String, i64>,
+    commit_hook: CommitHook,
+    /// The id of the last event inserted.
+    last_event_id: i64,
 }
 
 const INSERT_ROUND: &str = "INSERT INTO rounds (schema_version, round_id, library_id, bucket_id, conversation_id,
@@ -950,6 +971,15 @@ impl Writer {
             None => {
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
                 self.stats.events.fetch_add(inserted, Ordering::Relaxed);
+                if inserted > 0
+                    && let Some(hook) = self
+                        .commit_hook
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .as_ref()
+                {
+                    hook(self.last_event_id);
+                }
             }
             Some(reason) => {
                 // Nothing of this batch is kept; every later write would
@@ -1023,6 +1053,7 @@ impl Writer {
             r.hash,
             round_row,
         ])?;
+        self.last_event_id = self.conn.last_insert_rowid();
         Ok(())
     }
 }

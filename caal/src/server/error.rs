@@ -1,0 +1,104 @@
+//! The one error type of the HTTP API: rendered as `{"error", "code"}` with
+//! the right status; internals go to the log (scrubbed), never to the client.
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+use crate::{round::RoundError, trace::StoreError};
+
+#[derive(Debug)]
+pub enum AppError {
+    BadRequest {
+        code: &'static str,
+        message: String,
+    },
+    Unauthorized,
+    NotFound {
+        what: String,
+    },
+    Conflict {
+        code: &'static str,
+        message: String,
+    },
+    TooLarge,
+    /// Something broke inside; the details are logged, not sent.
+    Internal(String),
+}
+
+impl AppError {
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        AppError::BadRequest {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = match self {
+            AppError::BadRequest { code, message } => (StatusCode::BAD_REQUEST, code, message),
+            AppError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "auth.required",
+                "send the API token as `Authorization: Bearer <token>` (see data/api_token)"
+                    .to_owned(),
+            ),
+            AppError::NotFound { what } => (
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no such {what}"),
+            ),
+            AppError::Conflict { code, message } => (StatusCode::CONFLICT, code, message),
+            AppError::TooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body.too_large",
+                format!("the request body is over {} bytes", super::MAX_BODY_BYTES),
+            ),
+            AppError::Internal(detail) => {
+                eprintln!(
+                    "caal serve: internal error: {}",
+                    crate::safety::global().scrub(&detail)
+                );
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "something went wrong inside caal; see its log".to_owned(),
+                )
+            }
+        };
+        let message = crate::safety::global().scrub(&message).into_owned();
+        (status, Json(json!({"error": message, "code": code}))).into_response()
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::RoundBusy { .. } => AppError::Conflict {
+                code: "round.busy",
+                message: e.to_string(),
+            },
+            other => AppError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<RoundError> for AppError {
+    fn from(e: RoundError) -> Self {
+        match e {
+            RoundError::EmptyInput => AppError::bad_request("input.empty", e.to_string()),
+            RoundError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<tokio::task::JoinError> for AppError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        AppError::Internal(format!("a blocking task failed: {e}"))
+    }
+}

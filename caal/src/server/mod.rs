@@ -1,0 +1,416 @@
+//! `caal serve`: the HTTP API (JSON, bearer token), the live event stream
+//! (Server-Sent Events, resumable with `Last-Event-ID`), and the web page.
+//!
+//! [`serve`] takes a bound listener and a shutdown future, so tests bind
+//! 127.0.0.1:0 and stop cleanly. The engine is synchronous (SQLite, a writer
+//! thread); handlers run it on the blocking pool.
+
+pub mod auth;
+mod error;
+
+use std::{convert::Infallible, future::Future, io, sync::Arc, time::Instant};
+
+use axum::{
+    Json, Router,
+    body::{Body, Bytes},
+    extract::{DefaultBodyLimit, Path, Query, Request, State, rejection::JsonRejection},
+    http::{HeaderMap, StatusCode, header},
+    middleware::{self, Next},
+    response::{
+        Html, IntoResponse, Response,
+        sse::{Event as SseEvent, KeepAlive, Sse},
+    },
+    routing::{get, post},
+};
+use futures_util::stream::{self, Stream};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::{net::TcpListener, sync::watch};
+
+pub use error::AppError;
+
+use crate::{
+    ids::ConversationId,
+    round::{Channel, Engine, PendingView, RoundResult},
+    trace::EventRecord,
+};
+
+/// Largest request body accepted; more is refused with 413.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    engine: Engine,
+    token: Arc<String>,
+    commits: watch::Receiver<i64>,
+    closing: watch::Sender<bool>,
+    started: Instant,
+}
+
+impl AppState {
+    /// Wires the engine's commits to live streams.
+    pub fn new(engine: Engine, token: String) -> Self {
+        let last = engine.store().reader().last_event_id().unwrap_or(0);
+        let (tx, commits) = watch::channel(last);
+        engine.store().on_commit(move |id| {
+            tx.send_replace(id);
+        });
+        Self {
+            engine,
+            token: Arc::new(token),
+            commits,
+            closing: watch::channel(false).0,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// The HTTP application: `/api/*` behind the token, the page at `/`.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/chat", post(chat))
+        .route("/conversations", get(conversations))
+        .route("/conversations/{id}/rounds", get(rounds))
+        .route("/rounds/{round_id}", get(round))
+        .route("/trace/export", get(export))
+        .route("/trace/verify", get(verify))
+        .route("/pending", get(pending))
+        .route("/pending/{id}/confirm", post(confirm))
+        .route("/pending/{id}/deny", post(deny))
+        .route("/events", get(events))
+        .route("/health", get(health))
+        .route("/openapi.json", get(openapi))
+        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    Router::new()
+        .nest("/api", api)
+        .route("/", get(page))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves; in-flight requests finish, live streams end.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let closing = state.closing.clone();
+    let shutdown = async move {
+        shutdown.await;
+        closing.send_replace(true);
+    };
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if auth::authorized(header, &state.token) {
+        next.run(request).await
+    } else {
+        AppError::Unauthorized.into_response()
+    }
+}
+
+async fn not_found() -> AppError {
+    AppError::NotFound {
+        what: "route".into(),
+    }
+}
+
+/// Runs blocking engine work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, AppError> + Send + 'static,
+) -> Result<T, AppError> {
+    tokio::task::spawn_blocking(f).await?
+}
+
+fn conversation(id: &str) -> Result<ConversationId, AppError> {
+    id.parse().map_err(|e: crate::ids::InvalidId| {
+        AppError::bad_request("conversation_id.invalid", e.to_string())
+    })
+}
+
+/// A JSON body, or an error in the API's own shape (413 when too large).
+fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
+    match body {
+        Ok(Json(v)) => Ok(v),
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            Err(AppError::TooLarge)
+        }
+        Err(rejection) => Err(AppError::bad_request("body.invalid", rejection.body_text())),
+    }
+}
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    conversation_id: Option<String>,
+    text: String,
+}
+
+async fn chat(
+    State(state): State<AppState>,
+    body: Result<Json<ChatRequest>, JsonRejection>,
+) -> Result<Json<RoundResult>, AppError> {
+    let request = json_body(body)?;
+    let conversation = conversation(request.conversation_id.as_deref().unwrap_or("default"))?;
+    let engine = state.engine.clone();
+    let result =
+        blocking(move || Ok(engine.text_round(&conversation, &request.text, Channel::Api)?))
+            .await?;
+    Ok(Json(result))
+}
+
+async fn conversations(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
+    let engine = state.engine.clone();
+    let list = blocking(move || Ok(engine.store().reader().conversations()?)).await?;
+    Ok(Json(json!({"conversations": list})))
+}
+
+#[derive(Deserialize)]
+struct Page {
+    limit: Option<usize>,
+    /// Rounds with round_seq below this (the page before).
+    before: Option<i64>,
+}
+
+async fn rounds(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(page): Query<Page>,
+) -> Result<Json<Value>, AppError> {
+    let conversation = conversation(&id)?;
+    let limit = page.limit.unwrap_or(50).clamp(1, 500);
+    let engine = state.engine.clone();
+    let (rounds, has_more) = blocking(move || {
+        Ok(engine
+            .store()
+            .reader()
+            .rounds_page(&conversation, page.before, limit)?)
+    })
+    .await?;
+    let next = has_more
+        .then(|| rounds.first().map(|r| r.round.round_seq))
+        .flatten();
+    Ok(Json(
+        json!({"rounds": rounds, "has_more": has_more, "before": next}),
+    ))
+}
+
+fn event_json(e: &EventRecord) -> Value {
+    serde_json::from_str(&e.to_json_line()).unwrap_or(Value::Null)
+}
+
+async fn round(
+    State(state): State<AppState>,
+    Path(round_id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    let engine = state.engine.clone();
+    let found = blocking(move || Ok(engine.store().reader().round(&round_id)?)).await?;
+    let (round, events) = found.ok_or_else(|| AppError::NotFound {
+        what: "round".into(),
+    })?;
+    Ok(Json(
+        json!({"round": round, "events": events.iter().map(event_json).collect::<Vec<_>>()}),
+    ))
+}
+
+#[derive(Deserialize)]
+struct ExportQuery {
+    conversation: Option<String>,
+}
+
+/// Streamed JSONL, the same bytes as `caal trace export`.
+async fn export(
+    State(state): State<AppState>,
+    Query(q): Query<ExportQuery>,
+) -> Result<Response, AppError> {
+    let conversation = q.conversation.as_deref().map(conversation).transpose()?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, io::Error>>(16);
+    let engine = state.engine.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut sink = io::BufWriter::with_capacity(64 * 1024, ChannelWriter(tx.clone()));
+        if let Err(e) =
+            engine
+                .store()
+                .reader()
+                .export(conversation.as_ref(), &mut sink, &mut |_| {})
+        {
+            let _ = tx.blocking_send(Err(io::Error::other(e.to_string())));
+        }
+    });
+    let body = Body::from_stream(stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    }));
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
+}
+
+/// Bytes written here go to a streamed response body.
+struct ChannelWriter(tokio::sync::mpsc::Sender<Result<Bytes, io::Error>>);
+
+impl io::Write for ChannelWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0
+            .blocking_send(Ok(Bytes::copy_from_slice(buf)))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+async fn verify(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
+    let engine = state.engine.clone();
+    let report = blocking(move || Ok(engine.store().reader().verify(None)?)).await?;
+    Ok(Json(json!(report)))
+}
+
+async fn pending(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
+    let engine = state.engine.clone();
+    let list = blocking(move || Ok(engine.state().pendings(None)?)).await?;
+    let views: Vec<Value> = list
+        .iter()
+        .map(|(c, p)| json!({"conversation_id": c, "pending": PendingView::of(p)}))
+        .collect();
+    Ok(Json(json!({"pending": views})))
+}
+
+async fn confirm(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<RoundResult>, AppError> {
+    decide(state, id, true).await
+}
+
+async fn deny(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<RoundResult>, AppError> {
+    decide(state, id, false).await
+}
+
+/// A confirmation answered from a UI: a round in its conversation, recorded
+/// with channel `ui`, that answers exactly that confirmation.
+async fn decide(
+    state: AppState,
+    confirmation_id: String,
+    accept: bool,
+) -> Result<Json<RoundResult>, AppError> {
+    let engine = state.engine.clone();
+    let result = blocking(move || {
+        let found = engine
+            .state()
+            .pendings(None)?
+            .into_iter()
+            .find(|(_, p)| p.confirmation_id == confirmation_id);
+        let Some((conversation, _)) = found else {
+            return Err(AppError::NotFound {
+                what: "pending confirmation (it may have been answered or replaced)".into(),
+            });
+        };
+        let conversation = conversation
+            .parse()
+            .map_err(|e: crate::ids::InvalidId| AppError::Internal(e.to_string()))?;
+        Ok(engine.text_round(
+            &conversation,
+            if accept { "yes" } else { "no" },
+            Channel::Ui,
+        )?)
+    })
+    .await?;
+    Ok(Json(result))
+}
+
+async fn health(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "ok": true,
+        "version": env!("CARGO_PKG_VERSION"),
+        "library_id": state.engine.store().library_id(),
+        "uptime_s": state.started.elapsed().as_secs(),
+        "last_event_id": *state.commits.borrow(),
+    }))
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+/// The OpenAPI document of this API.
+pub const OPENAPI: &str = include_str!("../../../schemas/openapi.v1.json");
+
+async fn page() -> Html<&'static str> {
+    Html(include_str!("page.html"))
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    after: Option<i64>,
+}
+
+/// Every committed event as it commits. A client that reconnects with
+/// `Last-Event-ID` (or `?after=`) gets everything after that id first, read
+/// from the store, so nothing is missed.
+async fn events(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<EventsQuery>,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .or(q.after);
+    let mut commits = state.commits.clone();
+    let after = resume.unwrap_or_else(|| *commits.borrow_and_update());
+    let closing = state.closing.subscribe();
+    let buffered: std::collections::VecDeque<(i64, EventRecord)> = Default::default();
+    let stream = stream::unfold(
+        (state.engine.clone(), after, commits, closing, buffered),
+        |(engine, mut after, mut commits, mut closing, mut buffered)| async move {
+            loop {
+                if *closing.borrow() {
+                    return None;
+                }
+                if let Some((id, event)) = buffered.pop_front() {
+                    let sse = SseEvent::default()
+                        .id(id.to_string())
+                        .event(event.event_type.clone())
+                        .data(event.to_json_line());
+                    return Some((Ok(sse), (engine, after, commits, closing, buffered)));
+                }
+                // Mark what we have seen before reading, so a commit landing
+                // in between still wakes us.
+                commits.borrow_and_update();
+                let reader_engine = engine.clone();
+                let batch = tokio::task::spawn_blocking(move || {
+                    reader_engine.store().reader().events_after(after, 512)
+                })
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
+                if let Some((last, _)) = batch.last() {
+                    after = *last;
+                    buffered.extend(batch);
+                    continue;
+                }
+                tokio::select! {
+                    changed = commits.changed() => if changed.is_err() { return None },
+                    _ = closing.changed() => return None,
+                }
+            }
+        },
+    );
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+#[cfg(test)]
+mod tests;

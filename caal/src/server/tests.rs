@@ -1,0 +1,394 @@
+//! The API through a real server on 127.0.0.1:0 and a real HTTP client.
+
+use std::{
+    io::{BufRead, BufReader},
+    net::SocketAddr,
+    sync::mpsc,
+    thread,
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+use ureq::Agent;
+
+use super::*;
+use crate::round::tests::Home;
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+struct TestServer {
+    home: Home,
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: Option<thread::JoinHandle<()>>,
+}
+
+impl TestServer {
+    fn start() -> Self {
+        let home = Home::new();
+        let state = AppState::new(home.engine.clone(), TOKEN.into());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready, addr) = mpsc::channel();
+        let handle = thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                ready.send(listener.local_addr().unwrap()).unwrap();
+                serve(listener, state, async move {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+            });
+        });
+        let addr = addr.recv().unwrap();
+        Self {
+            home,
+            addr,
+            stop: Some(stop),
+            handle: Some(handle),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn agent() -> Agent {
+        Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .into()
+    }
+
+    /// (status, JSON body) of an authorised call.
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let agent = Self::agent();
+        let auth = format!("Bearer {TOKEN}");
+        let response = match (method, body) {
+            ("GET", _) => agent
+                .get(&self.url(path))
+                .header("Authorization", &auth)
+                .call(),
+            (_, Some(b)) => agent
+                .post(&self.url(path))
+                .header("Authorization", &auth)
+                .send_json(&b),
+            (_, None) => agent
+                .post(&self.url(path))
+                .header("Authorization", &auth)
+                .send_empty(),
+        };
+        let mut response = response.unwrap();
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    fn say(&self, conversation: &str, text: &str) -> Value {
+        let (status, body) = self.call(
+            "POST",
+            "/api/chat",
+            Some(json!({"conversation_id": conversation, "text": text})),
+        );
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[test]
+fn every_call_needs_the_token_and_errors_have_one_shape() {
+    let server = TestServer::start();
+    let agent = TestServer::agent();
+    for path in [
+        "/api/health",
+        "/api/conversations",
+        "/api/events",
+        "/api/openapi.json",
+    ] {
+        for auth in [None, Some("Bearer wrong-token"), Some(TOKEN)] {
+            let mut request = agent.get(&server.url(path));
+            if let Some(a) = auth {
+                request = request.header("Authorization", a);
+            }
+            let mut response = request.call().unwrap();
+            assert_eq!(response.status().as_u16(), 401, "{path} with {auth:?}");
+            let body: Value =
+                serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
+            assert_eq!(body["code"], "auth.required");
+        }
+    }
+    let huge = json!({"text": "x".repeat(MAX_BODY_BYTES + 10)});
+    let (status, body) = server.call("POST", "/api/chat", Some(huge));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (413, Some("body.too_large"))
+    );
+    let (status, body) = server.call("POST", "/api/chat", Some(json!({"txt": "hello"})));
+    assert_eq!((status, body["code"].as_str()), (400, Some("body.invalid")));
+    let (status, body) = server.call("POST", "/api/chat", Some(json!({"text": "   "})));
+    assert_eq!((status, body["code"].as_str()), (400, Some("input.empty")));
+    let (status, body) = server.call(
+        "POST",
+        "/api/chat",
+        Some(json!({"text": "hi", "conversation_id": "no spaces"})),
+    );
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("conversation_id.invalid"))
+    );
+    let (status, body) = server.call(
+        "GET",
+        "/api/rounds/0190c8e4-7b7a-7000-8000-000000000000",
+        None,
+    );
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    let (status, _) = server.call("GET", "/api/nothing-here", None);
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn the_api_runs_rounds_and_shows_them() {
+    let server = TestServer::start();
+    let said = server.say("kitchen", "turn on the kitchen lights");
+    assert_eq!(
+        (said["reply"].as_str(), said["round_seq"].as_i64()),
+        (Some("Okay, the kitchen lights are on."), Some(1))
+    );
+    for i in 0..4 {
+        server.say("kitchen", &format!("set the kitchen lights to {}", 10 + i));
+    }
+    server.say("hall", "hello");
+
+    let (_, list) = server.call("GET", "/api/conversations", None);
+    let names: Vec<&str> = list["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["conversation_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["kitchen", "hall"]);
+
+    let (_, page) = server.call("GET", "/api/conversations/kitchen/rounds?limit=2", None);
+    let seqs: Vec<i64> = page["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["round_seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        (seqs, page["has_more"].as_bool()),
+        (vec![4, 5], Some(true)),
+        "newest last"
+    );
+    let (_, older) = server.call(
+        "GET",
+        &format!(
+            "/api/conversations/kitchen/rounds?limit=10&before={}",
+            page["before"]
+        ),
+        None,
+    );
+    let seqs: Vec<i64> = older["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["round_seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        (seqs, older["has_more"].as_bool()),
+        (vec![1, 2, 3], Some(false))
+    );
+
+    let (status, round) = server.call(
+        "GET",
+        &format!("/api/rounds/{}", said["round_id"].as_str().unwrap()),
+        None,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(round["round"]["status"], "ok");
+    assert_eq!(round["events"][0]["event_type"], "round.started");
+    assert_eq!(
+        round["events"].as_array().unwrap().last().unwrap()["event_type"],
+        "round.completed"
+    );
+
+    let (_, verify) = server.call("GET", "/api/trace/verify", None);
+    assert_eq!(
+        (verify["ok"].as_bool(), verify["rounds"].as_i64()),
+        (Some(true), Some(6))
+    );
+
+    let (_, export) = {
+        let mut response = TestServer::agent()
+            .get(&server.url("/api/trace/export"))
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .call()
+            .unwrap();
+        (
+            response.status().as_u16(),
+            response.body_mut().read_to_string().unwrap(),
+        )
+    };
+    let mut expected = Vec::new();
+    server
+        .home
+        .engine
+        .store()
+        .reader()
+        .export(None, &mut expected, &mut |_| {})
+        .unwrap();
+    assert_eq!(
+        export,
+        String::from_utf8(expected).unwrap(),
+        "the same bytes as caal trace export"
+    );
+
+    let (_, health) = server.call("GET", "/api/health", None);
+    assert_eq!(
+        (health["ok"].as_bool(), health["library_id"].as_str()),
+        (Some(true), Some("test"))
+    );
+    let (_, spec) = server.call("GET", "/api/openapi.json", None);
+    assert_eq!(spec["openapi"], "3.1.0");
+    for path in [
+        "/api/chat",
+        "/api/events",
+        "/api/pending/{id}/confirm",
+        "/api/trace/export",
+    ] {
+        assert!(spec["paths"][path].is_object(), "{path} is documented");
+    }
+}
+
+#[test]
+fn confirmations_can_be_answered_from_a_ui() {
+    let server = TestServer::start();
+    server.say("door", "unlock the front door");
+    let (_, pending) = server.call("GET", "/api/pending", None);
+    let id = pending["pending"][0]["pending"]["confirmation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(pending["pending"][0]["conversation_id"], "door");
+    let (status, done) = server.call("POST", &format!("/api/pending/{id}/confirm"), None);
+    assert_eq!(
+        (status, done["reply"].as_str()),
+        (200, Some("The front door is unlocked."))
+    );
+    assert_eq!(server.home.executed("door", "door.unlock"), 1);
+    let received = &server.home.of_type("door", "confirm.received")[0];
+    assert_eq!(received["channel"], "ui");
+    let (status, _) = server.call("POST", &format!("/api/pending/{id}/confirm"), None);
+    assert_eq!(
+        status, 404,
+        "an answered confirmation cannot be answered again"
+    );
+
+    server.say("garage", "open the garage");
+    let (_, pending) = server.call("GET", "/api/pending", None);
+    let id = pending["pending"][0]["pending"]["confirmation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, denied) = server.call("POST", &format!("/api/pending/{id}/deny"), None);
+    assert_eq!(denied["reply"], "Okay, I won't open the garage door.");
+    assert_eq!(server.home.executed("garage", "garage.open"), 0);
+}
+
+/// Reads SSE events until `count` arrived: (id, event type).
+fn read_events(
+    server: &TestServer,
+    last_event_id: Option<&str>,
+    count: usize,
+    during: impl FnOnce(),
+) -> Vec<(String, String)> {
+    let mut request = TestServer::agent()
+        .get(&server.url("/api/events"))
+        .header("Authorization", &format!("Bearer {TOKEN}"));
+    if let Some(id) = last_event_id {
+        request = request.header("Last-Event-ID", id);
+    }
+    let response = request.call().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let (tx, rx) = mpsc::channel();
+    let reader = thread::spawn(move || {
+        let mut lines = BufReader::new(response.into_body().into_reader()).lines();
+        let (mut id, mut kind) = (String::new(), String::new());
+        while let Some(Ok(line)) = lines.next() {
+            if let Some(v) = line.strip_prefix("id:") {
+                id = v.trim().to_owned();
+            } else if let Some(v) = line.strip_prefix("event:") {
+                kind = v.trim().to_owned();
+            } else if line.is_empty()
+                && !id.is_empty()
+                && tx
+                    .send((std::mem::take(&mut id), std::mem::take(&mut kind)))
+                    .is_err()
+            {
+                return;
+            }
+        }
+    });
+    during();
+    let events: Vec<(String, String)> = (0..count)
+        .map_while(|_| rx.recv_timeout(Duration::from_secs(10)).ok())
+        .collect();
+    drop(rx);
+    drop(reader);
+    events
+}
+
+#[test]
+fn the_live_stream_carries_every_event_and_resumes_after_last_event_id() {
+    let server = TestServer::start();
+    let events = read_events(&server, None, 10, || {
+        server.say("c", "turn on the kitchen lights");
+    });
+    let kinds: Vec<&str> = events.iter().map(|(_, k)| k.as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"round.started"));
+    assert_eq!(kinds.last(), Some(&"round.completed"));
+    assert_eq!(events.len(), 10, "every event of the round");
+    let ids: Vec<i64> = events.iter().map(|(id, _)| id.parse().unwrap()).collect();
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1),
+        "in order, none skipped: {ids:?}"
+    );
+
+    // Disconnected: two rounds happen meanwhile; a reconnect gets them all.
+    let last = events.last().unwrap().0.clone();
+    server.say("c", "hello");
+    server.say("c", "unlock the front door");
+    let missed = read_events(&server, Some(&last), 14, || {});
+    assert_eq!(
+        missed.len(),
+        14,
+        "6 events of the greeting and 8 of the governed request"
+    );
+    assert_eq!(
+        missed.first().unwrap().0.parse::<i64>().unwrap(),
+        last.parse::<i64>().unwrap() + 1
+    );
+    let kinds: Vec<&str> = missed.iter().map(|(_, k)| k.as_str()).collect();
+    assert!(kinds.contains(&"confirm.requested"), "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "round.completed").count(), 2);
+}
