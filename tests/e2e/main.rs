@@ -2,5 +2,6 @@
 
 mod router;
 mod safety;
+mod serve;
 mod support;
 mod trace;

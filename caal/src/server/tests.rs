@@ -392,3 +392,18 @@ fn the_live_stream_carries_every_event_and_resumes_after_last_event_id() {
     assert!(kinds.contains(&"confirm.requested"), "{kinds:?}");
     assert_eq!(kinds.iter().filter(|k| **k == "round.completed").count(), 2);
 }
+
+#[test]
+fn responses_carry_no_secret() {
+    let server = TestServer::start();
+    let key = "sk-proj-Zq9XwLm3Rt7Yv2Bn8Kp4Hs6Jd1Fg5Tc0Ve9Wq";
+    let said = server.say("c", &format!("remember that my openai key is {key}"));
+    assert!(!said.to_string().contains(key));
+    let (_, round) = server.call(
+        "GET",
+        &format!("/api/rounds/{}", said["round_id"].as_str().unwrap()),
+        None,
+    );
+    assert!(!round.to_string().contains(key));
+    assert!(round.to_string().contains("secret_ref:openai_key:"));
+}

@@ -1,0 +1,96 @@
+//! `caal serve` as a process: it binds, guards its API with the token it
+//! keeps in the data dir, refuses to face a network without a configured
+//! token, and stops cleanly on SIGTERM.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Stdio},
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+
+use crate::support::Sandbox;
+
+fn start(sb: &Sandbox) -> (Child, String) {
+    let mut child = sb
+        .command()
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, url)
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into()
+}
+
+#[test]
+fn serve_answers_with_its_token_and_stops_cleanly() {
+    let sb = Sandbox::new();
+    let (mut child, url) = start(&sb);
+    let token = std::fs::read_to_string(sb.data().join("api_token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(token.len() >= 32);
+    let denied = agent().get(&format!("{url}/api/health")).call().unwrap();
+    assert_eq!(denied.status().as_u16(), 401);
+    let mut said = agent()
+        .post(&format!("{url}/api/chat"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .send_json(json!({"conversation_id": "web", "text": "turn on the hall lights"}))
+        .unwrap();
+    assert_eq!(said.status().as_u16(), 200);
+    let body: Value = serde_json::from_str(&said.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(body["reply"], "Okay, the hall lights are on.");
+    let mut page = agent().get(&format!("{url}/")).call().unwrap();
+    assert!(
+        page.body_mut()
+            .read_to_string()
+            .unwrap()
+            .contains("<title>CAAL</title>")
+    );
+
+    // SIGTERM: the server finishes and exits 0; the store was closed cleanly.
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let list = sb.run(&["trace", "list", "--json"]).ok().json();
+    assert_eq!(list[0]["status"], "ok");
+    sb.run(&["say", "hello"]).ok();
+}
+
+#[test]
+fn a_network_address_needs_a_configured_token() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["serve", "--bind", "0.0.0.0:0"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("CAAL_API_TOKEN"), "{}", run.stderr);
+    let run = sb.run(&["serve", "--bind", "not-an-address"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("host:port"), "{}", run.stderr);
+}
