@@ -180,6 +180,19 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Level-1 rounds through POST /api/chat on a real server, with a live
+    /// event stream following: rounds/s, latency percentiles, events lost.
+    Serve {
+        /// Concurrent keep-alive clients, each in its own conversation.
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// `caal say` as a whole process (start, open, round, durable, exit).
     Say {
         /// Timed runs, after three untimed warm-up runs.
@@ -274,6 +287,22 @@ fn run(cli: Cli) -> Result<(), Failure> {
             bench_trace(&cli.data_dir, events, fsync_seconds, json)?;
         }
         Command::Bench(BenchCommand::Say { runs, json }) => bench_say(&cli.data_dir, runs, json)?,
+        Command::Bench(BenchCommand::Serve {
+            clients,
+            seconds,
+            json,
+        }) => {
+            let report =
+                caal::server::bench::run(&load_config()?.0, &cli.data_dir, clients, seconds)
+                    .map_err(anyhow::Error::msg)?;
+            output::print_serve_bench(&report);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).map_err(anyhow::Error::from)?
+                );
+            }
+        }
         Command::Bench(BenchCommand::Scan { lines, json }) => {
             let report = caal::safety::bench::run(lines.max(1), 0x0CAA_15EC);
             output::print_scan_bench(&report);

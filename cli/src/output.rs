@@ -7,6 +7,7 @@ use caal::{
     config::StateConfig,
     router::bench::RouterBenchReport,
     safety::bench::ScanBenchReport,
+    server::bench::ServeBenchReport,
     state::rfc3339_ms,
     trace::{EventRecord, RoundRecord, RoundSummary, VerifyReport, bench::TraceBenchReport},
 };
@@ -226,4 +227,20 @@ pub fn print_scan_bench(r: &ScanBenchReport) {
     for (kind, n) in &r.missed {
         println!("  missed {kind}: {n}");
     }
+}
+
+pub fn print_serve_bench(r: &ServeBenchReport) {
+    println!(
+        "service benchmark: {} keep-alive clients for {:.1} s, POST /api/chat, level-1 rounds",
+        r.clients, r.seconds
+    );
+    println!(
+        "  rounds: {} ({:.0} rounds/s), errors: {}",
+        r.rounds, r.rounds_per_s, r.errors
+    );
+    println!("  latency: p50 {:.2} ms, p99 {:.2} ms", r.p50_ms, r.p99_ms);
+    println!(
+        "  live stream: {} of {} committed events delivered ({} lost)",
+        r.events_streamed, r.events_committed, r.stream_lost
+    );
 }

@@ -94,3 +94,24 @@ fn a_network_address_needs_a_configured_token() {
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("host:port"), "{}", run.stderr);
 }
+
+#[test]
+fn the_serve_benchmark_prints_its_figures_as_a_last_json_line() {
+    let sb = Sandbox::new();
+    let run = sb
+        .run(&[
+            "bench",
+            "serve",
+            "--clients",
+            "4",
+            "--seconds",
+            "0.5",
+            "--json",
+        ])
+        .ok();
+    let last: Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
+    assert!(last["rounds"].as_u64().unwrap() > 0, "{last}");
+    assert_eq!(last["errors"], 0);
+    assert_eq!(last["stream_lost"], 0, "the live stream kept up: {last}");
+    assert!(last["p99_ms"].as_f64() >= last["p50_ms"].as_f64());
+}

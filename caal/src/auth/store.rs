@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, params};
 use super::Pending;
 use crate::{
     ids::ConversationId,
-    state::StateDb,
+    state::{StateDb, lock},
     trace::{SCHEMA_VERSION, StoreError},
 };
 
@@ -18,6 +18,15 @@ fn corrupt(e: serde_json::Error) -> rusqlite::Error {
 
 impl StateDb {
     pub fn pending(&self, conversation: &ConversationId) -> Result<Option<Pending>, StoreError> {
+        if let Some(p) = lock(&self.pendings).get(conversation.as_str()) {
+            return Ok(p.clone());
+        }
+        let pending = self.read_pending(conversation)?;
+        lock(&self.pendings).insert(conversation.to_string(), pending.clone());
+        Ok(pending)
+    }
+
+    fn read_pending(&self, conversation: &ConversationId) -> Result<Option<Pending>, StoreError> {
         self.with(|c| {
             let body: Option<String> = c
                 .prepare_cached(
@@ -32,6 +41,16 @@ impl StateDb {
 
     /// Replaces (or clears) the conversation's pending confirmation.
     pub fn set_pending(
+        &self,
+        conversation: &ConversationId,
+        pending: Option<&Pending>,
+    ) -> Result<(), StoreError> {
+        self.write_pending(conversation, pending)?;
+        lock(&self.pendings).insert(conversation.to_string(), pending.cloned());
+        Ok(())
+    }
+
+    fn write_pending(
         &self,
         conversation: &ConversationId,
         pending: Option<&Pending>,

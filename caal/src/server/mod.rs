@@ -6,6 +6,7 @@
 //! thread); handlers run it on the blocking pool.
 
 pub mod auth;
+pub mod bench;
 mod error;
 
 use std::{convert::Infallible, future::Future, io, sync::Arc, time::Instant};

@@ -6,6 +6,7 @@
 //! dir's writer lock opens it.
 
 use std::{
+    collections::HashMap,
     path::{Path, PathBuf},
     sync::{
         Mutex,
@@ -28,6 +29,11 @@ pub const STATE_FILE: &str = "state.db";
 pub struct StateDb {
     path: PathBuf,
     conn: Mutex<Connection>,
+    /// Every round reads its conversation's state and pending confirmation;
+    /// the process that holds the writer lock is the only one changing them,
+    /// so it keeps them here, written through.
+    pub(crate) states: Mutex<HashMap<String, Option<String>>>,
+    pub(crate) pendings: Mutex<HashMap<String, Option<crate::auth::Pending>>>,
 }
 
 impl StateDb {
@@ -50,6 +56,8 @@ impl StateDb {
         Ok(Self {
             path: path.to_owned(),
             conn: Mutex::new(conn),
+            states: Mutex::default(),
+            pendings: Mutex::default(),
         })
     }
 
@@ -83,11 +91,16 @@ impl StateDb {
         &self,
         conversation: &ConversationId,
     ) -> Result<Option<String>, StoreError> {
-        self.with(|c| {
+        if let Some(state) = lock(&self.states).get(conversation.as_str()) {
+            return Ok(state.clone());
+        }
+        let state: Option<String> = self.with(|c| {
             c.prepare_cached("SELECT state FROM conversations WHERE conversation_id = ?1")?
                 .query_row([conversation.as_str()], |r| r.get(0))
                 .optional()
-        })
+        })?;
+        lock(&self.states).insert(conversation.to_string(), state.clone());
+        Ok(state)
     }
 
     /// Applied at a round boundary only.
@@ -101,9 +114,11 @@ impl StateDb {
                 "INSERT INTO conversations (conversation_id, schema_version, state, updated_at) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (conversation_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
             )?
-            .execute(params![conversation.as_str(), SCHEMA_VERSION, state, now_timestamp()])
+                        .execute(params![conversation.as_str(), SCHEMA_VERSION, state, now_timestamp()])
             .map(|_| ())
-        })
+        })?;
+        lock(&self.states).insert(conversation.to_string(), Some(state.to_owned()));
+        Ok(())
     }
 
     /// Every conversation that has left its starting state, with its state.
@@ -116,6 +131,10 @@ impl StateDb {
             .collect()
         })
     }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Time as the engine sees it, in milliseconds since the Unix epoch.

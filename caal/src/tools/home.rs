@@ -72,17 +72,11 @@ pub fn run_in(c: &Connection, call: &ToolCall<'_>) -> rusqlite::Result<ToolOutco
                 (level > 0, Some(level))
             };
             let changed = if room == "all" {
-                c.execute(
-                    "UPDATE lights SET is_on = ?1, brightness = coalesce(?2, brightness), updated_at = ?3",
-                    params![is_on, level, now],
-                )?
+                c.prepare_cached("UPDATE lights SET is_on = ?1, brightness = coalesce(?2, brightness), updated_at = ?3")?.execute(params![is_on, level, now])?
             } else {
-                c.execute(
-                    "INSERT INTO lights (room, schema_version, is_on, brightness, updated_at) VALUES (?1, ?2, ?3, coalesce(?4, 100), ?5)
+                c.prepare_cached("INSERT INTO lights (room, schema_version, is_on, brightness, updated_at) VALUES (?1, ?2, ?3, coalesce(?4, 100), ?5)
                      ON CONFLICT (room) DO UPDATE SET is_on = excluded.is_on,
-                       brightness = coalesce(?4, lights.brightness), updated_at = excluded.updated_at",
-                    params![room, v, is_on, level, now],
-                )?
+                       brightness = coalesce(?4, lights.brightness), updated_at = excluded.updated_at")?.execute(params![room, v, is_on, level, now])?
             };
             ToolOutcome::ok(
                 json!({"room": room, "on": is_on, "brightness": level, "lights_changed": changed}),
@@ -91,39 +85,31 @@ pub fn run_in(c: &Connection, call: &ToolCall<'_>) -> rusqlite::Result<ToolOutco
         }
         "thermostat.set" => {
             let t = number(call, "temperature");
-            c.execute(
-                "INSERT INTO thermostat (id, schema_version, temperature, updated_at) VALUES (1, ?1, ?2, ?3)
-                 ON CONFLICT (id) DO UPDATE SET temperature = excluded.temperature, updated_at = excluded.updated_at",
-                params![v, t, now],
-            )?;
+            c.prepare_cached("INSERT INTO thermostat (id, schema_version, temperature, updated_at) VALUES (1, ?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET temperature = excluded.temperature, updated_at = excluded.updated_at")?.execute(params![v, t, now])?;
             ToolOutcome::ok(json!({"temperature": t}), "")
         }
         "timer.set" => {
             let s = seconds(call, "duration");
             let due = call.now_ms + i64::try_from(s).unwrap_or(i64::MAX / 2) * 1000;
-            c.execute(
-                "INSERT INTO timers (schema_version, seconds, due_at_ms, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![v, s, due, now],
-            )?;
+            c.prepare_cached("INSERT INTO timers (schema_version, seconds, due_at_ms, created_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![v, s, due, now])?;
             ToolOutcome::ok(
                 json!({"timer_id": c.last_insert_rowid(), "seconds": s, "due_at": rfc3339_ms(due)}),
                 "",
             )
         }
         "timer.cancel" => {
-            let n = c.execute(
-                "UPDATE timers SET cancelled = 1 WHERE cancelled = 0 AND due_at_ms > ?1",
-                [call.now_ms],
-            )?;
+            let n = c
+                .prepare_cached(
+                    "UPDATE timers SET cancelled = 1 WHERE cancelled = 0 AND due_at_ms > ?1",
+                )?
+                .execute([call.now_ms])?;
             ToolOutcome::ok(json!({"cancelled": n}), "")
         }
         "reminder.add" => {
             let s = seconds(call, "duration");
             let due = call.now_ms + i64::try_from(s).unwrap_or(i64::MAX / 2) * 1000;
-            c.execute(
-                "INSERT INTO reminders (schema_version, what, due_at_ms, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![v, text(call, "what"), due, now],
-            )?;
+            c.prepare_cached("INSERT INTO reminders (schema_version, what, due_at_ms, created_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![v, text(call, "what"), due, now])?;
             ToolOutcome::ok(
                 json!({"reminder_id": c.last_insert_rowid(), "due_at": rfc3339_ms(due)}),
                 "",
@@ -131,15 +117,15 @@ pub fn run_in(c: &Connection, call: &ToolCall<'_>) -> rusqlite::Result<ToolOutco
         }
         "shopping.add" => {
             let item = text(call, "item");
-            let added = c.execute(
-                "INSERT INTO shopping_list (item, schema_version, added_at) VALUES (?1, ?2, ?3) ON CONFLICT (item) DO NOTHING",
-                params![item, v, now],
-            )?;
+            let added = c.prepare_cached("INSERT INTO shopping_list (item, schema_version, added_at) VALUES (?1, ?2, ?3) ON CONFLICT (item) DO NOTHING")?.execute(params![item, v, now])?;
             ToolOutcome::ok(json!({"item": item, "added": added == 1}), "")
         }
         "shopping.remove" => {
             let item = text(call, "item");
-            match c.execute("DELETE FROM shopping_list WHERE item = ?1", [item])? {
+            match c
+                .prepare_cached("DELETE FROM shopping_list WHERE item = ?1")?
+                .execute([item])?
+            {
                 0 => ToolOutcome::failed(format!("{item} is not on the shopping list"), false),
                 _ => ToolOutcome::ok(json!({"item": item, "removed": true}), ""),
             }
@@ -166,20 +152,14 @@ pub fn run_in(c: &Connection, call: &ToolCall<'_>) -> rusqlite::Result<ToolOutco
         "door.lock" | "door.unlock" => {
             let door = text(call, "door");
             let locked = call.command.command_id == "door.lock";
-            c.execute(
-                "INSERT INTO doors (door, schema_version, locked, updated_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (door) DO UPDATE SET locked = excluded.locked, updated_at = excluded.updated_at",
-                params![door, v, locked, now],
-            )?;
+            c.prepare_cached("INSERT INTO doors (door, schema_version, locked, updated_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (door) DO UPDATE SET locked = excluded.locked, updated_at = excluded.updated_at")?.execute(params![door, v, locked, now])?;
             ToolOutcome::ok(json!({"door": door, "locked": locked}), "")
         }
         "garage.open" | "garage.close" => {
             let open = call.command.command_id == "garage.open";
-            c.execute(
-                "INSERT INTO garage (id, schema_version, is_open, updated_at) VALUES (1, ?1, ?2, ?3)
-                 ON CONFLICT (id) DO UPDATE SET is_open = excluded.is_open, updated_at = excluded.updated_at",
-                params![v, open, now],
-            )?;
+            c.prepare_cached("INSERT INTO garage (id, schema_version, is_open, updated_at) VALUES (1, ?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET is_open = excluded.is_open, updated_at = excluded.updated_at")?.execute(params![v, open, now])?;
             ToolOutcome::ok(json!({"open": open}), "")
         }
         other => ToolOutcome::failed(format!("{other} has no built-in executor"), false),

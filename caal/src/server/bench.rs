@@ -1,0 +1,227 @@
+//! `caal bench serve`: level-1 text rounds through `POST /api/chat` on a real
+//! server on 127.0.0.1, from keep-alive clients in many conversations, while
+//! one client follows `/api/events`: rounds per second, latency
+//! percentiles, and whether the live stream lost anything.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        mpsc,
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::{AppState, serve};
+use crate::{
+    config::Config,
+    round::{Engine, EngineOptions},
+    state::SystemClock,
+    trace::Durability,
+};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ServeBenchReport {
+    pub clients: usize,
+    pub seconds: f64,
+    pub rounds: u64,
+    pub rounds_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub errors: u64,
+    /// Events committed during the run, and how many the live stream delivered.
+    pub events_committed: i64,
+    pub events_streamed: u64,
+    pub stream_lost: i64,
+}
+
+const TOKEN: &str = "bench-token-0123456789abcdef";
+
+pub fn run(
+    config: &Config,
+    data_dir: &Path,
+    clients: usize,
+    seconds: f64,
+) -> Result<ServeBenchReport, String> {
+    let dir = data_dir.join(format!("bench-serve-{}", std::process::id()));
+    let result = run_in(config, &dir, clients.max(1), seconds);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn run_in(
+    config: &Config,
+    dir: &Path,
+    clients: usize,
+    seconds: f64,
+) -> Result<ServeBenchReport, String> {
+    let mut config = config.clone();
+    config.store.durability = Durability::Normal;
+    let options = EngineOptions {
+        library_id: Some("bench".into()),
+        env: Arc::new(|_| None),
+        clock: Arc::new(SystemClock),
+    };
+    let engine = Engine::open(dir, config, options).map_err(|e| e.to_string())?;
+    let state = AppState::new(engine.clone(), TOKEN.into());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (ready, bound) = mpsc::channel();
+    let server = thread::spawn(move || -> Result<(), String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = ready.send(listener.local_addr().map_err(|e| e.to_string()));
+            serve(listener, state, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .map_err(|e| e.to_string())
+        })
+    });
+    let addr = bound
+        .recv()
+        .map_err(|_| "the server did not start".to_owned())??;
+    let base = format!("http://{addr}");
+    let auth = format!("Bearer {TOKEN}");
+
+    // The live stream, from the event committed last before the run.
+    let start_id = engine
+        .store()
+        .reader()
+        .last_event_id()
+        .map_err(|e| e.to_string())?;
+    let streamed = Arc::new(AtomicU64::new(0));
+    let stream_ready = Arc::new(AtomicBool::new(false));
+    let follower = {
+        let (streamed, stream_ready, url, auth) = (
+            streamed.clone(),
+            stream_ready.clone(),
+            format!("{base}/api/events"),
+            auth.clone(),
+        );
+        thread::spawn(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into();
+            let Ok(response) = agent
+                .get(&url)
+                .header("Authorization", &auth)
+                .header("Last-Event-ID", &start_id.to_string())
+                .call()
+            else {
+                return;
+            };
+            stream_ready.store(true, Ordering::SeqCst);
+            for line in BufReader::new(response.into_body().into_reader()).lines() {
+                match line {
+                    Ok(l) if l.starts_with("id:") => {
+                        streamed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+            }
+        })
+    };
+    while !stream_ready.load(Ordering::SeqCst) {
+        thread::sleep(Duration::from_millis(5));
+    }
+
+    let deadline = Duration::from_secs_f64(seconds);
+    let errors = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let workers: Vec<thread::JoinHandle<Vec<f64>>> = (0..clients)
+        .map(|c| {
+            let (url, auth, errors) = (format!("{base}/api/chat"), auth.clone(), errors.clone());
+            thread::spawn(move || {
+                let agent: ureq::Agent = ureq::Agent::config_builder()
+                    .http_status_as_error(false)
+                    .timeout_global(Some(Duration::from_secs(10)))
+                    .build()
+                    .into();
+                let mut latencies = Vec::new();
+                let mut i = 0u64;
+                while started.elapsed() < deadline {
+                    let text = if i.is_multiple_of(2) {
+                        "turn on the kitchen lights"
+                    } else {
+                        "turn off the kitchen lights"
+                    };
+                    let body = json!({"conversation_id": format!("bench-{c}"), "text": text});
+                    let sent = Instant::now();
+                    match agent
+                        .post(&url)
+                        .header("Authorization", &auth)
+                        .send_json(&body)
+                    {
+                        Ok(mut r) if r.status().as_u16() == 200 => {
+                            let _ = r.body_mut().read_to_vec();
+                            latencies.push(sent.elapsed().as_secs_f64() * 1e3);
+                        }
+                        _ => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    i += 1;
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies: Vec<f64> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap_or_default())
+        .collect();
+    let elapsed = started.elapsed().as_secs_f64();
+
+    // Let the stream drain what was committed, then stop everything.
+    let committed = engine
+        .store()
+        .reader()
+        .last_event_id()
+        .map_err(|e| e.to_string())?
+        - start_id;
+    let drain = Instant::now();
+    while (streamed.load(Ordering::Relaxed) as i64) < committed
+        && drain.elapsed() < Duration::from_secs(10)
+    {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let _ = stop.send(());
+    let _ = server.join();
+    let _ = follower.join();
+
+    latencies.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        latencies
+            .get(((latencies.len().max(1) - 1) as f64 * q).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let streamed = streamed.load(Ordering::Relaxed);
+    Ok(ServeBenchReport {
+        clients,
+        seconds: elapsed,
+        rounds: latencies.len() as u64,
+        rounds_per_s: latencies.len() as f64 / elapsed,
+        p50_ms: at(0.5),
+        p99_ms: at(0.99),
+        errors: errors.load(Ordering::Relaxed),
+        events_committed: committed,
+        events_streamed: streamed,
+        stream_lost: committed - streamed as i64,
+    })
+}
