@@ -1,5 +1,6 @@
 //! End-to-end tests: the real `caal` binary on temp data dirs.
 
+mod browser;
 mod router;
 mod safety;
 mod serve;

@@ -1,0 +1,167 @@
+//! The web page in headless Chromium, driven over WebDriver (chromedriver,
+//! installed by .ci/setup): a round sent through the API appears on the page,
+//! and a level-3 command is confirmed with a click.
+
+use std::{
+    io::{BufRead, BufReader},
+    net::TcpListener,
+    process::{Child, Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use crate::support::Sandbox;
+
+const TOKEN: &str = "browser-test-token-0123456789";
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(30))).build().into()
+}
+
+/// One WebDriver command: (method, path under /session/{id}, body) -> value.
+struct Browser {
+    base: String,
+    session: String,
+}
+
+impl Browser {
+    fn start(driver_port: u16) -> Self {
+        let base = format!("http://127.0.0.1:{driver_port}");
+        let profile = tempfile::tempdir().unwrap().keep();
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                         "--disable-quic", format!("--user-data-dir={}", profile.display())]
+            }
+        }}});
+        let mut response = agent().post(&format!("{base}/session")).send_json(&caps).unwrap();
+        let body: Value = serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
+        let session = body["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no WebDriver session: {body}")).to_owned();
+        Self { base, session }
+    }
+
+    fn command(&self, method: &str, path: &str, body: Value) -> Value {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        let mut response = match method {
+            "GET" => agent().get(&url).call().unwrap(),
+            "DELETE" => agent().delete(&url).call().unwrap(),
+            _ => agent().post(&url).send_json(&body).unwrap(),
+        };
+        let value: Value = serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
+        value["value"].clone()
+    }
+
+    /// Runs a script in the page and returns its value.
+    fn script(&self, source: &str) -> Value {
+        self.command("POST", "/execute/sync", json!({"script": source, "args": []}))
+    }
+
+    /// Waits until `source` returns something truthy in the page.
+    fn wait_for(&self, what: &str, source: &str) -> Value {
+        let started = Instant::now();
+        loop {
+            let value = self.script(source);
+            if !(value.is_null() || value == json!(false) || value == json!("")) {
+                return value;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "the page never showed {what}");
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = agent().delete(&format!("{}/session/{}", self.base, self.session)).call();
+    }
+}
+
+#[test]
+fn the_page_shows_rounds_live_and_confirms_with_a_click() {
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists() && std::path::Path::new("/usr/bin/chromedriver").exists(),
+        "chromium and chromedriver are missing: run `bash .ci/setup`"
+    );
+    let sb = Sandbox::new();
+    let mut server = sb
+        .command()
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env("CAAL_API_TOKEN", TOKEN)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first.split_whitespace().find(|w| w.starts_with("http://")).unwrap().trim_end_matches('/').to_owned();
+    thread::spawn(move || lines.for_each(drop));
+    let _server = Killed(server);
+
+    let driver_port = free_port();
+    let _driver = Killed(
+        Command::new("chromedriver")
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs"),
+    );
+    let started = Instant::now();
+    while agent().get(&format!("http://127.0.0.1:{driver_port}/status")).call().is_err() {
+        assert!(started.elapsed() < Duration::from_secs(20), "chromedriver did not start");
+        thread::sleep(Duration::from_millis(100));
+    }
+    let browser = Browser::start(driver_port);
+    browser.command("POST", "/url", json!({"url": format!("{url}/#token={TOKEN}")}));
+    browser.wait_for("the live stream connected", "return document.getElementById('live').textContent === 'live'");
+
+    // A round through the API appears on the page, live.
+    let chat = |text: &str| {
+        let mut r = agent()
+            .post(&format!("{url}/api/chat"))
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .send_json(json!({"conversation_id": "default", "text": text}))
+            .unwrap();
+        serde_json::from_str::<Value>(&r.body_mut().read_to_string().unwrap()).unwrap()
+    };
+    chat("turn on the kitchen lights");
+    browser.wait_for(
+        "the round",
+        "return [...document.querySelectorAll('.round')].some(r => r.textContent.includes('Okay, the kitchen lights are on.'))",
+    );
+
+    // A level-3 command waits; a click on Confirm runs it.
+    let asked = chat("unlock the front door");
+    assert_eq!(asked["reply"], "Unlock the front door? Say yes to confirm.");
+    browser.wait_for("the pending confirmation", "return document.querySelector('.pending button.confirm') !== null");
+    let button = browser.command("POST", "/element", json!({"using": "css selector", "value": ".pending button.confirm"}));
+    let element = button.as_object().and_then(|o| o.values().next()).and_then(Value::as_str).unwrap().to_owned();
+    browser.command("POST", &format!("/element/{element}/click"), json!({}));
+    browser.wait_for(
+        "the confirmed round",
+        "return [...document.querySelectorAll('.round')].some(r => r.textContent.includes('The front door is unlocked.'))",
+    );
+    browser.wait_for("no pending confirmation", "return document.querySelector('.pending') === null");
+
+    let mut pending = agent().get(&format!("{url}/api/pending")).header("Authorization", &format!("Bearer {TOKEN}")).call().unwrap();
+    let pending: Value = serde_json::from_str(&pending.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(pending["pending"], json!([]));
+}
