@@ -26,11 +26,19 @@ impl Drop for Killed {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(30))).build().into()
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
 }
 
 /// One WebDriver command: (method, path under /session/{id}, body) -> value.
@@ -52,9 +60,16 @@ impl Browser {
                          "--disable-quic", format!("--user-data-dir={}", profile.display())]
             }
         }}});
-        let mut response = agent().post(&format!("{base}/session")).send_json(&caps).unwrap();
-        let body: Value = serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
-        let session = body["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no WebDriver session: {body}")).to_owned();
+        let mut response = agent()
+            .post(&format!("{base}/session"))
+            .send_json(&caps)
+            .unwrap();
+        let body: Value =
+            serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
+        let session = body["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no WebDriver session: {body}"))
+            .to_owned();
         Self { base, session }
     }
 
@@ -65,13 +80,18 @@ impl Browser {
             "DELETE" => agent().delete(&url).call().unwrap(),
             _ => agent().post(&url).send_json(&body).unwrap(),
         };
-        let value: Value = serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
+        let value: Value =
+            serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
         value["value"].clone()
     }
 
     /// Runs a script in the page and returns its value.
     fn script(&self, source: &str) -> Value {
-        self.command("POST", "/execute/sync", json!({"script": source, "args": []}))
+        self.command(
+            "POST",
+            "/execute/sync",
+            json!({"script": source, "args": []}),
+        )
     }
 
     /// Waits until `source` returns something truthy in the page.
@@ -82,7 +102,10 @@ impl Browser {
             if !(value.is_null() || value == json!(false) || value == json!("")) {
                 return value;
             }
-            assert!(started.elapsed() < Duration::from_secs(20), "the page never showed {what}");
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the page never showed {what}"
+            );
             thread::sleep(Duration::from_millis(100));
         }
     }
@@ -90,14 +113,17 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = agent().delete(&format!("{}/session/{}", self.base, self.session)).call();
+        let _ = agent()
+            .delete(&format!("{}/session/{}", self.base, self.session))
+            .call();
     }
 }
 
 #[test]
 fn the_page_shows_rounds_live_and_confirms_with_a_click() {
     assert!(
-        std::path::Path::new("/usr/bin/chromium").exists() && std::path::Path::new("/usr/bin/chromedriver").exists(),
+        std::path::Path::new("/usr/bin/chromium").exists()
+            && std::path::Path::new("/usr/bin/chromedriver").exists(),
         "chromium and chromedriver are missing: run `bash .ci/setup`"
     );
     let sb = Sandbox::new();
@@ -111,7 +137,12 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
         .unwrap();
     let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
-    let url = first.split_whitespace().find(|w| w.starts_with("http://")).unwrap().trim_end_matches('/').to_owned();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
     thread::spawn(move || lines.for_each(drop));
     let _server = Killed(server);
 
@@ -125,13 +156,27 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
             .expect("chromedriver runs"),
     );
     let started = Instant::now();
-    while agent().get(&format!("http://127.0.0.1:{driver_port}/status")).call().is_err() {
-        assert!(started.elapsed() < Duration::from_secs(20), "chromedriver did not start");
+    while agent()
+        .get(&format!("http://127.0.0.1:{driver_port}/status"))
+        .call()
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "chromedriver did not start"
+        );
         thread::sleep(Duration::from_millis(100));
     }
     let browser = Browser::start(driver_port);
-    browser.command("POST", "/url", json!({"url": format!("{url}/#token={TOKEN}")}));
-    browser.wait_for("the live stream connected", "return document.getElementById('live').textContent === 'live'");
+    browser.command(
+        "POST",
+        "/url",
+        json!({"url": format!("{url}/#token={TOKEN}")}),
+    );
+    browser.wait_for(
+        "the live stream connected",
+        "return document.getElementById('live').textContent === 'live'",
+    );
 
     // A round through the API appears on the page, live.
     let chat = |text: &str| {
@@ -151,17 +196,37 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
     // A level-3 command waits; a click on Confirm runs it.
     let asked = chat("unlock the front door");
     assert_eq!(asked["reply"], "Unlock the front door? Say yes to confirm.");
-    browser.wait_for("the pending confirmation", "return document.querySelector('.pending button.confirm') !== null");
-    let button = browser.command("POST", "/element", json!({"using": "css selector", "value": ".pending button.confirm"}));
-    let element = button.as_object().and_then(|o| o.values().next()).and_then(Value::as_str).unwrap().to_owned();
+    browser.wait_for(
+        "the pending confirmation",
+        "return document.querySelector('.pending button.confirm') !== null",
+    );
+    let button = browser.command(
+        "POST",
+        "/element",
+        json!({"using": "css selector", "value": ".pending button.confirm"}),
+    );
+    let element = button
+        .as_object()
+        .and_then(|o| o.values().next())
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned();
     browser.command("POST", &format!("/element/{element}/click"), json!({}));
     browser.wait_for(
         "the confirmed round",
         "return [...document.querySelectorAll('.round')].some(r => r.textContent.includes('The front door is unlocked.'))",
     );
-    browser.wait_for("no pending confirmation", "return document.querySelector('.pending') === null");
+    browser.wait_for(
+        "no pending confirmation",
+        "return document.querySelector('.pending') === null",
+    );
 
-    let mut pending = agent().get(&format!("{url}/api/pending")).header("Authorization", &format!("Bearer {TOKEN}")).call().unwrap();
-    let pending: Value = serde_json::from_str(&pending.body_mut().read_to_string().unwrap()).unwrap();
+    let mut pending = agent()
+        .get(&format!("{url}/api/pending"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .call()
+        .unwrap();
+    let pending: Value =
+        serde_json::from_str(&pending.body_mut().read_to_string().unwrap()).unwrap();
     assert_eq!(pending["pending"], json!([]));
 }

@@ -422,20 +422,31 @@ impl Scanner {
             *cursor < spans.len() && spans[*cursor].0 < e
         };
         let found_spans: Vec<(usize, usize)> = found.iter().map(|f| (f.start, f.end)).collect();
+        // Only runs of at least `min` token bytes matter, so probe the byte
+        // `min - 1` ahead: if it is not a token byte, no such run can hold it,
+        // and the search jumps past it. Prose costs about one probe per `min`
+        // bytes. Invariant: the byte before `i` is not a token byte.
+        let min = self.entropy_min_len.max(1);
         let mut i = 0;
-        while i < bytes.len() {
-            if !is_token_byte(bytes[i]) {
-                i += 1;
+        while i + min <= bytes.len() {
+            let probe = i + min - 1;
+            if !is_token_byte(bytes[probe]) {
+                i = probe + 1;
                 continue;
             }
-            let start = i;
-            while i < bytes.len() && is_token_byte(bytes[i]) {
-                i += 1;
+            let mut start = probe;
+            while start > i && is_token_byte(bytes[start - 1]) {
+                start -= 1;
             }
-            if i - start < self.entropy_min_len {
+            let mut end = probe + 1;
+            while end < bytes.len() && is_token_byte(bytes[end]) {
+                end += 1;
+            }
+            i = end + 1;
+            if end - start < min {
                 continue;
             }
-            let (s, e) = trim_run(bytes, start, i);
+            let (s, e) = trim_run(bytes, start, end);
             // Cheapest test first: hex digests, UUIDs, ULIDs and most paths
             // have at most two of lower case, upper case and digits.
             let run = &bytes[s..e];
