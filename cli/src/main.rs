@@ -649,6 +649,7 @@ fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
             "refusing to listen on {addr} without a configured token: set CAAL_API_TOKEN to a long random value, or bind 127.0.0.1"
         );
     }
+    caal::safety::logging::init(&std::env::var("CAAL_LOG").unwrap_or_else(|_| "info".into()));
     let engine = open_engine(data_dir, config)?;
     let token = caal::server::auth::load_or_create(data_dir, explicit.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -115,3 +115,55 @@ fn the_serve_benchmark_prints_its_figures_as_a_last_json_line() {
     assert_eq!(last["stream_lost"], 0, "the live stream kept up: {last}");
     assert!(last["p99_ms"].as_f64() >= last["p50_ms"].as_f64());
 }
+
+#[test]
+fn the_log_has_a_line_per_request_and_no_secret() {
+    let sb = Sandbox::new();
+    let mut child = sb
+        .command()
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let log = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<String>>());
+    let token = std::fs::read_to_string(sb.data().join("api_token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let key = "ghp_Rk2mN8vQ4xT6zB1cD9fH3jL5pS7wY0aE2gU4";
+    let missing = agent()
+        .get(&format!("{url}/api/rounds/{key}"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .call()
+        .unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+    let _ = agent()
+        .post(&format!("{url}/api/chat"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .send_json(json!({"text": format!("my key is {key}")}))
+        .unwrap();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(child.wait().unwrap().success());
+    let log = log.join().unwrap().join("\n");
+    assert!(
+        log.contains("request") && log.contains("status=404") && log.contains("/api/chat"),
+        "{log}"
+    );
+    assert!(!log.contains(key), "{log}");
+    assert!(!log.contains(&token), "the API token is never logged");
+}

@@ -14,6 +14,7 @@
 
 pub mod bench;
 pub mod corpus;
+pub mod logging;
 mod sanitizer;
 mod scanner;
 

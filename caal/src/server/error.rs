@@ -60,10 +60,7 @@ impl IntoResponse for AppError {
                 format!("the request body is over {} bytes", super::MAX_BODY_BYTES),
             ),
             AppError::Internal(detail) => {
-                eprintln!(
-                    "caal serve: internal error: {}",
-                    crate::safety::global().scrub(&detail)
-                );
+                tracing::error!(%detail, "internal error");
                 (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "internal",

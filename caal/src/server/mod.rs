@@ -88,6 +88,7 @@ pub fn app(state: AppState) -> Router {
         .nest("/api", api)
         .route("/", get(page))
         .fallback(not_found)
+        .layer(middleware::from_fn(log_request))
         .with_state(state)
 }
 
@@ -117,6 +118,16 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
     } else {
         AppError::Unauthorized.into_response()
     }
+}
+
+/// One log line per API call (scrubbed like every log line).
+async fn log_request(request: Request, next: Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    tracing::info!(%method, %path, status = response.status().as_u16(), ms = format!("{ms:.2}"), "request");
+    response
 }
 
 async fn not_found() -> AppError {
