@@ -223,7 +223,10 @@ pub fn print_scan_bench(r: &ScanBenchReport) {
         r.clean_lines,
         r.clean_altered_share * 100.0
     );
-    println!("  throughput, one core: {:.0} MB/s", r.mb_per_s);
+    println!(
+        "  throughput, one core: {:.0} MB/s over the corpus; {:.0} MB/s on lines without secrets, {:.0} MB/s on lines with one",
+        r.mb_per_s, r.clean_mb_per_s, r.secret_mb_per_s
+    );
     for (kind, n) in &r.missed {
         println!("  missed {kind}: {n}");
     }

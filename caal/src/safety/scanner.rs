@@ -307,6 +307,7 @@ impl Scanner {
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::LeftmostLongest)
             .kind(Some(AhoCorasickKind::DFA))
+            .prefilter(false)
             .build(&anchor_texts)
             .expect("the built-in anchors build an automaton");
         let patterns = DETECTORS.iter().map(|_| OnceLock::new()).collect();
