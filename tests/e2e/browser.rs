@@ -3,7 +3,6 @@
 //! and a level-3 command is confirmed with a click.
 
 use std::{
-    io::{BufRead, BufReader},
     net::TcpListener,
     process::{Child, Command, Stdio},
     thread,
@@ -127,24 +126,8 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
         "chromium and chromedriver are missing: run `bash .ci/setup`"
     );
     let sb = Sandbox::new();
-    let mut server = sb
-        .command()
-        .args(["serve", "--bind", "127.0.0.1:0"])
-        .env("CAAL_API_TOKEN", TOKEN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .trim_end_matches('/')
-        .to_owned();
-    thread::spawn(move || lines.for_each(drop));
-    let _server = Killed(server);
+    let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
+    let url = served.url.clone();
 
     let driver_port = free_port();
     let _driver = Killed(

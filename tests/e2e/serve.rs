@@ -2,36 +2,11 @@
 //! keeps in the data dir, refuses to face a network without a configured
 //! token, and stops cleanly on SIGTERM.
 
-use std::{
-    io::{BufRead, BufReader},
-    process::{Child, Stdio},
-    time::Duration,
-};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::support::Sandbox;
-
-fn start(sb: &Sandbox) -> (Child, String) {
-    let mut child = sb
-        .command()
-        .args(["serve", "--bind", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines.next().unwrap().unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .trim_end_matches('/')
-        .to_owned();
-    // Keep draining stderr so the server never blocks on it.
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, url)
-}
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
@@ -44,7 +19,8 @@ fn agent() -> ureq::Agent {
 #[test]
 fn serve_answers_with_its_token_and_stops_cleanly() {
     let sb = Sandbox::new();
-    let (mut child, url) = start(&sb);
+    let served = sb.serve(&[]);
+    let url = served.url.clone();
     let token = std::fs::read_to_string(sb.data().join("api_token"))
         .unwrap()
         .trim()
@@ -69,15 +45,7 @@ fn serve_answers_with_its_token_and_stops_cleanly() {
     );
 
     // SIGTERM: the server finishes and exits 0; the store was closed cleanly.
-    let pid = child.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = child.wait().unwrap();
+    let (status, _) = served.terminate();
     assert!(status.success(), "{status}");
     let list = sb.run(&["trace", "list", "--json"]).ok().json();
     assert_eq!(list[0]["status"], "ok");
@@ -119,22 +87,8 @@ fn the_serve_benchmark_prints_its_figures_as_a_last_json_line() {
 #[test]
 fn the_log_has_a_line_per_request_and_no_secret() {
     let sb = Sandbox::new();
-    let mut child = sb
-        .command()
-        .args(["serve", "--bind", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .trim_end_matches('/')
-        .to_owned();
-    let log = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<String>>());
+    let served = sb.serve(&[]);
+    let url = served.url.clone();
     let token = std::fs::read_to_string(sb.data().join("api_token"))
         .unwrap()
         .trim()
@@ -151,15 +105,9 @@ fn the_log_has_a_line_per_request_and_no_secret() {
         .header("Authorization", &format!("Bearer {token}"))
         .send_json(json!({"text": format!("my key is {key}")}))
         .unwrap();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert!(child.wait().unwrap().success());
-    let log = log.join().unwrap().join("\n");
+    let (status, log) = served.terminate();
+    assert!(status.success(), "{status}");
+    let log = log.join("\n");
     assert!(
         log.contains("request") && log.contains("status=404") && log.contains("/api/chat"),
         "{log}"

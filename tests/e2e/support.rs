@@ -105,3 +105,69 @@ impl Sandbox {
             .json()
     }
 }
+
+/// A running `caal serve` on a port of its choosing, its log collected.
+pub struct Served {
+    child: std::process::Child,
+    pub url: String,
+    log: Option<std::thread::JoinHandle<Vec<String>>>,
+}
+
+impl Sandbox {
+    /// Starts `caal serve --bind 127.0.0.1:0` with `env`; returns once it listens.
+    pub fn serve(&self, env: &[(&str, &str)]) -> Served {
+        use std::io::{BufRead, BufReader};
+        let mut command = self.command();
+        command
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let url = first
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("caal serve said {first:?}"))
+            .trim_end_matches('/')
+            .to_owned();
+        // Keep reading stderr, so the server never blocks on it.
+        let log = std::thread::spawn(move || lines.map_while(Result::ok).collect());
+        Served {
+            child,
+            url,
+            log: Some(log),
+        }
+    }
+}
+
+impl Served {
+    /// SIGTERM, then its exit status and everything it logged.
+    pub fn terminate(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = self.child.wait().unwrap();
+        let log = self
+            .log
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        (status, log)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
