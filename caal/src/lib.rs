@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod config;
 pub mod ids;
+pub mod retry;
 pub mod round;
 pub mod router;
 pub mod safety;

@@ -409,6 +409,30 @@ impl Engine {
             EventType::InputNormalized,
             json!({"normalized_text": normalized}),
         ))?;
+        // Input that carries no request is asked for again, not routed; it
+        // changes nothing, so a confirmation waiting for a "yes" still waits.
+        if let Some(incoherent) = crate::retry::incoherence(&text) {
+            round.append(
+                EventDraft::new(
+                    EventType::ValidatorRan,
+                    json!({"validator_id": "incoherent_input", "code": incoherent.code, "status": "retry",
+                           "message": incoherent.message}),
+                )
+                .with_status(EventStatus::Failed),
+            )?;
+            round.append(EventDraft::new(
+                EventType::RouteSelected,
+                json!({"route_code": "intent.incoherent", "source_rule": null, "topic": null, "auth_level": 1,
+                       "macro": null, "command_id": null, "params": {}, "state": state_in}),
+            ))?;
+            result.route_code = "intent.incoherent".into();
+            let steps = Steps::reply(crate::retry::REPEAT_PLEASE);
+            round.append(EventDraft::new(
+                EventType::OutputEmitted,
+                json!({"text": steps.reply, "channel": channel.as_str()}),
+            ))?;
+            return Ok(steps);
+        }
         let decision = self.router.route(&normalized, state_in);
         let policy = self.router.state(state_in);
         let candidates = match &decision.intent {

@@ -578,3 +578,26 @@ fn secrets_in_typed_input_are_replaced_and_recorded_without_their_value() {
     );
     assert!(!home.events("c").iter().any(|e| e.payload.contains(key)));
 }
+
+#[test]
+fn noise_is_asked_again_and_leaves_a_pending_confirmation_alone() {
+    let home = Home::new();
+    home.say("c", "unlock the front door");
+    let noise = home.say("c", "[BLANK_AUDIO]");
+    assert_eq!(
+        (noise.reply.as_str(), noise.route_code.as_str()),
+        (crate::retry::REPEAT_PLEASE, "intent.incoherent")
+    );
+    assert!(
+        noise.pending_confirmation.is_some(),
+        "the confirmation still waits"
+    );
+    let v = &home.of_type("c", "validator.ran").last().unwrap().clone();
+    assert_eq!(
+        (v["validator_id"].as_str(), v["code"].as_str()),
+        (Some("incoherent_input"), Some("validator.noise"))
+    );
+    assert_eq!(home.say("c", "...").route_code, "intent.incoherent");
+    assert_eq!(home.say("c", "yes").reply, "The front door is unlocked.");
+    assert!(home.engine.store().reader().verify(None).unwrap().ok);
+}
