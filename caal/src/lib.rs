@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod config;
 pub mod ids;
+pub mod llm;
 pub mod retry;
 pub mod round;
 pub mod router;
@@ -14,5 +15,7 @@ pub mod safety;
 pub mod server;
 mod sqlite;
 pub mod state;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod tools;
 pub mod trace;

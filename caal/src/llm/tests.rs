@@ -1,0 +1,220 @@
+//! Providers against local servers that speak the real wire formats.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::testing::{NO_DELAY, Server};
+
+fn request() -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            ChatMessage::new("system", "You run a home."),
+            ChatMessage::new("user", "turn on the kitchen lights"),
+        ],
+        tools: vec![ToolSpec {
+            name: "lights_set".into(),
+            description: "Switch lights".into(),
+            parameters: json!({"type": "object", "required": ["room", "state"],
+                               "properties": {"room": {"type": "string"}, "state": {"enum": ["on", "off"]}}}),
+        }],
+        max_tokens: Some(64),
+        temperature: Some(0.2),
+    }
+}
+
+#[test]
+fn openai_compatible_chat_with_tool_calls() {
+    let server = Server::start(|_, _| {
+        let body = json!({
+            "model": "smol-135m",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant",
+                "content": "I'll switch the kitchen lights on.",
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "lights_set", "arguments": "{\"room\":\"kitchen\",\"state\":\"on\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "lights_set", "arguments": "{room: kitchen"}}
+                ]}}],
+            "usage": {"prompt_tokens": 42, "completion_tokens": 9}
+        });
+        (200, body.to_string(), NO_DELAY)
+    });
+    let provider = Provider::new(
+        ProviderKind::OpenAi,
+        &format!("{}/", server.url),
+        "smol-135m",
+        Some("sk-test-key-abcdef012345".into()),
+        2_000,
+    );
+    let r = provider.chat(&request()).unwrap();
+    assert_eq!(
+        r.text, "I'll switch the kitchen lights on.",
+        "the turn narrative is kept"
+    );
+    assert_eq!(r.tool_calls.len(), 2);
+    assert_eq!(
+        r.tool_calls[0].arguments,
+        json!({"room": "kitchen", "state": "on"})
+    );
+    assert_eq!(
+        r.tool_calls[1].arguments,
+        json!("{room: kitchen"),
+        "bad arguments are kept for the validators"
+    );
+    assert_eq!(r.tool_calls[0].id.as_deref(), Some("call_1"));
+    assert_eq!(r.usage.unwrap()["prompt_tokens"], 42);
+    assert!(!r.truncated);
+
+    let seen = &server.seen()[0];
+    assert_eq!(
+        (seen.method.as_str(), seen.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(
+        seen.header("Authorization"),
+        Some("Bearer sk-test-key-abcdef012345")
+    );
+    assert_eq!(seen.body["model"], "smol-135m");
+    assert_eq!(seen.body["stream"], false);
+    assert_eq!(seen.body["max_tokens"], 64);
+    assert_eq!(
+        seen.body["messages"][1],
+        json!({"role": "user", "content": "turn on the kitchen lights"})
+    );
+    assert_eq!(seen.body["tools"][0]["type"], "function");
+    assert_eq!(
+        seen.body["tools"][0]["function"]["parameters"]["required"],
+        json!(["room", "state"])
+    );
+    // The key goes to its provider and nowhere else.
+    assert!(
+        !crate::safety::global()
+            .scrub("key sk-test-key-abcdef012345")
+            .contains("sk-test-key-abcdef012345")
+    );
+}
+
+#[test]
+fn ollama_chat_with_tool_calls() {
+    let server = Server::start(|_, _| {
+        let body = json!({
+            "model": "qwen2.5:0.5b", "done": true, "done_reason": "length",
+            "message": {"role": "assistant", "content": "",
+                        "tool_calls": [{"function": {"name": "lights_set", "arguments": {"room": "hall", "state": "off"}}}]},
+            "prompt_eval_count": 30, "eval_count": 12
+        });
+        (200, body.to_string(), NO_DELAY)
+    });
+    let provider = Provider::new(
+        ProviderKind::Ollama,
+        &server.url,
+        "qwen2.5:0.5b",
+        None,
+        2_000,
+    );
+    let r = provider.chat(&request()).unwrap();
+    assert_eq!(r.tool_calls[0].name, "lights_set");
+    assert_eq!(
+        r.tool_calls[0].arguments,
+        json!({"room": "hall", "state": "off"})
+    );
+    assert!(r.truncated, "done_reason length");
+    assert_eq!(
+        r.usage.unwrap(),
+        json!({"prompt_tokens": 30, "completion_tokens": 12})
+    );
+    let seen = &server.seen()[0];
+    assert_eq!(seen.path, "/api/chat");
+    assert_eq!(seen.header("Authorization"), None);
+    assert_eq!(
+        seen.body["options"],
+        json!({"num_predict": 64, "temperature": 0.2f32})
+    );
+    assert_eq!(seen.body["tools"][0]["function"]["name"], "lights_set");
+}
+
+#[test]
+fn faults_are_classified_for_the_retry_policy() {
+    let server = Server::start(|n, _| match n {
+        1 => (200, "{}".into(), Duration::from_millis(800)),
+        2 => (500, "overloaded".into(), NO_DELAY),
+        3 => (429, "slow down".into(), NO_DELAY),
+        4 => (400, "bad request".into(), NO_DELAY),
+        5 => (200, "this is not json".into(), NO_DELAY),
+        _ => (200, json!({"choices": []}).to_string(), NO_DELAY),
+    });
+    let provider = Provider::new(ProviderKind::OpenAi, &server.url, "m", None, 300);
+    let outcomes: Vec<LlmError> = (0..6)
+        .map(|_| provider.chat(&request()).unwrap_err())
+        .collect();
+    assert!(
+        matches!(outcomes[0], LlmError::Timeout { .. }),
+        "{}",
+        outcomes[0]
+    );
+    assert!(matches!(outcomes[1], LlmError::Http { status: 500, .. }));
+    assert!(matches!(outcomes[2], LlmError::Http { status: 429, .. }));
+    assert!(matches!(outcomes[3], LlmError::Http { status: 400, .. }));
+    assert!(matches!(outcomes[4], LlmError::Malformed { .. }));
+    assert!(matches!(outcomes[5], LlmError::Malformed { .. }));
+    let transient: Vec<bool> = outcomes.iter().map(LlmError::transient).collect();
+    assert_eq!(transient, [true, true, true, false, false, false]);
+    assert!(outcomes[0].to_string().contains("300 ms"));
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nobody = Provider::new(
+        ProviderKind::Ollama,
+        &format!("http://127.0.0.1:{port}"),
+        "m",
+        None,
+        300,
+    );
+    let err = nobody.chat(&request()).unwrap_err();
+    assert!(
+        matches!(err, LlmError::Unreachable { .. }) && err.transient(),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("is the model server running"),
+        "{err}"
+    );
+}
+
+#[test]
+fn prompts_are_capped_keeping_head_tail_and_the_hash_of_the_whole() {
+    let short = cap_prompt("turn on the lights", 8_000);
+    assert_eq!(
+        (short.text.as_str(), short.truncated),
+        ("turn on the lights", false)
+    );
+    assert!(short.hash.starts_with("sha256:"));
+    let long: String = (0..5_000).map(|i| format!("{i:05} ")).collect();
+    let capped = cap_prompt(&long, 8_000);
+    assert!(capped.truncated);
+    assert!(
+        capped.text.chars().count() <= 8_000,
+        "{}",
+        capped.text.chars().count()
+    );
+    assert!(capped.text.starts_with("00000 00001"));
+    assert!(capped.text.ends_with("04999 "));
+    assert!(
+        capped.text.contains(&capped.hash),
+        "the marker names the whole prompt's hash"
+    );
+    assert_eq!(
+        capped.hash,
+        crate::trace::chain::sha256_tagged(long.as_bytes())
+    );
+    assert_eq!(
+        (capped.head.chars().count(), capped.tail.chars().count()),
+        (200, 200)
+    );
+    let multibyte = cap_prompt(&"é😀".repeat(10_000), 1_000);
+    assert!(multibyte.text.chars().count() <= 1_000);
+}
