@@ -240,26 +240,10 @@ impl Provider {
                 if !message.is_object() {
                     return Err(malformed("the choice has no message".into()));
                 }
-                let tool_calls = message["tool_calls"]
-                    .as_array()
-                    .map(|calls| {
-                        calls
-                            .iter()
-                            .map(|c| ModelToolCall {
-                                id: c["id"].as_str().map(str::to_owned),
-                                name: c["function"]["name"]
-                                    .as_str()
-                                    .unwrap_or_default()
-                                    .to_owned(),
-                                arguments: parse_arguments(&c["function"]["arguments"]),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
                 Ok(ChatResponse {
                     model: v["model"].as_str().unwrap_or(&self.model).to_owned(),
                     text: message["content"].as_str().unwrap_or_default().to_owned(),
-                    tool_calls,
+                    tool_calls: tool_calls(message),
                     usage: v.get("usage").cloned(),
                     truncated: choice["finish_reason"] == "length",
                     latency_ms,
@@ -270,22 +254,6 @@ impl Provider {
                 if !message.is_object() {
                     return Err(malformed("no message".into()));
                 }
-                let tool_calls = message["tool_calls"]
-                    .as_array()
-                    .map(|calls| {
-                        calls
-                            .iter()
-                            .map(|c| ModelToolCall {
-                                id: None,
-                                name: c["function"]["name"]
-                                    .as_str()
-                                    .unwrap_or_default()
-                                    .to_owned(),
-                                arguments: parse_arguments(&c["function"]["arguments"]),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
                 let usage = match (v.get("prompt_eval_count"), v.get("eval_count")) {
                     (Some(p), Some(c)) => Some(json!({"prompt_tokens": p, "completion_tokens": c})),
                     _ => None,
@@ -293,7 +261,7 @@ impl Provider {
                 Ok(ChatResponse {
                     model: v["model"].as_str().unwrap_or(&self.model).to_owned(),
                     text: message["content"].as_str().unwrap_or_default().to_owned(),
-                    tool_calls,
+                    tool_calls: tool_calls(message),
                     usage,
                     truncated: v["done_reason"] == "length",
                     latency_ms,
@@ -301,6 +269,27 @@ impl Provider {
             }
         }
     }
+}
+
+/// The tool calls of a message; both wire formats put them under
+/// `tool_calls[].function` (only OpenAI's carry an `id`).
+fn tool_calls(message: &Value) -> Vec<ModelToolCall> {
+    message["tool_calls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| ModelToolCall {
+                    id: c["id"].as_str().map(str::to_owned),
+                    name: c["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    arguments: parse_arguments(&c["function"]["arguments"]),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// OpenAI sends arguments as a JSON string, Ollama as an object.
