@@ -10,6 +10,15 @@ use serde_json::Value;
 
 pub(crate) const NO_DELAY: Duration = Duration::ZERO;
 
+/// A loopback port nobody listens on (bound, then released).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Seen {
     pub method: String,

@@ -21,10 +21,7 @@ fn serve_answers_with_its_token_and_stops_cleanly() {
     let sb = Sandbox::new();
     let served = sb.serve(&[]);
     let url = served.url.clone();
-    let token = std::fs::read_to_string(sb.data().join("api_token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let token = sb.api_token();
     assert!(token.len() >= 32);
     let denied = agent().get(&format!("{url}/api/health")).call().unwrap();
     assert_eq!(denied.status().as_u16(), 401);
@@ -89,10 +86,7 @@ fn the_log_has_a_line_per_request_and_no_secret() {
     let sb = Sandbox::new();
     let served = sb.serve(&[]);
     let url = served.url.clone();
-    let token = std::fs::read_to_string(sb.data().join("api_token"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let token = sb.api_token();
     let key = "ghp_Rk2mN8vQ4xT6zB1cD9fH3jL5pS7wY0aE2gU4";
     let missing = agent()
         .get(&format!("{url}/api/rounds/{key}"))

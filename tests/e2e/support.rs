@@ -60,6 +60,14 @@ impl Sandbox {
         self.path().join("data")
     }
 
+    /// The token `caal serve` wrote into the data dir.
+    pub fn api_token(&self) -> String {
+        std::fs::read_to_string(self.data().join("api_token"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
     pub fn db(&self) -> PathBuf {
         self.data().join("traces.db")
     }

@@ -162,11 +162,7 @@ fn faults_are_classified_for_the_retry_policy() {
     assert_eq!(transient, [true, true, true, false, false, false]);
     assert!(outcomes[0].to_string().contains("300 ms"));
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::testing::free_port();
     let nobody = Provider::new(
         ProviderKind::Ollama,
         &format!("http://127.0.0.1:{port}"),

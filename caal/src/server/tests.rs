@@ -166,6 +166,16 @@ fn every_call_needs_the_token_and_errors_have_one_shape() {
     assert_eq!(status, 404);
 }
 
+/// The round_seqs of a page of rounds, in order.
+fn round_seqs(page: &Value) -> Vec<i64> {
+    page["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["round_seq"].as_i64().unwrap())
+        .collect()
+}
+
 #[test]
 fn the_api_runs_rounds_and_shows_them() {
     let server = TestServer::start();
@@ -189,12 +199,7 @@ fn the_api_runs_rounds_and_shows_them() {
     assert_eq!(names, ["kitchen", "hall"]);
 
     let (_, page) = server.call("GET", "/api/conversations/kitchen/rounds?limit=2", None);
-    let seqs: Vec<i64> = page["rounds"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["round_seq"].as_i64().unwrap())
-        .collect();
+    let seqs = round_seqs(&page);
     assert_eq!(
         (seqs, page["has_more"].as_bool()),
         (vec![4, 5], Some(true)),
@@ -208,12 +213,7 @@ fn the_api_runs_rounds_and_shows_them() {
         ),
         None,
     );
-    let seqs: Vec<i64> = older["rounds"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["round_seq"].as_i64().unwrap())
-        .collect();
+    let seqs = round_seqs(&older);
     assert_eq!(
         (seqs, older["has_more"].as_bool()),
         (vec![1, 2, 3], Some(false))

@@ -120,11 +120,7 @@ fn webhook_timeouts_server_errors_and_refused_connections_fail_clearly() {
     assert_eq!(hook.seen().len(), 3, "no call was retried by itself");
 
     // Nobody listening.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::testing::free_port();
     let home = Home::with(
         wired(&format!("http://127.0.0.1:{port}"), "http://127.0.0.1:9"),
         token(None),
