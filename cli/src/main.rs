@@ -14,7 +14,9 @@ use anyhow::{Context, Result, bail};
 use caal::{
     config::{Config, ConfigSource},
     ids::ConversationId,
+    llm::Tiers,
     round::{Channel, Engine, EngineOptions, PendingView},
+    router::Router,
     state::{STATE_FILE, StateDb},
     trace::{DB_FILE, TraceReader},
 };
@@ -159,6 +161,22 @@ enum BenchCommand {
     },
     /// Route-decision time for the configured rules and for 200 generated
     /// rules, and a whole level-1 text round in-process.
+    /// The local model tier for real: start, time to first token, tokens/s,
+    /// memory; and what a round adds around a model call.
+    Llm {
+        /// Streamed answers timed.
+        #[arg(long, default_value_t = 8)]
+        runs: usize,
+        /// Whole rounds the real model answers.
+        #[arg(long, default_value_t = 8)]
+        rounds: usize,
+        /// Rounds against an instant server, in each of two states (words; tools offered).
+        #[arg(long, default_value_t = 300)]
+        instant_rounds: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     Router {
         /// Decisions timed per rule set.
         #[arg(long, default_value_t = 200_000)]
@@ -248,7 +266,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             if text.trim().is_empty() {
                 return Err(anyhow::Error::from(caal::round::RoundError::EmptyInput).into());
             }
-            let engine = open_engine(&cli.data_dir, load_config()?.0)?;
+            let engine = open_engine(&cli.data_dir, load_config()?.0, Start::Lazy)?;
             let result = engine
                 .text_round(&conversation, &text, Channel::Text)
                 .map_err(anyhow::Error::from)?;
@@ -263,7 +281,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Chat { conversation } => {
             let conversation = parse_conversation(&conversation.conversation)?;
-            let engine = open_engine(&cli.data_dir, load_config()?.0)?;
+            let engine = open_engine(&cli.data_dir, load_config()?.0, Start::Warm)?;
             chat(&engine, &conversation)?;
         }
         Command::Trace(command) => trace(&cli.data_dir, command)?,
@@ -273,8 +291,23 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let origin = file.map_or("built-in defaults".to_owned(), |f| {
                 format!("defaults + {}", f.display())
             });
+            let router = Router::compile(&config).map_err(anyhow::Error::from)?;
+            let guarded = Tiers::guard(&config.llm, &router, &|k| std::env::var(k).ok(), true)
+                .map_err(anyhow::Error::from)?;
+            for warning in &guarded.warnings {
+                eprintln!("caal: warning: {warning}");
+            }
+            let tiers = guarded.tiers.as_deref().map_or("none".to_owned(), |t| {
+                let names: Vec<String> = t
+                    .local
+                    .iter()
+                    .chain(t.remote.iter())
+                    .map(|tier| format!("{} ({})", tier.name, tier.model()))
+                    .collect();
+                names.join(", ")
+            });
             println!(
-                "config ok: {} rules, durability {:?} ({origin})",
+                "config ok: {} rules, durability {:?}, model tiers: {tiers} ({origin})",
                 config.rules.len(),
                 config.store.durability
             );
@@ -314,6 +347,28 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
         }
         Command::Scan { file, json } => scan(file.as_deref(), json)?,
+        Command::Bench(BenchCommand::Llm {
+            runs,
+            rounds,
+            instant_rounds,
+            json,
+        }) => {
+            let report = caal::llm::bench::run(
+                &load_config()?.0,
+                &cli.data_dir,
+                runs.max(1),
+                rounds.max(1),
+                instant_rounds.max(2),
+            )
+            .map_err(anyhow::Error::msg)?;
+            output::print_llm_bench(&report);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).map_err(anyhow::Error::from)?
+                );
+            }
+        }
         Command::Bench(BenchCommand::Router {
             decisions,
             rounds,
@@ -381,8 +436,43 @@ fn parse_conversation(id: &str) -> Result<ConversationId> {
     Ok(id.parse::<ConversationId>()?)
 }
 
-fn open_engine(data_dir: &Path, config: Config) -> Result<Engine> {
-    let engine = Engine::open(data_dir, config, EngineOptions::default())?;
+/// When the local model's server starts.
+#[derive(Clone, Copy, PartialEq)]
+enum Start {
+    /// At the first question that needs it (`caal say`: most rounds need none).
+    Lazy,
+    /// Now, in the background, so the first question does not wait for it;
+    /// a remote tier is probed too (a warning if it does not answer).
+    Warm,
+}
+
+fn open_engine(data_dir: &Path, config: Config, start: Start) -> Result<Engine> {
+    // The start-up guard: a route that needs a model when none can be had
+    // stops here, naming the config key to set.
+    let router = Router::compile(&config)?;
+    let guarded = Tiers::guard(
+        &config.llm,
+        &router,
+        &|k| std::env::var(k).ok(),
+        start == Start::Warm,
+    )?;
+    for warning in &guarded.warnings {
+        eprintln!("caal: warning: {warning}");
+    }
+    if start == Start::Warm
+        && let Some(tiers) = guarded.tiers.clone()
+    {
+        std::thread::spawn(move || {
+            if let Some(Err(e)) = tiers.local.as_ref().map(|t| t.warm_up()) {
+                eprintln!("caal: warning: {e}");
+            }
+        });
+    }
+    let options = EngineOptions {
+        llm: guarded.tiers,
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(data_dir, config, options)?;
     for (conversation, round_seq) in engine.store().recovered() {
         eprintln!(
             "caal: conversation {conversation} round {round_seq} was left open by a crash; recorded as round.failed (crash.recovered)"
@@ -650,7 +740,7 @@ fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
         );
     }
     caal::safety::logging::init(&std::env::var("CAAL_LOG").unwrap_or_else(|_| "info".into()));
-    let engine = open_engine(data_dir, config)?;
+    let engine = open_engine(data_dir, config, Start::Warm)?;
     let token = caal::server::auth::load_or_create(data_dir, explicit.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -156,6 +156,37 @@ pub fn print_trace_bench(r: &TraceBenchReport) {
     );
 }
 
+pub fn print_llm_bench(r: &caal::llm::bench::LlmBenchReport) {
+    println!("local model tier benchmark ({})", r.model);
+    let rss = r
+        .rss_mb
+        .map_or("unknown".to_owned(), |m| format!("{m:.0} MB"));
+    println!(
+        "  server start (model load): {:.0} ms; resident memory {rss}",
+        r.start_ms
+    );
+    println!(
+        "  streamed answers ({}): time to first token p50 {:.0} ms  p90 {:.0} ms;  {:.0} tokens/s p50",
+        r.runs, r.ttft_p50_ms, r.ttft_p90_ms, r.tokens_per_s_p50
+    );
+    println!(
+        "  rounds the model answers ({}): round p50 {:.0} ms, of which HTTP exchange p50 {:.0} ms",
+        r.rounds, r.round_p50_ms, r.exchange_p50_ms
+    );
+    println!(
+        "  CAAL around the model call, real model on the same cores: p50 {:.3} ms  p99 {:.3} ms",
+        r.overhead_p50_ms, r.overhead_p99_ms
+    );
+    println!(
+        "  CAAL around the call, instant server ({} rounds each): words p50 {:.3} ms  p99 {:.3} ms;  all commands offered as tools p50 {:.3} ms  p99 {:.3} ms",
+        r.instant_rounds,
+        r.instant_overhead_p50_ms,
+        r.instant_overhead_p99_ms,
+        r.tool_overhead_p50_ms,
+        r.tool_overhead_p99_ms
+    );
+}
+
 pub fn print_router_bench(r: &RouterBenchReport) {
     println!("router benchmark ({} decisions per rule set)", r.decisions);
     println!(

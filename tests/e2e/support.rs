@@ -9,9 +9,18 @@ use std::{
 use serde_json::Value;
 
 /// A temp working directory with its own data dir and no user config.
+///
+/// Its local model tier points at a port nobody listens on, so rounds that
+/// ask a model fail fast and ask the user to rephrase: most tests are about
+/// something else, and two cores cannot run a model per test. Tests of the
+/// model itself use `with_real_model`.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
+    real_model: bool,
 }
+
+/// A loopback URL where nothing answers (connections are refused).
+pub const NO_MODEL_URL: &str = "http://127.0.0.1:9";
 
 pub struct Run {
     pub code: i32,
@@ -49,6 +58,15 @@ impl Sandbox {
     pub fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
+            real_model: false,
+        }
+    }
+
+    /// The embedded local model, as installed by the setup script.
+    pub fn with_real_model() -> Self {
+        Self {
+            real_model: true,
+            ..Self::new()
         }
     }
 
@@ -80,6 +98,9 @@ impl Sandbox {
             if key.starts_with("CAAL_") {
                 cmd.env_remove(key);
             }
+        }
+        if !self.real_model {
+            cmd.env("CAAL_LLM_LOCAL_URL", NO_MODEL_URL);
         }
         cmd
     }
@@ -135,13 +156,23 @@ impl Sandbox {
         }
         let mut child = command.spawn().unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let url = first
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("caal serve said {first:?}"))
-            .trim_end_matches('/')
-            .to_owned();
+        // Warnings may come first; the line that says where it listens is the one.
+        let mut said = Vec::new();
+        let url = loop {
+            let line = lines
+                .next()
+                .unwrap_or_else(|| panic!("caal serve ended, having said {said:?}"))
+                .unwrap();
+            if line.contains("listening on") {
+                break line
+                    .split_whitespace()
+                    .find(|w| w.starts_with("http://"))
+                    .unwrap()
+                    .trim_end_matches('/')
+                    .to_owned();
+            }
+            said.push(line);
+        };
         // Keep reading stderr, so the server never blocks on it.
         let log = std::thread::spawn(move || lines.map_while(Result::ok).collect());
         Served {

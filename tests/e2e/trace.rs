@@ -46,10 +46,12 @@ fn say_runs_a_round_and_reports_its_ids() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["library_id"], "lab-7");
 
+    // No rule matches: a model is asked (none answers in this sandbox), so the
+    // person is asked to say it another way.
     let plain = sb.run(&["say", "sing", "me", "a", "song"]).ok();
     assert_eq!(
         plain.stdout.trim(),
-        "Sorry, I don't know how to do that yet."
+        "I'm not sure I understood that. Could you say it another way?"
     );
 }
 
@@ -393,7 +395,7 @@ fn bad_input_is_named_with_its_fix_and_exit_2_touching_nothing() {
     fs::create_dir_all(sb.path().join("config")).unwrap();
     fs::write(
         sb.path().join("config/caal.toml"),
-        "[router]\nfallback_reply = \"Pardon?\"\n",
+        "[llm]\nclarify_reply = \"Pardon?\"\n",
     )
     .unwrap();
     assert_eq!(sb.run(&["say", "blah"]).ok().stdout.trim(), "Pardon?");

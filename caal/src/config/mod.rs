@@ -25,6 +25,7 @@ pub struct Config {
     pub router: RouterConfig,
     pub authority: AuthorityConfig,
     pub safety: SafetyConfig,
+    pub llm: LlmConfig,
     #[serde(default)]
     pub states: BTreeMap<String, StateConfig>,
     #[serde(default)]
@@ -85,6 +86,53 @@ impl SafetyConfig {
 }
 
 /// Where input that no rule matches goes in a state.
+/// The model tiers, the retry policy around them, and what a prompt holds.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    pub system_prompt: String,
+    pub clarify_reply: String,
+    pub max_prompt_chars: usize,
+    pub max_tokens: u32,
+    pub local_retries: u32,
+    pub remote_retries: u32,
+    pub tool_retries: u32,
+    /// Commands an LLM proposes need at least this authority level.
+    pub tool_auth_floor: u8,
+    pub local: LocalTierConfig,
+    pub remote: Option<RemoteTierConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalTierConfig {
+    pub enabled: bool,
+    /// A GGUF file: a path, or a file name looked up in the models dir.
+    pub model: String,
+    /// An OpenAI-compatible server already running; empty: caal starts caal-llm.
+    #[serde(default)]
+    pub url: String,
+    /// The caal-llm binary; empty: beside the caal binary.
+    #[serde(default)]
+    pub server_bin: String,
+    pub threads: usize,
+    pub ctx: u32,
+    pub timeout_ms: u64,
+    pub start_timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteTierConfig {
+    pub kind: crate::llm::ProviderKind,
+    pub url: String,
+    pub model: String,
+    /// The environment variable holding the API key, if the service needs one.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    pub timeout_ms: u64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Unmatched {
@@ -112,6 +160,9 @@ pub struct StateConfig {
     pub escalation: Escalation,
     #[serde(default)]
     pub prefer_local: bool,
+    /// Whether a model asked in this state is offered the commands as tools.
+    #[serde(default = "yes")]
+    pub offer_tools: bool,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -157,6 +208,13 @@ pub struct CommandConfig {
     #[serde(default)]
     pub params: BTreeMap<String, ParamSpec>,
     pub undo: Option<UndoConfig>,
+    /// False for read-only commands: those are retried after transient failures.
+    #[serde(default = "yes")]
+    pub side_effects: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -360,6 +418,7 @@ impl Config {
                 problem,
             })?;
         }
+        config.llm.apply_env(env)?;
         config.check()?;
         Ok(config)
     }
@@ -389,6 +448,80 @@ impl Config {
             });
         }
         crate::router::Router::compile(self).map(|_| ())
+    }
+}
+
+impl LlmConfig {
+    /// `CAAL_LLM_*` overrides: the local model and server, and a remote tier
+    /// (`CAAL_LLM_REMOTE_URL` and `CAAL_LLM_REMOTE_MODEL` make one).
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(v) = env("CAAL_LLM_LOCAL_ENABLED") {
+            self.local.enabled = match v.as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => {
+                    return Err(ConfigError::Value {
+                        key: "CAAL_LLM_LOCAL_ENABLED".into(),
+                        problem: format!("{v:?} is not a switch; use true or false"),
+                    });
+                }
+            };
+        }
+        if let Some(v) = env("CAAL_LLM_LOCAL_MODEL") {
+            self.local.model = v;
+        }
+        if let Some(v) = env("CAAL_LLM_LOCAL_URL") {
+            self.local.url = v;
+        }
+        if let Some(v) = env("CAAL_LLM_SERVER_BIN") {
+            self.local.server_bin = v;
+        }
+        let url = env("CAAL_LLM_REMOTE_URL");
+        let model = env("CAAL_LLM_REMOTE_MODEL");
+        if url.is_some() || model.is_some() {
+            let base = self.remote.clone().unwrap_or(RemoteTierConfig {
+                kind: crate::llm::ProviderKind::OpenAi,
+                url: String::new(),
+                model: String::new(),
+                api_key_env: Some("CAAL_LLM_API_KEY".into()),
+                timeout_ms: 20_000,
+            });
+            self.remote = Some(RemoteTierConfig {
+                url: url.unwrap_or(base.url.clone()),
+                model: model.unwrap_or(base.model.clone()),
+                ..base
+            });
+        }
+        if let (Some(kind), Some(remote)) = (env("CAAL_LLM_REMOTE_KIND"), self.remote.as_mut()) {
+            remote.kind = match kind.as_str() {
+                "openai" => crate::llm::ProviderKind::OpenAi,
+                "ollama" => crate::llm::ProviderKind::Ollama,
+                _ => {
+                    return Err(ConfigError::Value {
+                        key: "CAAL_LLM_REMOTE_KIND".into(),
+                        problem: format!("{kind:?} is not a provider; use openai or ollama"),
+                    });
+                }
+            };
+        }
+        if let Some(remote) = &self.remote
+            && (remote.url.is_empty() || remote.model.is_empty())
+        {
+            return Err(ConfigError::Value {
+                key: "llm.remote".into(),
+                problem: "a remote tier needs both `url` and `model` (or CAAL_LLM_REMOTE_URL and CAAL_LLM_REMOTE_MODEL)".into(),
+            });
+        }
+        if !(1..=4).contains(&self.tool_auth_floor) {
+            return Err(ConfigError::Value {
+                key: "llm.tool_auth_floor".into(),
+                problem: format!(
+                    "{} is not an authority level; use 1 to 4",
+                    self.tool_auth_floor
+                ),
+            });
+        }
+        Ok(())
     }
 }
 

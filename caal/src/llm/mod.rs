@@ -83,6 +83,8 @@ pub enum LlmError {
     },
     #[error("{url} answered something that is not a chat response: {detail}")]
     Malformed { url: String, detail: String },
+    #[error("cannot start the local model's server {bin}: {detail}")]
+    Start { bin: String, detail: String },
 }
 
 impl LlmError {
@@ -91,7 +93,7 @@ impl LlmError {
         match self {
             LlmError::Timeout { .. } | LlmError::Unreachable { .. } => true,
             LlmError::Http { status, .. } => *status == 429 || *status >= 500,
-            LlmError::Malformed { .. } => false,
+            LlmError::Malformed { .. } | LlmError::Start { .. } => false,
         }
     }
 }
@@ -103,6 +105,22 @@ pub enum ProviderKind {
     OpenAi,
     /// `POST {url}/api/chat`
     Ollama,
+}
+
+/// An agent whose every phase (connect, send, wait for the answer, read it)
+/// is bounded by `timeout_ms`. Not a global timeout: with one, ureq
+/// resolves each new connection's host on a thread of its own.
+pub(crate) fn phased_agent(timeout_ms: u64) -> Agent {
+    let t = Some(Duration::from_millis(timeout_ms));
+    Agent::config_builder()
+        .timeout_connect(t)
+        .timeout_send_request(t)
+        .timeout_send_body(t)
+        .timeout_recv_response(t)
+        .timeout_recv_body(t)
+        .http_status_as_error(false)
+        .build()
+        .into()
 }
 
 /// One model behind one HTTP endpoint.
@@ -123,11 +141,7 @@ impl Provider {
         api_key: Option<String>,
         timeout_ms: u64,
     ) -> Self {
-        let agent = Agent::config_builder()
-            .timeout_global(Some(Duration::from_millis(timeout_ms)))
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let agent = phased_agent(timeout_ms);
         if let Some(key) = &api_key {
             // The key is sent to its provider, and scrubbed from everything else.
             crate::safety::global().seed("llm_api_key", key);
@@ -144,6 +158,33 @@ impl Provider {
 
     pub fn model(&self) -> &str {
         &self.model
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// A quick GET of the model listing (`/v1/models`, Ollama's `/api/tags`):
+    /// does anything answer there?
+    pub fn probe(&self) -> Result<(), String> {
+        let url = match self.kind {
+            ProviderKind::OpenAi => format!("{}/v1/models", self.base_url),
+            ProviderKind::Ollama => format!("{}/api/tags", self.base_url),
+        };
+        let agent: Agent = Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(2)))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut call = agent.get(&url);
+        if let Some(key) = &self.api_key {
+            call = call.header("Authorization", &format!("Bearer {key}"));
+        }
+        match call.call() {
+            Ok(r) if r.status().as_u16() < 500 => Ok(()),
+            Ok(r) => Err(format!("HTTP {}", r.status().as_u16())),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     fn url(&self) -> String {
@@ -345,6 +386,13 @@ pub fn cap_prompt(prompt: &str, max_chars: usize) -> CappedPrompt {
         truncated: true,
     }
 }
+
+pub mod bench;
+pub mod tiers;
+pub mod toolbox;
+pub mod validate;
+
+pub use tiers::{Tier, Tiers};
 
 #[cfg(test)]
 mod tests;

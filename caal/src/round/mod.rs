@@ -17,6 +17,7 @@ use crate::{
     },
     config::{Config, ConfigError},
     ids::{BucketId, CallId, ConversationId, LibraryId, LibraryIdError},
+    llm::{Tiers, toolbox::Toolbox, validate::Validator},
     router::{CommandSpec, Intent, RouteDecision, Router, normalize, render, render_with},
     safety::Sanitizer,
     state::{Clock, STATE_FILE, StateDb, SystemClock, rfc3339_ms},
@@ -104,6 +105,10 @@ pub struct RoundResult {
     pub audio_id: Option<String>,
     pub pending_confirmation: Option<PendingView>,
     pub commands: Vec<CommandRun>,
+    /// What asking a model came to, when the round asked one.
+    pub llm: Option<LlmSummary>,
+    /// Attempts that were tried again (model answers, read-only tool calls), and why.
+    pub retries: Vec<RetryNote>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -136,6 +141,9 @@ pub struct EngineOptions {
     pub library_id: Option<String>,
     pub env: EnvLookup,
     pub clock: Arc<dyn Clock>,
+    /// The model tiers (from `Tiers::guard`); none: routes that need a model
+    /// say their fallback.
+    pub llm: Option<Arc<Tiers>>,
 }
 
 impl Default for EngineOptions {
@@ -144,6 +152,7 @@ impl Default for EngineOptions {
             library_id: std::env::var("CAAL_LIBRARY_ID").ok(),
             env: Arc::new(|k| std::env::var(k).ok()),
             clock: Arc::new(SystemClock),
+            llm: None,
         }
     }
 }
@@ -158,6 +167,9 @@ pub struct Engine {
     sanitizer: Arc<Sanitizer>,
     config: Arc<Config>,
     clock: Arc<dyn Clock>,
+    llm: Option<Arc<Tiers>>,
+    toolbox: Arc<Toolbox>,
+    validators: Arc<Vec<Box<dyn Validator>>>,
 }
 
 /// What changes at the round boundary, once the round is durable.
@@ -175,6 +187,7 @@ struct Steps {
     failure: Option<(String, String)>,
     boundary: Boundary,
     commands: Vec<CommandRun>,
+    retries: Vec<RetryNote>,
 }
 
 impl Steps {
@@ -184,6 +197,7 @@ impl Steps {
             failure: None,
             boundary: Boundary::default(),
             commands: Vec::new(),
+            retries: Vec::new(),
         }
     }
 
@@ -232,9 +246,13 @@ impl Engine {
             }
         }
         let tools = Tools::new(state.clone(), &config.executors, options.env);
+        let toolbox = Toolbox::new(&router);
         Ok(Self {
             store,
             state,
+            toolbox: Arc::new(toolbox),
+            validators: Arc::new(crate::llm::validate::builtin()),
+            llm: options.llm,
             router: Arc::new(router),
             tools: Arc::new(tools),
             sanitizer: Arc::new(Sanitizer::new(config.safety.sanitizer())),
@@ -309,6 +327,8 @@ impl Engine {
             audio_id: None,
             pending_confirmation: None,
             commands: Vec::new(),
+            llm: None,
+            retries: Vec::new(),
         };
         let steps = match self.run_steps(
             &round,
@@ -328,6 +348,7 @@ impl Engine {
         // Replies quote tools and people; what reaches a screen or a speaker is scrubbed too.
         result.reply = crate::safety::global().scrub(&steps.reply).into_owned();
         result.commands = steps.commands;
+        result.retries.extend(steps.retries);
         if let Some(state) = &boundary.state_out {
             result.state_out = state.clone();
         }
@@ -433,7 +454,7 @@ impl Engine {
             ))?;
             return Ok(steps);
         }
-        let decision = self.router.route(&normalized, state_in);
+        let mut decision = self.router.route(&normalized, state_in);
         let policy = self.router.state(state_in);
         let candidates = match &decision.intent {
             Intent::Ambiguous { candidates } => json!(candidates),
@@ -459,6 +480,38 @@ impl Engine {
         result.command_id = decision.command_id.clone();
         result.auth_level = decision.auth_level.get();
 
+        if let Intent::Think { route, fallback } = &decision.intent {
+            decision.intent = match (&self.llm, fallback) {
+                (Some(_), _) => {
+                    let thought = self.think(round, &text, *route, state_in)?;
+                    result.llm = Some(thought.summary);
+                    result.retries = thought.retries;
+                    if let Intent::Chain(chain) = &thought.intent {
+                        // The model chose what to do: that decision is recorded too.
+                        round.append(EventDraft::new(
+                            EventType::RouteSelected,
+                            json!({
+                                "route_code": "intent.command",
+                                "source_rule": null,
+                                "decided_by": "llm",
+                                "topic": decision.topic,
+                                "auth_level": chain.chain_level,
+                                "macro": null,
+                                "command_id": chain.command_id(),
+                                "params": chain.commands.first().filter(|_| chain.commands.len() == 1).map(|c| json!(c.params)),
+                                "state": state_in,
+                            }),
+                        ))?;
+                        result.route_code = "intent.command".into();
+                        result.command_id = chain.command_id().map(str::to_owned);
+                        result.auth_level = chain.chain_level.get();
+                    }
+                    thought.intent
+                }
+                (None, Some(reply)) => Intent::Reply(reply.clone()),
+                (None, None) => Intent::Unsupported(*route),
+            };
+        }
         let utterance = match &decision.intent {
             Intent::Chain(chain) => Utterance::Chain(chain),
             Intent::Confirm => Utterance::Confirm,
@@ -631,6 +684,7 @@ impl Engine {
             Intent::Chain(_) | Intent::Confirm | Intent::Deny => {
                 unreachable!("the gate decides chains, confirmations and denials")
             }
+            Intent::Think { .. } => unreachable!("a model was asked (or not) before the gate"),
         })
     }
 
@@ -673,7 +727,8 @@ impl Engine {
             let Some(spec) = self.router.command(&command.command_id) else {
                 continue;
             };
-            let (call_id, outcome) = self.run_tool(round, command, spec, now)?;
+            let (call_id, outcome) =
+                self.run_tool(round, command, spec, now, &mut steps.retries)?;
             let ok = outcome.status == ToolStatus::Ok;
             round.append(
                 EventDraft::new(
@@ -745,46 +800,71 @@ impl Engine {
         Ok(steps)
     }
 
-    /// `tool.request`, the call, `tool.response`.
     /// A new call of `command`: `tool.request`, the call, `tool.response`.
+    /// A read-only command whose executor failed transiently is called again
+    /// (a new call id each time, up to `llm.tool_retries`, with backoff); a
+    /// command with side effects never is: the user asks again, and the
+    /// gate asks again for whatever needs a confirmation.
     fn run_tool(
         &self,
         round: &OpenRound,
         command: &Command,
         spec: &CommandSpec,
         now: i64,
+        retries: &mut Vec<RetryNote>,
     ) -> Result<(CallId, crate::tools::ToolOutcome), StoreError> {
         let header = round.header();
         let round_id = header.round_id.to_string();
-        let call = &ToolCall {
-            call_id: CallId::new(),
-            command,
-            spec,
-            conversation_id: header.conversation_id.as_str(),
-            round_id: &round_id,
-            now_ms: now,
+        let max_attempts = if spec.config.side_effects {
+            1
+        } else {
+            1 + self.config.llm.tool_retries
         };
-        let (tool_id, inputs) = self.tools.describe(call);
-        let call_id = call.call_id.to_string();
-        round.append(
-            EventDraft::new(
-                EventType::ToolRequest,
-                json!({"tool_id": tool_id, "call_id": call_id, "inputs": inputs}),
-            )
-            .with_call(call.call_id),
-        )?;
-        let outcome = self.tools.execute(call)?;
-        let ok = outcome.status == ToolStatus::Ok;
-        round.append(
-            EventDraft::new(
-                EventType::ToolResponse,
-                json!({"tool_id": tool_id, "call_id": call_id, "latency_ms": outcome.latency_ms, "result": outcome.result,
-                       "status": outcome.status, "transient": outcome.transient}),
-            )
-            .with_call(call.call_id)
-            .with_status(if ok { EventStatus::Ok } else { EventStatus::Failed }),
-        )?;
-        Ok((call.call_id, outcome))
+        let mut attempt = 1;
+        loop {
+            let call = &ToolCall {
+                call_id: CallId::new(),
+                command,
+                spec,
+                conversation_id: header.conversation_id.as_str(),
+                round_id: &round_id,
+                now_ms: now,
+            };
+            let (tool_id, inputs) = self.tools.describe(call);
+            let call_id = call.call_id.to_string();
+            round.append(
+                EventDraft::new(
+                    EventType::ToolRequest,
+                    json!({"tool_id": tool_id, "call_id": call_id, "inputs": inputs, "attempt": attempt,
+                           "side_effects": spec.config.side_effects}),
+                )
+                .with_call(call.call_id),
+            )?;
+            let outcome = self.tools.execute(call)?;
+            let ok = outcome.status == ToolStatus::Ok;
+            round.append(
+                EventDraft::new(
+                    EventType::ToolResponse,
+                    json!({"tool_id": tool_id, "call_id": call_id, "latency_ms": outcome.latency_ms, "result": outcome.result,
+                           "status": outcome.status, "transient": outcome.transient, "attempt": attempt}),
+                )
+                .with_call(call.call_id)
+                .with_status(if ok { EventStatus::Ok } else { EventStatus::Failed }),
+            )?;
+            if ok || !outcome.transient || attempt >= max_attempts {
+                return Ok((call.call_id, outcome));
+            }
+            retries.push(RetryNote {
+                stage: "tool".into(),
+                tier: None,
+                attempt,
+                reason: format!("{}: {}", command.command_id, outcome.message),
+            });
+            std::thread::sleep(std::time::Duration::from_millis(
+                100 << (attempt - 1).min(4),
+            ));
+            attempt += 1;
+        }
     }
 
     /// Reverses the conversation's last level-2 command, inside its window.
@@ -827,7 +907,8 @@ impl Engine {
         let Some(spec) = self.router.command(&command.command_id) else {
             return Ok(Steps::reply("There's nothing to undo."));
         };
-        let (call_id, outcome) = self.run_tool(round, &command, spec, now)?;
+        let mut retries = Vec::new();
+        let (call_id, outcome) = self.run_tool(round, &command, spec, now, &mut retries)?;
         let ok = outcome.status == ToolStatus::Ok;
         round.append(
             EventDraft::new(
@@ -858,9 +939,16 @@ impl Engine {
             )
         };
         steps.commands.push(run);
+        steps.retries = retries;
         Ok(steps)
     }
 }
 
+mod think;
+
+pub use think::{LlmSummary, RetryNote};
+
+#[cfg(test)]
+mod llm_tests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -25,9 +25,14 @@ impl Home {
     }
 
     pub fn with(config: Config, env: crate::tools::EnvLookup) -> Self {
+        Self::with_llm(config, env, None)
+    }
+
+    /// With model tiers (tests point them at local servers speaking the wire formats).
+    pub fn with_llm(config: Config, env: crate::tools::EnvLookup, llm: Option<Arc<Tiers>>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(START_MS));
-        let engine = Self::open(dir.path(), config, env, clock.clone());
+        let engine = Self::open(dir.path(), config, env, clock.clone(), llm);
         Self { dir, clock, engine }
     }
 
@@ -36,6 +41,7 @@ impl Home {
         config: Config,
         env: crate::tools::EnvLookup,
         clock: Arc<ManualClock>,
+        llm: Option<Arc<Tiers>>,
     ) -> Engine {
         Engine::open(
             path,
@@ -44,6 +50,7 @@ impl Home {
                 library_id: Some("test".into()),
                 env,
                 clock,
+                llm,
             },
         )
         .unwrap()
@@ -53,8 +60,9 @@ impl Home {
     pub fn restart(self) -> Self {
         let Home { dir, clock, engine } = self;
         let config = engine.config().clone();
+        let llm = engine.llm.clone();
         drop(engine);
-        let engine = Self::open(dir.path(), config, Arc::new(|_| None), clock.clone());
+        let engine = Self::open(dir.path(), config, Arc::new(|_| None), clock.clone(), llm);
         Home { dir, clock, engine }
     }
 
@@ -365,10 +373,17 @@ fn the_state_changes_only_at_the_round_boundary() {
             .unwrap(),
         "research"
     );
+    home.say("other", "switch to action mode");
     assert_eq!(
         home.say("other", "tell me about rome").route_code,
         "intent.unmatched",
         "state is per conversation"
+    );
+    assert_eq!(
+        home.engine
+            .conversation_state(&"c".parse().unwrap())
+            .unwrap(),
+        "research"
     );
 }
 

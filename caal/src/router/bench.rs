@@ -117,6 +117,7 @@ pub fn run(
         library_id: Some("bench".into()),
         env: Arc::new(|_| None),
         clock: Arc::new(SystemClock),
+        llm: None,
     };
     let timed = (|| -> Result<Vec<f64>, OpenError> {
         let engine = Engine::open(&dir, round_config, options)?;

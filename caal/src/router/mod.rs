@@ -79,6 +79,12 @@ pub enum Intent {
     Ambiguous {
         candidates: Vec<String>,
     },
+    /// A question for a language model: llm and research routes, and chat
+    /// without a fixed reply. `fallback` is said when no model can be had.
+    Think {
+        route: RouteType,
+        fallback: Option<String>,
+    },
     /// A route type whose capability this build does not have yet.
     Unsupported(RouteType),
 }
@@ -232,6 +238,34 @@ impl Router {
         self.commands.get(id)
     }
 
+    pub fn commands(&self) -> impl Iterator<Item = &CommandSpec> {
+        self.commands.values()
+    }
+
+    /// The names a `state` parameter accepts.
+    pub fn state_names(&self) -> &BTreeSet<String> {
+        &self.state_names
+    }
+
+    /// Whether any rule or state sends input to a language model, and the
+    /// first that does (for the start-up guard's message).
+    pub fn needs_llm(&self) -> Option<String> {
+        if let Some(rule) = self.rules.iter().find(|r| {
+            matches!(r.config.route, RouteType::Llm | RouteType::Research)
+                || (r.config.route == RouteType::Chat && r.config.reply.is_none())
+        }) {
+            return Some(format!(
+                "rule {:?} (route {})",
+                rule.config.name,
+                rule.config.route.as_str()
+            ));
+        }
+        self.states
+            .iter()
+            .find(|(_, s)| s.unmatched == Unmatched::Chat)
+            .map(|(name, _)| format!("state {name:?} (unmatched = \"chat\")"))
+    }
+
     pub fn state(&self, name: &str) -> Option<&StateConfig> {
         self.states.get(name)
     }
@@ -283,14 +317,24 @@ impl Router {
             RouteType::Deny => RouteDecision::simple(&route_code, source, Intent::Deny),
             RouteType::Undo => RouteDecision::simple(&route_code, source, Intent::Undo),
             RouteType::Chat => {
-                let reply = rule
-                    .config
-                    .reply
-                    .clone()
-                    .unwrap_or_else(|| self.chat_reply.clone());
-                RouteDecision::simple(&route_code, source, Intent::Reply(reply))
+                let intent = match &rule.config.reply {
+                    Some(reply) => Intent::Reply(reply.clone()),
+                    None => Intent::Think {
+                        route: RouteType::Chat,
+                        fallback: Some(self.chat_reply.clone()),
+                    },
+                };
+                RouteDecision::simple(&route_code, source, intent)
             }
-            RouteType::Memory | RouteType::Llm | RouteType::Research => {
+            RouteType::Llm | RouteType::Research => RouteDecision::simple(
+                &route_code,
+                source,
+                Intent::Think {
+                    route: rule.config.route,
+                    fallback: None,
+                },
+            ),
+            RouteType::Memory => {
                 RouteDecision::simple(&route_code, source, Intent::Unsupported(rule.config.route))
             }
             RouteType::Command | RouteType::State => {
@@ -303,9 +347,14 @@ impl Router {
 
     fn unmatched(&self, state: &str) -> RouteDecision {
         match self.state(state).map(|s| s.unmatched) {
-            Some(Unmatched::Chat) => {
-                RouteDecision::simple("intent.chat", None, Intent::Reply(self.chat_reply.clone()))
-            }
+            Some(Unmatched::Chat) => RouteDecision::simple(
+                "intent.chat",
+                None,
+                Intent::Think {
+                    route: RouteType::Chat,
+                    fallback: Some(self.chat_reply.clone()),
+                },
+            ),
             _ => RouteDecision::simple(
                 "intent.unmatched",
                 None,

@@ -135,15 +135,31 @@ fn macros_are_chains_gated_at_their_highest_level() {
 #[test]
 fn unmatched_input_follows_the_state() {
     let r = router();
-    let d = r.route("tell me a story", "default");
+    // The action state keeps to commands; the others ask a model.
+    let d = r.route("tell me a story", "action");
     assert_eq!(d.route_code, "intent.unmatched");
+    assert!(matches!(d.intent, Intent::Reply(_)));
     let d = r.route("tell me a story", "conversation");
     assert_eq!(d.route_code, "intent.chat");
-    assert!(matches!(d.intent, Intent::Reply(_)));
+    assert!(matches!(
+        d.intent,
+        Intent::Think {
+            route: RouteType::Chat,
+            fallback: Some(_)
+        }
+    ));
     assert_eq!(
         r.route("look up the weather", "default").intent,
-        Intent::Unsupported(RouteType::Research)
+        Intent::Think {
+            route: RouteType::Research,
+            fallback: None
+        }
     );
+    // A chat rule with a fixed reply needs no model.
+    assert!(matches!(
+        r.route("hello", "default").intent,
+        Intent::Reply(_)
+    ));
 }
 
 #[test]

@@ -591,13 +591,14 @@ fn looks_like_an_id(s: &str) -> bool {
     {
         return true;
     }
-    // Paths and dashed identifiers made of plain words: no segment is random.
+    // Paths and dashed identifiers made of plain words: no segment is random
+    // (a short mixed segment is a name part, as in SmolLM2-135M-Instruct.Q4_1).
     let mut segments = 0;
     for seg in b
-        .split(|c| matches!(c, b'/' | b'-' | b'_' | b'.'))
+        .split(|c| matches!(c, b'/' | b'-' | b'_' | b'.' | b'='))
         .filter(|s| !s.is_empty())
     {
-        if seg.len() > 12 || classes(seg) > 2 {
+        if seg.len() > 12 || (classes(seg) > 2 && seg.len() > 8) {
             return false;
         }
         segments += 1;
@@ -672,6 +673,17 @@ mod tests {
             "secret_ref:github_token:0a1b2c3d4e5f",
         ] {
             assert!(kinds(clean).is_empty(), "{clean}: {:?}", kinds(clean));
+        }
+    }
+
+    #[test]
+    fn model_and_file_names_are_not_secrets() {
+        for name in [
+            "model=SmolLM2-135M-Instruct.Q4_1",
+            "/root/.local/share/caal/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+            "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+        ] {
+            assert_eq!(kinds(name), Vec::<&str>::new(), "{name}");
         }
     }
 

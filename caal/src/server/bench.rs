@@ -67,6 +67,7 @@ fn run_in(
         library_id: Some("bench".into()),
         env: Arc::new(|_| None),
         clock: Arc::new(SystemClock),
+        llm: None,
     };
     let engine = Engine::open(dir, config, options).map_err(|e| e.to_string())?;
     let state = AppState::new(engine.clone(), TOKEN.into());

@@ -200,6 +200,8 @@ enum WriteOp {
         started: Box<EventRecord>,
     },
     Append(Box<EventRecord>),
+    /// Events made together, sent as one message: one wake-up of the writer.
+    AppendMany(Vec<EventRecord>),
     Finish {
         event: Box<EventRecord>,
         done: Option<Reply>,
@@ -633,6 +635,29 @@ impl OpenRound {
         self.store.send(WriteOp::Append(Box::new(record)))
     }
 
+    /// Appends several events in order as one message to the writer: events
+    /// made together (an answer and its validators' verdicts) cost one
+    /// wake-up of the writer thread, not one each. All are checked first;
+    /// if one is refused, none is appended.
+    pub fn append_all(&self, drafts: Vec<EventDraft>) -> Result<(), StoreError> {
+        let mut prepared = Vec::with_capacity(drafts.len());
+        for draft in drafts {
+            if draft.event_type.is_terminal() || draft.event_type == EventType::RoundStarted {
+                return Err(StoreError::InvalidPayload {
+                    event_type: draft.event_type.as_str(),
+                    field: "(event_type)".into(),
+                    problem: "recorded by the round itself; use complete() or fail()".into(),
+                });
+            }
+            prepared.push(draft.prepare()?);
+        }
+        let records = {
+            let mut tail = lock(&self.tail);
+            prepared.into_iter().map(|e| tail.link(e)).collect()
+        };
+        self.store.send(WriteOp::AppendMany(records))
+    }
+
     /// Ends the round with `round.completed` and waits until it is durable.
     pub fn complete(self, state_out: &str) -> Result<(), StoreError> {
         self.complete_nowait(state_out)?.wait()
@@ -928,6 +953,11 @@ impl Writer {
                         .and_then(|()| self.insert_event(&started, false)),
                 ),
                 WriteOp::Append(event) => Some(self.insert_event(&event, false)),
+                WriteOp::AppendMany(events) => Some(
+                    events
+                        .iter()
+                        .try_for_each(|event| self.insert_event(event, false)),
+                ),
                 WriteOp::Finish { event, done } => {
                     replies.extend(done);
                     Some(self.insert_event(&event, true))

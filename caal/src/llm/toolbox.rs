@@ -1,0 +1,261 @@
+//! The commands offered to a model as tools: a JSON Schema per command from
+//! its typed parameters, and the way back from a model's tool call to a
+//! command the authority gate can judge.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::{
+    auth::Command,
+    config::ParamKind,
+    router::{CommandSpec, Router},
+};
+
+use super::{ModelToolCall, ToolSpec};
+
+struct Entry {
+    spec: ToolSpec,
+    command_id: String,
+    schema: jsonschema::Validator,
+}
+
+/// Every command, as a tool.
+pub struct Toolbox {
+    entries: Vec<Entry>,
+}
+
+/// Why a tool call cannot become a command.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallProblem {
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// Tool names allow `[a-zA-Z0-9_-]` only: `lights.set` is offered as `lights_set`.
+pub fn tool_name(command_id: &str) -> String {
+    command_id.replace('.', "_")
+}
+
+impl Toolbox {
+    pub fn new(router: &Router) -> Self {
+        let entries = router
+            .commands()
+            .map(|spec| {
+                let parameters = parameters_schema(spec, router);
+                let schema = jsonschema::validator_for(&parameters)
+                    .expect("schemas built from parameter specs compile");
+                Entry {
+                    spec: ToolSpec {
+                        name: tool_name(&spec.id),
+                        description: describe(spec),
+                        parameters,
+                    },
+                    command_id: spec.id.clone(),
+                    schema,
+                }
+            })
+            .collect();
+        Self { entries }
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.entries.iter().map(|e| e.spec.clone()).collect()
+    }
+
+    fn entry(&self, name: &str) -> Option<&Entry> {
+        // Models echo the dotted id as often as the offered name.
+        self.entries
+            .iter()
+            .find(|e| e.spec.name == name || e.command_id == name)
+    }
+
+    /// The command a tool call asks for, if its name is known and its
+    /// arguments pass the tool's schema and the parameter parser.
+    pub fn command(&self, router: &Router, call: &ModelToolCall) -> Result<Command, CallProblem> {
+        let Some(entry) = self.entry(&call.name) else {
+            return Err(CallProblem {
+                code: "validator.unknown_tool",
+                message: format!(
+                    "there is no tool {:?}; the tools are {}",
+                    call.name,
+                    self.entries
+                        .iter()
+                        .map(|e| e.spec.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        };
+        let args = match &call.arguments {
+            Value::Object(_) => &call.arguments,
+            Value::Null => &json!({}),
+            other => {
+                return Err(CallProblem {
+                    code: "validator.bad_arguments",
+                    message: format!(
+                        "the arguments of {} are not a JSON object: {}",
+                        entry.spec.name,
+                        crate::safety::global().scrub(&other.to_string())
+                    ),
+                });
+            }
+        };
+        let errors: Vec<String> = entry
+            .schema
+            .iter_errors(args)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if !errors.is_empty() {
+            return Err(CallProblem {
+                code: "validator.bad_arguments",
+                message: format!(
+                    "the arguments of {} do not fit its schema: {}",
+                    entry.spec.name,
+                    errors.join("; ")
+                ),
+            });
+        }
+        let raw: BTreeMap<String, String> = args
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), text)
+            })
+            .collect();
+        router
+            .resolve_command(&entry.command_id, raw, None, None)
+            .map_err(|p| CallProblem {
+                code: "validator.bad_arguments",
+                message: format!("{}: {}", entry.spec.name, p.message),
+            })
+    }
+}
+
+fn describe(spec: &CommandSpec) -> String {
+    // "turn {state} the {room} lights" -> "Turn <state> the <room> lights."
+    let summary = spec.config.summary.replace('{', "<").replace('}', ">");
+    let mut s = crate::auth::capitalise(&summary);
+    s.push('.');
+    s
+}
+
+/// A command's parameters as a JSON Schema object.
+fn parameters_schema(spec: &CommandSpec, router: &Router) -> Value {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for (name, p) in &spec.config.params {
+        let mut prop = match p.kind {
+            ParamKind::String => json!({"type": "string", "minLength": 1}),
+            ParamKind::Enum => json!({"type": "string", "enum": p.values}),
+            ParamKind::State => json!({"type": "string", "enum": router.state_names()}),
+            ParamKind::Duration => {
+                json!({"type": "string", "description": "a duration such as \"10 minutes\""})
+            }
+            ParamKind::Integer => json!({"type": "integer"}),
+            ParamKind::Number => json!({"type": "number"}),
+        };
+        if matches!(p.kind, ParamKind::Integer | ParamKind::Number) {
+            if let Some(min) = p.min {
+                prop["minimum"] = json!(min);
+            }
+            if let Some(max) = p.max {
+                prop["maximum"] = json!(max);
+            }
+        }
+        if let Some(unit) = &p.unit {
+            prop["description"] = json!(format!("in {unit}"));
+        }
+        if p.default.is_none() {
+            required.push(name.clone());
+        }
+        properties.insert(name.clone(), prop);
+    }
+    json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn call(name: &str, arguments: Value) -> ModelToolCall {
+        ModelToolCall {
+            id: None,
+            name: name.into(),
+            arguments,
+        }
+    }
+
+    #[test]
+    fn tool_calls_become_commands_only_when_name_and_arguments_fit() {
+        let router = Router::compile(&Config::defaults().unwrap()).unwrap();
+        let tools = Toolbox::new(&router);
+        let spec = tools
+            .specs()
+            .into_iter()
+            .find(|t| t.name == "lights_brightness")
+            .unwrap();
+        assert_eq!(spec.parameters["properties"]["level"]["maximum"], 100.0);
+        assert_eq!(spec.parameters["required"], json!(["level"]));
+
+        let ok = tools
+            .command(
+                &router,
+                &call("lights_brightness", json!({"room": "kitchen", "level": 40})),
+            )
+            .unwrap();
+        assert_eq!(ok.command_id, "lights.brightness");
+        assert_eq!(ok.params["level"].to_string(), "40");
+        // The dotted id is accepted too.
+        assert!(
+            tools
+                .command(&router, &call("lights.set", json!({"state": "on"})))
+                .is_ok()
+        );
+
+        let unknown = tools
+            .command(&router, &call("open_pod_bay_doors", json!({})))
+            .unwrap_err();
+        assert_eq!(unknown.code, "validator.unknown_tool");
+        assert!(
+            unknown.message.contains("lights_set"),
+            "{}",
+            unknown.message
+        );
+        let range = tools
+            .command(&router, &call("lights_brightness", json!({"level": 400})))
+            .unwrap_err();
+        assert_eq!(range.code, "validator.bad_arguments");
+        assert!(range.message.contains("/level"), "{}", range.message);
+        let missing = tools
+            .command(&router, &call("lights_set", json!({"room": "hall"})))
+            .unwrap_err();
+        assert!(missing.message.contains("state"), "{}", missing.message);
+        let not_object = tools
+            .command(&router, &call("lights_set", json!("on")))
+            .unwrap_err();
+        assert_eq!(not_object.code, "validator.bad_arguments");
+        // The parser's own checks run after the schema's: a duration that is not one.
+        let duration = tools
+            .command(&router, &call("timer_set", json!({"duration": "soonish"})))
+            .unwrap_err();
+        assert!(
+            duration.message.contains("timer_set"),
+            "{}",
+            duration.message
+        );
+    }
+}

@@ -1,0 +1,423 @@
+//! Validators: each looks at one model answer and returns a
+//! `ValidatorResult`; the round records every run as `validator.ran` and the
+//! retry policy acts on the worst status.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::router::Router;
+
+use super::{ChatResponse, toolbox::Toolbox};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    /// Try again with the same tier (a fresh attempt may do better).
+    Retry,
+    /// Wrong in a way this tier will repeat: go to the next tier.
+    Escalate,
+    Error,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ValidatorResult {
+    pub validator_id: String,
+    /// `validator.*`
+    pub code: String,
+    pub status: Status,
+    pub message: String,
+    pub details: Value,
+}
+
+impl ValidatorResult {
+    fn ok(id: &str, message: &str) -> Self {
+        Self::new(id, "validator.ok", Status::Ok, message)
+    }
+
+    fn new(id: &str, code: &str, status: Status, message: impl Into<String>) -> Self {
+        Self {
+            validator_id: id.into(),
+            code: code.into(),
+            status,
+            message: message.into(),
+            details: Value::Null,
+        }
+    }
+}
+
+/// What a validator sees: the question, the answer, and the tools on offer.
+pub struct Candidate<'a> {
+    pub question: &'a str,
+    pub response: &'a ChatResponse,
+    /// None when no tools were offered (a tool call is then unknown).
+    pub toolbox: Option<&'a Toolbox>,
+    pub router: &'a Router,
+}
+
+pub trait Validator: Send + Sync {
+    fn id(&self) -> &'static str;
+    fn check(&self, c: &Candidate<'_>) -> ValidatorResult;
+}
+
+/// The built-in validators, in the order they run.
+pub fn builtin() -> Vec<Box<dyn Validator>> {
+    vec![
+        Box::new(OutputShape),
+        Box::new(RefusalOrGarbage),
+        Box::new(ToolCalls),
+        Box::new(SecretRefLeak),
+        Box::new(OffTopic),
+    ]
+}
+
+/// Empty or cut-off answers.
+pub struct OutputShape;
+
+impl Validator for OutputShape {
+    fn id(&self) -> &'static str {
+        "output_shape"
+    }
+
+    fn check(&self, c: &Candidate<'_>) -> ValidatorResult {
+        let r = c.response;
+        if r.tool_calls.is_empty() && r.text.trim().is_empty() {
+            return ValidatorResult::new(
+                self.id(),
+                "validator.empty",
+                Status::Retry,
+                "the model answered nothing",
+            );
+        }
+        if r.truncated && r.tool_calls.is_empty() {
+            return ValidatorResult::new(
+                self.id(),
+                "validator.truncated",
+                Status::Retry,
+                "the answer stopped at the token limit",
+            );
+        }
+        ValidatorResult::ok(self.id(), "the answer has content and ended")
+    }
+}
+
+const REFUSALS: &[&str] = &[
+    "as an ai",
+    "as a language model",
+    "i'm sorry, but i can't",
+    "i am sorry, but i cannot",
+    "i cannot help with",
+    "i can't help with",
+    "i cannot assist",
+    "i can't assist",
+    "i'm unable to",
+    "i am unable to",
+    "i'm not able to",
+];
+
+/// Refusals (another tier may answer) and garbage (another attempt may do better).
+pub struct RefusalOrGarbage;
+
+impl Validator for RefusalOrGarbage {
+    fn id(&self) -> &'static str {
+        "refusal_garbage"
+    }
+
+    fn check(&self, c: &Candidate<'_>) -> ValidatorResult {
+        let text = c.response.text.trim();
+        if text.is_empty() || !c.response.tool_calls.is_empty() {
+            return ValidatorResult::ok(self.id(), "no answer text to judge");
+        }
+        let lower = text.to_lowercase();
+        if let Some(phrase) = REFUSALS.iter().find(|p| lower.contains(*p)) {
+            let mut r = ValidatorResult::new(
+                self.id(),
+                "validator.refusal",
+                Status::Escalate,
+                "the model refused or spoke about itself instead of answering",
+            );
+            r.details = json!({"phrase": phrase});
+            return r;
+        }
+        if let Some(why) = garbage(text) {
+            return ValidatorResult::new(self.id(), "validator.garbage", Status::Retry, why);
+        }
+        ValidatorResult::ok(self.id(), "reads as an answer")
+    }
+}
+
+/// Why a text is not language, if it is not.
+pub fn garbage(text: &str) -> Option<String> {
+    if text.contains('\u{FFFD}') || text.contains("<|") || text.contains("|>") {
+        return Some("the answer holds broken characters or template tokens".into());
+    }
+    let visible: Vec<char> = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let letters = visible.iter().filter(|c| c.is_alphabetic()).count();
+    if visible.len() >= 4 && letters * 2 < visible.len() {
+        return Some(format!(
+            "only {letters} of {} characters are letters",
+            visible.len()
+        ));
+    }
+    let mut run = 1;
+    for pair in visible.windows(2) {
+        run = if pair[0] == pair[1] { run + 1 } else { 1 };
+        if run >= 8 {
+            return Some(format!("{:?} repeated {run} times", pair[0]));
+        }
+    }
+    let words: Vec<String> = text
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .collect();
+    let mut same = 1;
+    for pair in words.windows(2) {
+        same = if pair[0] == pair[1] && !pair[0].is_empty() {
+            same + 1
+        } else {
+            1
+        };
+        if same >= 4 {
+            return Some(format!("the word {:?} repeats {same} times", pair[0]));
+        }
+    }
+    None
+}
+
+/// Tool calls name a tool on offer, with arguments that fit its schema and ranges.
+pub struct ToolCalls;
+
+impl Validator for ToolCalls {
+    fn id(&self) -> &'static str {
+        "tool_call"
+    }
+
+    fn check(&self, c: &Candidate<'_>) -> ValidatorResult {
+        if c.response.tool_calls.is_empty() {
+            return ValidatorResult::ok(self.id(), "no tool calls");
+        }
+        for call in &c.response.tool_calls {
+            let problem = match c.toolbox {
+                None => Some((
+                    "validator.unknown_tool",
+                    format!(
+                        "no tools were offered, yet the model called {:?}",
+                        call.name
+                    ),
+                )),
+                Some(tools) => tools
+                    .command(c.router, call)
+                    .err()
+                    .map(|p| (p.code, p.message)),
+            };
+            if let Some((code, message)) = problem {
+                let mut r = ValidatorResult::new(self.id(), code, Status::Retry, message);
+                r.details = json!({"tool": call.name});
+                return r;
+            }
+        }
+        ValidatorResult::ok(
+            self.id(),
+            &format!(
+                "{} tool call(s) name known tools with valid arguments",
+                c.response.tool_calls.len()
+            ),
+        )
+    }
+}
+
+/// secret_ref tokens are for tools; a person must never be read one.
+pub struct SecretRefLeak;
+
+impl Validator for SecretRefLeak {
+    fn id(&self) -> &'static str {
+        "secret_ref_leak"
+    }
+
+    fn check(&self, c: &Candidate<'_>) -> ValidatorResult {
+        let count = c.response.text.matches("secret_ref:").count();
+        if count > 0 {
+            let mut r = ValidatorResult::new(
+                self.id(),
+                "validator.secret_ref_leak",
+                Status::Retry,
+                "the answer would read a secret reference aloud",
+            );
+            r.details = json!({"count": count});
+            return r;
+        }
+        ValidatorResult::ok(self.id(), "no secret references in the answer")
+    }
+}
+
+const STOPWORDS: &[&str] = &[
+    "about", "after", "again", "also", "been", "being", "could", "does", "doing", "from", "have",
+    "here", "into", "just", "know", "like", "make", "many", "more", "most", "much", "please",
+    "should", "some", "tell", "than", "that", "their", "them", "then", "there", "these", "they",
+    "thing", "this", "those", "very", "want", "were", "what", "when", "where", "which", "while",
+    "who", "whom", "whose", "why", "will", "with", "would", "your", "yours", "caal",
+];
+
+fn content_words(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 4)
+        .map(|w| w.to_lowercase())
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        // A cheap stem: "lights" and "light", "cooking" and "cook" meet.
+        .map(|w| w.chars().take(5).collect())
+        .collect()
+}
+
+/// A long answer that shares no content word with a question that has
+/// several is probably about something else (warned, not retried: small
+/// talk legitimately drifts).
+pub struct OffTopic;
+
+impl Validator for OffTopic {
+    fn id(&self) -> &'static str {
+        "off_topic"
+    }
+
+    fn check(&self, c: &Candidate<'_>) -> ValidatorResult {
+        let r = c.response;
+        if !r.tool_calls.is_empty() {
+            return ValidatorResult::ok(self.id(), "a tool call, not an answer");
+        }
+        let asked = content_words(c.question);
+        let answered = content_words(&r.text);
+        let shared = asked.intersection(&answered).count();
+        let long_answer = r.text.split_whitespace().count() >= 8;
+        if asked.len() >= 2 && long_answer && shared == 0 {
+            let mut v = ValidatorResult::new(
+                self.id(),
+                "validator.off_topic",
+                Status::Warn,
+                "the answer shares no content word with the question",
+            );
+            v.details = json!({"question_words": asked, "shared": 0});
+            return v;
+        }
+        let mut v = ValidatorResult::ok(self.id(), "the answer is on the question's words");
+        v.details = json!({"shared": shared});
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{config::Config, llm::ModelToolCall};
+
+    fn response(text: &str) -> ChatResponse {
+        ChatResponse {
+            model: "m".into(),
+            text: text.into(),
+            tool_calls: vec![],
+            usage: None,
+            truncated: false,
+            latency_ms: 1.0,
+        }
+    }
+
+    fn run(question: &str, r: &ChatResponse, tools: Option<&Toolbox>) -> Vec<(String, Status)> {
+        let router = Router::compile(&Config::defaults().unwrap()).unwrap();
+        let c = Candidate {
+            question,
+            response: r,
+            toolbox: tools,
+            router: &router,
+        };
+        builtin()
+            .iter()
+            .map(|v| {
+                let r = v.check(&c);
+                assert!(r.code.starts_with("validator."));
+                assert_eq!(r.validator_id, v.id());
+                (r.code, r.status)
+            })
+            .filter(|(_, s)| *s != Status::Ok)
+            .collect()
+    }
+
+    #[test]
+    fn a_plain_answer_passes_every_validator() {
+        let r = response("Paris is the capital of France.");
+        assert_eq!(run("what is the capital of france", &r, None), vec![]);
+    }
+
+    #[test]
+    fn each_fault_is_named_with_the_status_the_policy_acts_on() {
+        let q = "what is the capital of france";
+        assert_eq!(
+            run(q, &response("  "), None),
+            vec![("validator.empty".into(), Status::Retry)]
+        );
+        let mut cut = response("Paris is the capital and");
+        cut.truncated = true;
+        assert_eq!(
+            run(q, &cut, None),
+            vec![("validator.truncated".into(), Status::Retry)]
+        );
+        assert_eq!(
+            run(q, &response("As an AI, I cannot browse."), None)[0],
+            ("validator.refusal".into(), Status::Escalate)
+        );
+        for junk in [
+            "!!!!!!!!!!!!",
+            "the the the the",
+            "{}[]:,:{}",
+            "ok <|im_end|>",
+        ] {
+            assert_eq!(
+                run(q, &response(junk), None)[0].0,
+                "validator.garbage",
+                "{junk}"
+            );
+        }
+        assert_eq!(
+            run(
+                q,
+                &response("Your key is secret_ref:aws_access_key:0123456789ab."),
+                None
+            ),
+            vec![("validator.secret_ref_leak".into(), Status::Retry)]
+        );
+        assert_eq!(
+            run(
+                "what is the capital of france",
+                &response("Bananas grow in tropical climates and are rich in potassium."),
+                None
+            ),
+            vec![("validator.off_topic".into(), Status::Warn)]
+        );
+    }
+
+    #[test]
+    fn tool_calls_are_checked_against_the_offer() {
+        let router = Router::compile(&Config::defaults().unwrap()).unwrap();
+        let tools = Toolbox::new(&router);
+        let mut r = response("");
+        r.tool_calls = vec![ModelToolCall {
+            id: None,
+            name: "lights_set".into(),
+            arguments: json!({"state": "purple"}),
+        }];
+        assert_eq!(
+            run("turn on the lights", &r, Some(&tools)),
+            vec![("validator.bad_arguments".into(), Status::Retry)]
+        );
+        // With no tools on offer any call is unknown.
+        assert_eq!(
+            run("turn on the lights", &r, None),
+            vec![("validator.unknown_tool".into(), Status::Retry)]
+        );
+        r.tool_calls[0].arguments = json!({"state": "on"});
+        assert_eq!(run("turn on the lights", &r, Some(&tools)), vec![]);
+    }
+}

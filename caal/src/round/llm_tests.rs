@@ -1,0 +1,419 @@
+//! Rounds that ask a model, against local HTTP servers speaking the real
+//! OpenAI and Ollama wire formats, with scripted faults: retries counted and
+//! bounded, escalation taken, a clarification after the last retry, and no
+//! side-effecting call repeated.
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::{Value, json};
+
+use super::tests::Home;
+use crate::{
+    config::Config,
+    llm::{Provider, ProviderKind, Tier, Tiers},
+    testing::{NO_DELAY, Server},
+};
+
+fn openai_answer(text: &str) -> String {
+    json!({"model": "smol", "choices": [{"index": 0, "finish_reason": "stop",
+           "message": {"role": "assistant", "content": text}}],
+           "usage": {"prompt_tokens": 30, "completion_tokens": 8}})
+    .to_string()
+}
+
+fn openai_tool(name: &str, arguments: Value) -> String {
+    json!({"model": "smol", "choices": [{"index": 0, "finish_reason": "tool_calls",
+           "message": {"role": "assistant", "content": "Doing that now.", "tool_calls": [
+               {"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}]}}]})
+    .to_string()
+}
+
+fn ollama_answer(text: &str) -> String {
+    json!({"model": "big", "message": {"role": "assistant", "content": text}, "done": true,
+           "done_reason": "stop", "prompt_eval_count": 30, "eval_count": 8})
+    .to_string()
+}
+
+fn tiers(local: Option<&Server>, remote: Option<&Server>) -> Arc<Tiers> {
+    Arc::new(Tiers {
+        local: local.map(|s| {
+            Tier::fixed(
+                "local",
+                Provider::new(ProviderKind::OpenAi, &s.url, "smol", None, 400),
+            )
+        }),
+        remote: remote.map(|s| {
+            Tier::fixed(
+                "remote",
+                Provider::new(ProviderKind::Ollama, &s.url, "big", None, 2_000),
+            )
+        }),
+    })
+}
+
+fn home(config: &str, local: Option<&Server>, remote: Option<&Server>) -> Home {
+    Home::with_llm(
+        Config::from_toml_over_defaults(config).unwrap(),
+        Arc::new(|_| None),
+        Some(tiers(local, remote)),
+    )
+}
+
+#[test]
+fn a_question_is_answered_by_the_local_tier_and_every_step_recorded() {
+    let local = Server::start(|_, _| {
+        (
+            200,
+            openai_answer("Paris is the capital of France."),
+            NO_DELAY,
+        )
+    });
+    let home = home("", Some(&local), None);
+    let key = "AKIAIOSFODNN7EXAMPLE";
+    let r = home.say(
+        "c",
+        &format!("what is the capital of france, my key is {key}"),
+    );
+    assert_eq!(r.reply, "Paris is the capital of France.");
+    assert_eq!(r.route_code, "intent.chat");
+    let llm = r.llm.clone().unwrap();
+    assert_eq!(
+        (
+            llm.tier.as_deref(),
+            llm.attempts,
+            llm.escalated,
+            llm.outcome.as_str()
+        ),
+        (Some("local"), 1, false, "answer")
+    );
+    assert!(r.retries.is_empty());
+
+    // The model got the system prompt, the scrubbed question and the commands as tools.
+    let seen = local.seen();
+    assert_eq!(
+        (seen.len(), seen[0].path.as_str()),
+        (1, "/v1/chat/completions")
+    );
+    let body = seen[0].body.to_string();
+    assert!(!body.contains(key), "a secret reached the model: {body}");
+    assert!(body.contains("secret_ref:aws_access_key_id:"), "{body}");
+    assert!(body.contains("You are CAAL"), "{body}");
+    let tools: Vec<&str> = seen[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"lights_set") && tools.contains(&"door_unlock"),
+        "{tools:?}"
+    );
+
+    let request = &home.of_type("c", "llm.request")[0];
+    assert!(
+        request["prompt_hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert!(
+        request["prompt_head"]
+            .as_str()
+            .unwrap()
+            .starts_with("system: You are CAAL")
+    );
+    assert_eq!(
+        (request["tier"].as_str(), request["attempt"].as_u64()),
+        (Some("local"), Some(1))
+    );
+    let response = &home.of_type("c", "llm.response")[0];
+    assert_eq!(response["text"], "Paris is the capital of France.");
+    assert_eq!(response["usage"]["completion_tokens"], 8);
+    let verdicts = home.of_type("c", "validator.ran");
+    let ids: Vec<&str> = verdicts
+        .iter()
+        .map(|v| v["validator_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "output_shape",
+            "refusal_garbage",
+            "tool_call",
+            "secret_ref_leak",
+            "off_topic"
+        ]
+    );
+    assert!(verdicts.iter().all(|v| v["status"] == "ok"), "{verdicts:?}");
+}
+
+#[test]
+fn faults_are_retried_a_bounded_number_of_times_then_escalated() {
+    // 500, malformed JSON, a timeout (the tier waits 400 ms): three local attempts.
+    let local = Server::start(|n, _| match n {
+        1 => (500, "upstream exploded".into(), NO_DELAY),
+        2 => (200, "{\"choices\": [".into(), NO_DELAY),
+        _ => (200, openai_answer("too late"), Duration::from_millis(1500)),
+    });
+    let remote = Server::start(|_, _| {
+        (
+            200,
+            ollama_answer("Paris is the capital of France."),
+            NO_DELAY,
+        )
+    });
+    let home = home("", Some(&local), Some(&remote));
+    let r = home.say("c", "what is the capital of france");
+    assert_eq!(r.reply, "Paris is the capital of France.");
+    let llm = r.llm.unwrap();
+    assert_eq!(
+        (
+            llm.tier.as_deref(),
+            llm.model.as_deref(),
+            llm.attempts,
+            llm.escalated
+        ),
+        (Some("remote"), Some("big"), 4, true)
+    );
+    assert_eq!(local.seen().len(), 3, "1 attempt + local_retries (2)");
+    assert_eq!(remote.seen().len(), 1);
+    assert_eq!(remote.seen()[0].path, "/api/chat");
+    let reasons: Vec<String> = r.retries.iter().map(|n| n.reason.clone()).collect();
+    assert_eq!(r.retries.len(), 3, "{reasons:?}");
+    assert!(reasons[0].contains("HTTP 500"), "{reasons:?}");
+    assert!(reasons[1].contains("not a chat response"), "{reasons:?}");
+    assert!(
+        reasons[2].contains("did not answer within 400 ms"),
+        "{reasons:?}"
+    );
+    let failed = home
+        .events("c")
+        .iter()
+        .filter(|e| e.event_type == "llm.response" && e.status == "failed")
+        .count();
+    assert_eq!(failed, 3);
+}
+
+#[test]
+fn with_no_remote_tier_the_user_is_asked_to_rephrase_after_the_last_retry() {
+    let local = Server::start(|_, _| (200, openai_answer("   "), NO_DELAY));
+    let home = home("[llm]\nlocal_retries = 1\n", Some(&local), None);
+    let r = home.say("c", "what is the capital of france");
+    assert_eq!(
+        r.reply,
+        "I'm not sure I understood that. Could you say it another way?"
+    );
+    let llm = r.llm.unwrap();
+    assert!(llm.clarified);
+    assert_eq!(llm.attempts, 2, "1 attempt + local_retries (1)");
+    assert_eq!(local.seen().len(), 2);
+    assert_eq!(r.retries.len(), 2);
+    assert!(r.retries[0].reason.contains("validator.empty"));
+    let verdicts = home.of_type("c", "validator.ran");
+    let last = verdicts.last().unwrap();
+    assert_eq!(
+        (last["code"].as_str(), last["status"].as_str()),
+        (Some("validator.exhausted"), Some("error"))
+    );
+    // The retry told the model what was wrong.
+    let second = local.seen()[1].body["messages"].to_string();
+    assert!(
+        second.contains("not usable") && second.contains("validator.empty"),
+        "{second}"
+    );
+    // Retries vary: the first attempt is greedy, the next is not.
+    assert_eq!(local.seen()[0].body["temperature"], 0.0);
+    assert!(local.seen()[1].body["temperature"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn wrong_tool_arguments_are_retried_and_the_command_runs_once() {
+    let local = Server::start(|n, _| match n {
+        1 => (
+            200,
+            openai_tool("lights_set", json!({"room": "kitchen", "state": "purple"})),
+            NO_DELAY,
+        ),
+        2 => (200, openai_tool("open_everything", json!({})), NO_DELAY),
+        _ => (
+            200,
+            openai_tool("lights_set", json!({"room": "kitchen", "state": "on"})),
+            NO_DELAY,
+        ),
+    });
+    let home = home("[llm]\ntool_auth_floor = 1\n", Some(&local), None);
+    let r = home.say("c", "could you make it bright in the kitchen");
+    assert_eq!(r.reply, "Okay, the kitchen lights are on.");
+    assert_eq!(
+        (r.route_code.as_str(), r.command_id.as_deref()),
+        ("intent.command", Some("lights.set"))
+    );
+    assert_eq!(local.seen().len(), 3);
+    assert_eq!(r.retries.len(), 2);
+    assert!(
+        r.retries[0].reason.contains("validator.bad_arguments"),
+        "{:?}",
+        r.retries
+    );
+    assert!(
+        r.retries[1].reason.contains("validator.unknown_tool"),
+        "{:?}",
+        r.retries
+    );
+    assert_eq!(home.executed("c", "lights.set"), 1);
+    // The model's decision is a route of its own, and its narrative is kept.
+    let routes = home.of_type("c", "route.selected");
+    assert_eq!(routes.len(), 2);
+    assert_eq!(
+        (
+            routes[1]["decided_by"].as_str(),
+            routes[1]["command_id"].as_str()
+        ),
+        (Some("llm"), Some("lights.set"))
+    );
+    let answers = home.of_type("c", "llm.response");
+    assert_eq!(answers[2]["narrative"], "Doing that now.");
+    assert_eq!(
+        answers[2]["tool_calls"][0]["arguments"],
+        json!({"room": "kitchen", "state": "on"})
+    );
+}
+
+#[test]
+fn a_command_a_model_picks_still_passes_the_authority_gate() {
+    let local = Server::start(|_, _| {
+        (
+            200,
+            openai_tool("door_unlock", json!({"door": "front"})),
+            NO_DELAY,
+        )
+    });
+    let home = home("", Some(&local), None);
+    let asked = home.say("c", "let my friend in");
+    assert_eq!(asked.reply, "Unlock the front door? Say yes to confirm.");
+    assert_eq!(home.executed("c", "door.unlock"), 0);
+    let done = home.say("c", "yes");
+    assert_eq!(done.reply, "The front door is unlocked.");
+    assert_eq!(home.executed("c", "door.unlock"), 1);
+    assert_eq!(
+        local.seen().len(),
+        1,
+        "the yes was routed by rules, not asked of the model"
+    );
+
+    // The default floor: even a level-1 command a model picks is confirmed first.
+    let local = Server::start(|_, _| {
+        (
+            200,
+            openai_tool("lights_set", json!({"state": "off"})),
+            NO_DELAY,
+        )
+    });
+    let home = super::llm_tests::home("", Some(&local), None);
+    let asked = home.say("c", "it's too bright");
+    assert_eq!(asked.auth_level, 3);
+    assert_eq!(asked.reply, "Turn off the all lights? Say yes to confirm.");
+    assert_eq!(home.executed("c", "lights.set"), 0);
+    // In the conversation state no tools are offered at all.
+    home.say("c", "no");
+    home.say("c", "switch to conversation mode");
+    home.say("c", "it's too bright");
+    assert!(local.seen().last().unwrap().body.get("tools").is_none());
+}
+
+#[test]
+fn a_refusal_escalates_at_once_and_research_goes_to_the_remote_tier_first() {
+    let local = Server::start(|_, _| {
+        (
+            200,
+            openai_answer("As an AI language model, I cannot know that."),
+            NO_DELAY,
+        )
+    });
+    let remote = Server::start(|_, _| {
+        (
+            200,
+            ollama_answer("The Eiffel Tower is 330 metres tall."),
+            NO_DELAY,
+        )
+    });
+    let home = home("", Some(&local), Some(&remote));
+    let r = home.say("c", "how tall is the eiffel tower");
+    assert_eq!(r.reply, "The Eiffel Tower is 330 metres tall.");
+    assert_eq!(
+        local.seen().len(),
+        1,
+        "a refusal is not retried on the same tier"
+    );
+    assert!(r.retries[0].reason.contains("validator.refusal"));
+
+    let r = home.say("c", "look up the height of the eiffel tower");
+    assert_eq!(r.route_code, "intent.research");
+    assert_eq!(
+        (
+            r.llm.unwrap().tier.as_deref(),
+            local.seen().len(),
+            remote.seen().len()
+        ),
+        (Some("remote"), 1, 2)
+    );
+    // Research is answered in words: no tools are offered.
+    assert!(remote.seen()[1].body.get("tools").is_none());
+}
+
+#[test]
+fn executor_faults_repeat_only_read_only_commands() {
+    // The webhook fails with 503 twice, then answers.
+    let hook = Server::start(|n, _| match n {
+        1 | 2 => (503, "busy".into(), NO_DELAY),
+        _ => (200, r#"{"ok":true,"items":[]}"#.into(), NO_DELAY),
+    });
+    let config = format!(
+        r#"
+        [executors.webhooks.n8n]
+        url = "{}/hook"
+        timeout_ms = 400
+        [commands."shopping.list"]
+        executor = "webhook:n8n"
+        [commands."lights.set"]
+        executor = "webhook:n8n"
+        "#,
+        hook.url
+    );
+    let home = Home::with(
+        Config::from_toml_over_defaults(&config).unwrap(),
+        Arc::new(|_| None),
+    );
+    let r = home.say("c", "what's on the shopping list");
+    assert_eq!(r.status, "ok", "{r:?}");
+    assert_eq!(hook.seen().len(), 3, "read-only: 1 call + tool_retries (2)");
+    assert_eq!(r.retries.len(), 2);
+    assert_eq!(r.retries[0].stage, "tool");
+    let calls: Vec<String> = home
+        .of_type("c", "tool.request")
+        .iter()
+        .map(|p| p["call_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(calls.len(), 3);
+    assert!(
+        calls[0] != calls[1] && calls[1] != calls[2],
+        "each attempt is its own call"
+    );
+
+    // A command with side effects is never repeated: it fails once and says so.
+    let hook = Server::start(|_, _| (503, "busy".into(), NO_DELAY));
+    let home = Home::with(
+        Config::from_toml_over_defaults(&config.replace(&hook_url_of(&config), &hook.url)).unwrap(),
+        Arc::new(|_| None),
+    );
+    let r = home.say("c", "turn on the kitchen lights");
+    assert_eq!(r.status, "failed");
+    assert_eq!(hook.seen().len(), 1);
+    assert!(r.retries.is_empty());
+}
+
+fn hook_url_of(config: &str) -> String {
+    let start = config.find("http://").unwrap();
+    let end = config[start..].find("/hook").unwrap();
+    config[start..start + end].to_owned()
+}

@@ -1,0 +1,277 @@
+//! Asking a model: the prompt (capped, hashed), the tiers in the order the
+//! conversation state wants, every attempt as `llm.request` / `llm.response`,
+//! every validator's verdict as `validator.ran`, bounded retries, escalation,
+//! and a clarification question when nothing usable came back. A tool call
+//! becomes a command chain for the authority gate; nothing runs here, so a
+//! retry never repeats a side effect.
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::{
+    auth::{AuthLevel, CommandChain},
+    config::{Escalation, RouteType},
+    llm::{
+        ChatMessage, ChatRequest, ChatResponse, LlmError, cap_prompt,
+        validate::{Candidate, Status},
+    },
+    router::Intent,
+    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
+};
+
+use super::Engine;
+
+/// One attempt that did not give the answer, and why.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RetryNote {
+    /// `llm` (a model attempt) or `tool` (an executor call).
+    pub stage: String,
+    pub tier: Option<String>,
+    pub attempt: u32,
+    pub reason: String,
+}
+
+/// What asking the model came to, for the round's result.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LlmSummary {
+    /// The tier whose answer was used (none if the user was asked to rephrase).
+    pub tier: Option<String>,
+    pub model: Option<String>,
+    pub attempts: u32,
+    pub escalated: bool,
+    /// No usable answer: the user was asked to say it another way.
+    pub clarified: bool,
+    /// `answer` or `tool_call` or `clarify`.
+    pub outcome: String,
+    /// Time spent in HTTP exchanges with models, all attempts together.
+    pub latency_ms: f64,
+}
+
+pub(super) struct Thought {
+    pub intent: Intent,
+    pub summary: LlmSummary,
+    pub retries: Vec<RetryNote>,
+}
+
+impl Engine {
+    pub(super) fn think(
+        &self,
+        round: &OpenRound,
+        question: &str,
+        route: RouteType,
+        state: &str,
+    ) -> Result<Thought, StoreError> {
+        let cfg = &self.config.llm;
+        let tiers = self.llm.as_ref().expect("think is called only with tiers");
+        let policy = self.router.state(state);
+        let escalation = match (route, policy) {
+            (RouteType::Research, _) => Escalation::Early,
+            (_, Some(p)) => p.escalation,
+            (_, None) => Escalation::Normal,
+        };
+        // Research is answered in words; other questions may pick a command
+        // where the state offers them.
+        let offer = route != RouteType::Research && policy.is_none_or(|p| p.offer_tools);
+        let toolbox = offer.then_some(&*self.toolbox);
+        let tools = toolbox.map(|t| t.specs()).unwrap_or_default();
+        let mut system = cfg.system_prompt.clone();
+        if let Some(p) = policy {
+            system.push_str(&format!(" Mode: {} ({}).", p.label, p.description));
+        }
+        let room = cfg.max_prompt_chars.saturating_sub(system.chars().count());
+        let capped_question = cap_prompt(question, room.max(400));
+        let base = vec![
+            ChatMessage::new("system", system),
+            ChatMessage::new("user", capped_question.text.clone()),
+        ];
+        let mut retries = Vec::new();
+        let mut feedback: Option<String> = None;
+        let mut attempts = 0;
+        let mut latency_ms = 0.0;
+        let plan = tiers.plan(escalation, cfg);
+        let first_tier = plan.first().map(|(t, _)| t.name);
+        for (tier, tier_attempts) in plan {
+            for attempt in 1..=tier_attempts {
+                attempts += 1;
+                let mut messages = base.clone();
+                if let Some(f) = &feedback {
+                    messages.push(ChatMessage::new("user", f.clone()));
+                }
+                let request = ChatRequest {
+                    messages,
+                    tools: tools.clone(),
+                    max_tokens: Some(cfg.max_tokens),
+                    // The first attempt is deterministic; retries vary.
+                    temperature: Some(if attempt == 1 { 0.0 } else { 0.7 }),
+                };
+                let whole: String = request
+                    .messages
+                    .iter()
+                    .map(|m| format!("{}: {}\n", m.role, m.content))
+                    .collect();
+                let capped = cap_prompt(&whole, cfg.max_prompt_chars);
+                round.append(EventDraft::new(
+                    EventType::LlmRequest,
+                    json!({"model": tier.model(), "prompt_hash": capped.hash, "prompt_head": capped.head,
+                           "prompt_tail": capped.tail, "prompt_truncated": capped_question.truncated,
+                           "tier": tier.name, "attempt": attempt,
+                           "tools": tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()}),
+                ))?;
+                let exchange = std::time::Instant::now();
+                let answer = tier.chat(&request);
+                latency_ms += exchange.elapsed().as_secs_f64() * 1e3;
+                let response = match answer {
+                    Ok(r) => scrubbed(r),
+                    Err(e) => {
+                        let transient = e.transient();
+                        round.append(
+                            EventDraft::new(
+                                EventType::LlmResponse,
+                                json!({"model": tier.model(), "latency_ms": 0.0, "text": "", "usage": null,
+                                       "truncated": false, "tier": tier.name, "attempt": attempt,
+                                       "error": e.to_string(), "transient": transient}),
+                            )
+                            .with_status(EventStatus::Failed),
+                        )?;
+                        retries.push(RetryNote {
+                            stage: "llm".into(),
+                            tier: Some(tier.name.into()),
+                            attempt,
+                            reason: e.to_string(),
+                        });
+                        if matches!(&e, LlmError::Http { status: 429, .. }) {
+                            // Rate limited: back off before the next attempt.
+                            std::thread::sleep(std::time::Duration::from_millis(
+                                200 * u64::from(attempt),
+                            ));
+                        }
+                        if !transient && !matches!(e, LlmError::Malformed { .. }) {
+                            break; // this tier will not do better: escalate
+                        }
+                        continue;
+                    }
+                };
+                // The answer and its verdicts go to the trace together.
+                let mut drafts = vec![EventDraft::new(
+                    EventType::LlmResponse,
+                    json!({"model": response.model, "latency_ms": response.latency_ms, "text": response.text,
+                           "usage": response.usage, "truncated": response.truncated, "tier": tier.name,
+                           "attempt": attempt, "tool_calls": response.tool_calls,
+                           "narrative": (!response.tool_calls.is_empty() && !response.text.trim().is_empty()).then_some(&response.text)}),
+                )];
+                let candidate = Candidate {
+                    question,
+                    response: &response,
+                    toolbox,
+                    router: &self.router,
+                };
+                let mut worst = Status::Ok;
+                let mut complaints = Vec::new();
+                for v in self.validators.iter() {
+                    let r = v.check(&candidate);
+                    let failed = r.status >= Status::Retry;
+                    drafts.push(
+                        EventDraft::new(
+                            EventType::ValidatorRan,
+                            json!({"validator_id": r.validator_id, "code": r.code, "status": r.status,
+                                   "message": r.message, "details": r.details, "tier": tier.name, "attempt": attempt}),
+                        )
+                        .with_status(if failed {
+                            EventStatus::Failed
+                        } else {
+                            EventStatus::Ok
+                        }),
+                    );
+                    if failed {
+                        complaints.push(format!("{} ({})", r.message, r.code));
+                    }
+                    worst = worst.max(r.status);
+                }
+                round.append_all(drafts)?;
+                if worst < Status::Retry {
+                    let outcome = if response.tool_calls.is_empty() {
+                        "answer"
+                    } else {
+                        "tool_call"
+                    };
+                    return Ok(Thought {
+                        intent: self.intent_of(&response),
+                        summary: LlmSummary {
+                            tier: Some(tier.name.into()),
+                            model: Some(response.model.clone()),
+                            attempts,
+                            escalated: Some(tier.name) != first_tier,
+                            clarified: false,
+                            outcome: outcome.into(),
+                            latency_ms,
+                        },
+                        retries,
+                    });
+                }
+                let reason = complaints.join("; ");
+                retries.push(RetryNote {
+                    stage: "llm".into(),
+                    tier: Some(tier.name.into()),
+                    attempt,
+                    reason: reason.clone(),
+                });
+                feedback = Some(format!(
+                    "Your previous reply was not usable: {reason}. Reply again, following the instructions."
+                ));
+                if worst == Status::Escalate {
+                    break;
+                }
+            }
+        }
+        round.append(
+            EventDraft::new(
+                EventType::ValidatorRan,
+                json!({"validator_id": "retry_policy", "code": "validator.exhausted", "status": "error",
+                       "message": format!("no usable answer after {attempts} attempt(s); asking the user to say it another way"),
+                       "details": {"attempts": attempts}}),
+            )
+            .with_status(EventStatus::Failed),
+        )?;
+        Ok(Thought {
+            intent: Intent::Reply(cfg.clarify_reply.clone()),
+            summary: LlmSummary {
+                tier: None,
+                model: None,
+                attempts,
+                escalated: false,
+                clarified: true,
+                outcome: "clarify".into(),
+                latency_ms,
+            },
+            retries,
+        })
+    }
+
+    /// An accepted answer: its words, or its tool calls as one chain.
+    fn intent_of(&self, response: &ChatResponse) -> Intent {
+        if response.tool_calls.is_empty() {
+            return Intent::Reply(response.text.trim().to_owned());
+        }
+        let floor = AuthLevel::new(self.config.llm.tool_auth_floor).unwrap_or(AuthLevel::RUN);
+        let commands = response
+            .tool_calls
+            .iter()
+            .filter_map(|call| self.toolbox.command(&self.router, call).ok())
+            .map(|mut c| {
+                c.auth_level = c.auth_level.max(floor);
+                c
+            })
+            .collect();
+        Intent::Chain(CommandChain::new(commands, None, None))
+    }
+}
+
+/// A model's output is scrubbed before anything stores or shows it.
+fn scrubbed(mut r: ChatResponse) -> ChatResponse {
+    let safety = crate::safety::global();
+    r.text = safety.scrub(&r.text).into_owned();
+    for call in &mut r.tool_calls {
+        safety.scrub_json(&mut call.arguments);
+    }
+    r
+}

@@ -1,0 +1,497 @@
+//! The OpenAI-compatible surface: request parsing, the tool prompt and its
+//! JSON Schema, the answer's shape (tool calls or text), streaming chunks.
+//! Kept apart from llama.cpp so that it is tested without a model.
+
+use std::{
+    io::Write,
+    sync::{Arc, mpsc},
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use serde_json::{Value, json};
+use tiny_http::{Header, Method, Request, Response, Server};
+
+use crate::Args;
+
+/// What the model is asked to do.
+pub struct Prompt {
+    /// The conversation rendered with the model's chat template.
+    pub text: String,
+    /// Output constrained to this JSON Schema (tool calls), if any.
+    pub schema: Option<Value>,
+    pub max_tokens: u32,
+    /// 0 or less: greedy (the same answer every time).
+    pub temperature: f32,
+}
+
+pub struct Generation {
+    pub text: String,
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    /// Stopped at `max_tokens` rather than at an end token.
+    pub hit_limit: bool,
+    pub prompt_ms: f64,
+    pub generation_ms: f64,
+}
+
+/// A loaded model.
+pub trait Model: Send + 'static {
+    fn name(&self) -> &str;
+    /// The messages (role, content) in the model's own chat template, ready for the assistant's turn.
+    fn render(&self, messages: &[(String, String)]) -> Result<String, String>;
+    /// Generates, handing each piece of text to `on_piece` as it is made.
+    fn generate(
+        &mut self,
+        prompt: &Prompt,
+        on_piece: &mut dyn FnMut(&str),
+    ) -> Result<Generation, String>;
+}
+
+/// A parsed `/v1/chat/completions` body.
+#[derive(Debug)]
+pub struct ChatBody {
+    pub messages: Vec<(String, String)>,
+    pub tools: Vec<Tool>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    pub stream: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// Parses a request body; the error names what is wrong.
+pub fn parse_body(body: &str) -> Result<ChatBody, String> {
+    let v: Value = serde_json::from_str(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let messages = v["messages"]
+        .as_array()
+        .filter(|m| !m.is_empty())
+        .ok_or("`messages` must be a non-empty array")?
+        .iter()
+        .map(|m| {
+            let role = m["role"].as_str().ok_or("each message needs a `role`")?;
+            // Tool results and assistant turns may have null content.
+            let content = m["content"].as_str().unwrap_or_default();
+            let role = if role == "tool" { "user" } else { role };
+            Ok((role.to_owned(), content.to_owned()))
+        })
+        .collect::<Result<Vec<_>, &str>>()?;
+    let tools = v["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| {
+                    let f = &t["function"];
+                    Ok(Tool {
+                        name: f["name"]
+                            .as_str()
+                            .filter(|n| !n.is_empty())
+                            .ok_or("each tool needs `function.name`")?
+                            .to_owned(),
+                        description: f["description"].as_str().unwrap_or_default().to_owned(),
+                        parameters: match &f["parameters"] {
+                            Value::Null => json!({"type": "object", "properties": {}}),
+                            p => p.clone(),
+                        },
+                    })
+                })
+                .collect::<Result<Vec<_>, &str>>()
+        })
+        .transpose()?
+        .unwrap_or_default();
+    let max_tokens = v["max_tokens"]
+        .as_u64()
+        .or(v["max_completion_tokens"].as_u64())
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    Ok(ChatBody {
+        messages,
+        tools,
+        max_tokens,
+        temperature: v["temperature"].as_f64().map(|t| t as f32),
+        stream: v["stream"].as_bool().unwrap_or(false),
+    })
+}
+
+/// The instruction that tells the model how to call a tool, one compact
+/// line per tool (`name(arg: type, ...): description`): small models have
+/// small contexts, and the grammar enforces the exact schema anyway.
+pub fn tool_instructions(tools: &[Tool]) -> String {
+    let mut s = String::from(
+        "You can call one of these tools. Reply with JSON only: {\"tool\": \"<name>\", \"arguments\": {...}} to call a tool, or {\"answer\": \"<text>\"} to answer in words.\nTools:\n",
+    );
+    for t in tools {
+        let required: Vec<&str> = t.parameters["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let args: Vec<String> = t.parameters["properties"]
+            .as_object()
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(name, p)| {
+                        let kind = match p["enum"].as_array() {
+                            Some(values) => values
+                                .iter()
+                                .map(|v| v.as_str().map_or(v.to_string(), str::to_owned))
+                                .collect::<Vec<_>>()
+                                .join("|"),
+                            None => p["type"].as_str().unwrap_or("any").to_owned(),
+                        };
+                        let optional = if required.contains(&name.as_str()) {
+                            ""
+                        } else {
+                            "?"
+                        };
+                        format!("{name}{optional}: {kind}")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "- {}({}): {}\n",
+            t.name,
+            args.join(", "),
+            t.description
+        ));
+    }
+    s
+}
+
+/// The JSON Schema of a reply when tools are offered: one tool call with
+/// arguments of that tool's schema, or an answer.
+pub fn tool_schema(tools: &[Tool]) -> Value {
+    let mut options: Vec<Value> = tools
+        .iter()
+        .map(|t| {
+            json!({"type": "object",
+                   "properties": {"tool": {"const": t.name}, "arguments": t.parameters},
+                   "required": ["tool", "arguments"], "additionalProperties": false})
+        })
+        .collect();
+    options.push(
+        json!({"type": "object", "properties": {"answer": {"type": "string"}},
+                        "required": ["answer"], "additionalProperties": false}),
+    );
+    json!({"oneOf": options})
+}
+
+/// The messages as the model sees them: the tool instructions joined to the
+/// system message (one system message, first).
+pub fn with_tools(messages: &[(String, String)], tools: &[Tool]) -> Vec<(String, String)> {
+    if tools.is_empty() {
+        return messages.to_vec();
+    }
+    let mut system = String::new();
+    let mut rest = Vec::new();
+    for (role, content) in messages {
+        if role == "system" {
+            system.push_str(content);
+            system.push('\n');
+        } else {
+            rest.push((role.clone(), content.clone()));
+        }
+    }
+    system.push_str(&tool_instructions(tools));
+    let mut out = vec![("system".to_owned(), system)];
+    out.extend(rest);
+    out
+}
+
+/// A tool reply turned into the OpenAI message: a tool call, or content.
+pub fn message_of(text: &str, tools: &[Tool]) -> (Value, &'static str) {
+    if !tools.is_empty()
+        && let Ok(v) = serde_json::from_str::<Value>(text.trim())
+    {
+        if let Some(name) = v["tool"].as_str() {
+            let arguments = v.get("arguments").cloned().unwrap_or_else(|| json!({}));
+            return (
+                json!({"role": "assistant", "content": null, "tool_calls": [{
+                    "id": format!("call_{}", now_nanos()),
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments.to_string()},
+                }]}),
+                "tool_calls",
+            );
+        }
+        if let Some(answer) = v["answer"].as_str() {
+            return (json!({"role": "assistant", "content": answer}), "stop");
+        }
+    }
+    (json!({"role": "assistant", "content": text}), "stop")
+}
+
+fn now_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+}
+
+fn completion(model: &str, message: Value, finish: &str, g: &Generation) -> Value {
+    json!({
+        "id": format!("chatcmpl-{}", now_nanos()),
+        "object": "chat.completion",
+        "created": now_nanos() / 1_000_000_000,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": g.prompt_tokens, "completion_tokens": g.completion_tokens,
+                  "total_tokens": g.prompt_tokens + g.completion_tokens},
+        "timings": timings(g),
+    })
+}
+
+fn timings(g: &Generation) -> Value {
+    let per_second = if g.generation_ms > 0.0 {
+        g.completion_tokens as f64 * 1000.0 / g.generation_ms
+    } else {
+        0.0
+    };
+    json!({"prompt_ms": g.prompt_ms, "predicted_ms": g.generation_ms, "predicted_per_second": per_second})
+}
+
+fn chunk(model: &str, delta: Value, finish: Option<&str>) -> Vec<u8> {
+    let v = json!({"object": "chat.completion.chunk", "model": model,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {v}\n\n").into_bytes()
+}
+
+fn json_response(status: u16, body: &Value) -> Response<std::io::Cursor<Vec<u8>>> {
+    Response::from_data(body.to_string().into_bytes())
+        .with_status_code(status)
+        .with_header(header("Content-Type", "application/json"))
+}
+
+fn header(name: &str, value: &str) -> Header {
+    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("static header")
+}
+
+fn error(status: u16, kind: &str, message: &str) -> Response<std::io::Cursor<Vec<u8>>> {
+    json_response(
+        status,
+        &json!({"error": {"message": message, "type": kind}}),
+    )
+}
+
+/// Listens, prints the ready line, and answers until killed. Health and
+/// model listings are answered at once; chats wait their turn for the model.
+pub fn serve(args: &Args, model: impl Model) -> anyhow::Result<()> {
+    let server = Arc::new(
+        Server::http((args.host.as_str(), args.port))
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}:{}: {e}", args.host, args.port))?,
+    );
+    let addr = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| anyhow::anyhow!("not an IP listener"))?;
+    let name = model.name().to_owned();
+    println!("caal-llm listening on http://{addr} model={name}");
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+
+    let (tx, rx) = mpsc::channel::<(Request, String)>();
+    let default_max = args.max_tokens;
+    let worker = std::thread::spawn(move || chat_loop(model, rx, default_max));
+    for mut request in server.incoming_requests() {
+        let path = request
+            .url()
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let response = match (request.method(), path.as_str()) {
+            (Method::Get, "/health") => json_response(200, &json!({"status": "ok", "model": name})),
+            (Method::Get, "/v1/models") => json_response(
+                200,
+                &json!({"object": "list", "data": [{"id": name, "object": "model", "owned_by": "caal"}]}),
+            ),
+            (Method::Post, "/v1/chat/completions") => {
+                let mut body = String::new();
+                if let Err(e) = request.as_reader().read_to_string(&mut body) {
+                    let _ = request.respond(error(400, "invalid_request_error", &e.to_string()));
+                    continue;
+                }
+                if tx.send((request, body)).is_err() {
+                    break;
+                }
+                continue;
+            }
+            _ => error(
+                404,
+                "not_found",
+                "unknown path; this server offers GET /health, GET /v1/models and POST /v1/chat/completions",
+            ),
+        };
+        let _ = request.respond(response);
+    }
+    drop(tx);
+    let _ = worker.join();
+    Ok(())
+}
+
+fn chat_loop(mut model: impl Model, rx: mpsc::Receiver<(Request, String)>, default_max: u32) {
+    for (request, body) in rx {
+        let parsed = match parse_body(&body) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = request.respond(error(400, "invalid_request_error", &e));
+                continue;
+            }
+        };
+        let messages = with_tools(&parsed.messages, &parsed.tools);
+        let text = match model.render(&messages) {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = request.respond(error(500, "server_error", &e));
+                continue;
+            }
+        };
+        let prompt = Prompt {
+            text,
+            schema: (!parsed.tools.is_empty()).then(|| tool_schema(&parsed.tools)),
+            max_tokens: parsed.max_tokens.unwrap_or(default_max).max(1),
+            temperature: parsed.temperature.unwrap_or(0.0),
+        };
+        let name = model.name().to_owned();
+        if parsed.stream {
+            stream(&mut model, request, &prompt, &parsed.tools, &name);
+            continue;
+        }
+        let response = match model.generate(&prompt, &mut |_| {}) {
+            Ok(g) => {
+                let (message, finish) = message_of(&g.text, &parsed.tools);
+                let finish = if g.hit_limit { "length" } else { finish };
+                json_response(200, &completion(&name, message, finish, &g))
+            }
+            Err(e) => error(400, "invalid_request_error", &e),
+        };
+        let _ = request.respond(response);
+    }
+}
+
+/// `stream: true`: text pieces as they come, each written and flushed at
+/// once (server-sent events, the connection closes at the end); a tool call
+/// as one chunk at the end.
+fn stream(model: &mut impl Model, request: Request, prompt: &Prompt, tools: &[Tool], name: &str) {
+    let mut out = request.into_writer();
+    let mut send =
+        |bytes: &[u8]| -> bool { out.write_all(bytes).and_then(|()| out.flush()).is_ok() };
+    let head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+    if !send(head) || !send(&chunk(name, json!({"role": "assistant"}), None)) {
+        return;
+    }
+    let text_only = tools.is_empty();
+    let mut open = true;
+    let result = model.generate(prompt, &mut |piece| {
+        if text_only && open {
+            open = send(&chunk(name, json!({"content": piece}), None));
+        }
+    });
+    match result {
+        Ok(g) => {
+            let (message, finish) = message_of(&g.text, tools);
+            if !text_only {
+                let mut delta = message.clone();
+                delta.as_object_mut().map(|m| m.remove("role"));
+                send(&chunk(name, delta, None));
+            }
+            let finish = if g.hit_limit { "length" } else { finish };
+            let last = json!({"object": "chat.completion.chunk", "model": name,
+                              "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+                              "usage": {"prompt_tokens": g.prompt_tokens, "completion_tokens": g.completion_tokens,
+                                        "total_tokens": g.prompt_tokens + g.completion_tokens},
+                              "timings": timings(&g)});
+            send(format!("data: {last}\n\n").as_bytes());
+        }
+        Err(e) => {
+            let v = json!({"error": {"message": e, "type": "server_error"}});
+            send(format!("data: {v}\n\n").as_bytes());
+        }
+    }
+    send(b"data: [DONE]\n\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools() -> Vec<Tool> {
+        vec![Tool {
+            name: "lights_set".into(),
+            description: "turn lights on or off".into(),
+            parameters: json!({"type": "object", "properties": {"state": {"enum": ["on", "off"]}}, "required": ["state"]}),
+        }]
+    }
+
+    #[test]
+    fn bodies_are_parsed_and_bad_ones_named() {
+        let b = parse_body(r#"{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}],"max_tokens":5,"stream":true,
+                              "tools":[{"type":"function","function":{"name":"t","parameters":{"type":"object"}}}]}"#).unwrap();
+        assert_eq!(b.messages.len(), 2);
+        assert_eq!(b.max_tokens, Some(5));
+        assert!(b.stream);
+        assert_eq!(b.tools[0].name, "t");
+        assert!(parse_body("{").unwrap_err().contains("not JSON"));
+        assert!(
+            parse_body(r#"{"messages":[]}"#)
+                .unwrap_err()
+                .contains("messages")
+        );
+        assert!(
+            parse_body(r#"{"messages":[{"content":"x"}]}"#)
+                .unwrap_err()
+                .contains("role")
+        );
+    }
+
+    #[test]
+    fn tool_replies_become_tool_calls_and_answers_become_content() {
+        let (m, finish) = message_of(
+            r#"{"tool":"lights_set","arguments":{"state":"on"}}"#,
+            &tools(),
+        );
+        assert_eq!(finish, "tool_calls");
+        assert_eq!(m["tool_calls"][0]["function"]["name"], "lights_set");
+        let args: Value = serde_json::from_str(
+            m["tool_calls"][0]["function"]["arguments"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(args, json!({"state": "on"}));
+        let (m, finish) = message_of(r#"{"answer":"Paris."}"#, &tools());
+        assert_eq!((m["content"].as_str(), finish), (Some("Paris."), "stop"));
+        // Without tools the text is the answer, JSON or not.
+        let (m, _) = message_of(r#"{"tool":"x"}"#, &[]);
+        assert_eq!(m["content"], r#"{"tool":"x"}"#);
+    }
+
+    #[test]
+    fn tools_join_the_one_system_message_and_the_schema_offers_each() {
+        let msgs = vec![
+            ("system".to_owned(), "Be brief.".to_owned()),
+            ("user".to_owned(), "lights on".to_owned()),
+        ];
+        let out = with_tools(&msgs, &tools());
+        assert_eq!(out.len(), 2);
+        assert!(out[0].1.starts_with("Be brief."));
+        assert!(
+            out[0]
+                .1
+                .contains("- lights_set(state: on|off): turn lights on or off"),
+            "{}",
+            out[0].1
+        );
+        let schema = tool_schema(&tools());
+        assert_eq!(schema["oneOf"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            schema["oneOf"][0]["properties"]["tool"]["const"],
+            "lights_set"
+        );
+    }
+}

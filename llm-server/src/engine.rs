@@ -1,0 +1,227 @@
+//! The model itself, through llama.cpp: one context, reused (its KV cache is
+//! cleared per request), greedy or temperature sampling, and a grammar
+//! sampler from `json_schema_to_grammar` when the reply must be JSON.
+
+use std::{num::NonZeroU32, time::Instant};
+
+use anyhow::Context as _;
+use llama_cpp_2::{
+    context::{LlamaContext, params::LlamaContextParams},
+    llama_backend::LlamaBackend,
+    llama_batch::LlamaBatch,
+    model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel, params::LlamaModelParams},
+    sampling::LlamaSampler,
+    token::LlamaToken,
+};
+
+use crate::{
+    Args,
+    api::{Generation, Model, Prompt},
+};
+
+pub struct Engine {
+    name: String,
+    template: LlamaChatTemplate,
+    n_ctx: usize,
+    n_batch: usize,
+    /// The tokens whose keys and values the context holds: a new prompt that
+    /// starts the same way (the system prompt and tools always do) only
+    /// decodes what differs.
+    cached: Vec<LlamaToken>,
+    // Declared before the model it borrows, so dropped first.
+    context: LlamaContext<'static>,
+    model: &'static LlamaModel,
+}
+
+// The context is only ever used from the one thread that owns the engine.
+unsafe impl Send for Engine {}
+
+impl Engine {
+    pub fn load(args: &Args) -> anyhow::Result<Self> {
+        if !args.model.is_file() {
+            anyhow::bail!(
+                "the model file {} does not exist; `bash .ci/setup` installs the default one",
+                args.model.display()
+            );
+        }
+        let mut backend = LlamaBackend::init().context("initialising llama.cpp")?;
+        backend.void_logs();
+        // The backend and the model live as long as the process.
+        let backend: &'static LlamaBackend = Box::leak(Box::new(backend));
+        let model = LlamaModel::load_from_file(backend, &args.model, &LlamaModelParams::default())
+            .with_context(|| format!("loading {}", args.model.display()))?;
+        let model: &'static LlamaModel = Box::leak(Box::new(model));
+        let template = model
+            .chat_template(None)
+            .context("the model file carries no chat template")?;
+        let threads = if args.threads == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            args.threads
+        };
+        let threads = i32::try_from(threads).unwrap_or(2);
+        let n_batch = 512u32;
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(args.ctx))
+            .with_n_batch(n_batch)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
+        let context = model
+            .new_context(backend, params)
+            .context("creating the model's context")?;
+        let name = args
+            .model
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "local".into());
+        Ok(Self {
+            name,
+            template,
+            n_ctx: args.ctx as usize,
+            n_batch: n_batch as usize,
+            cached: Vec::new(),
+            context,
+            model,
+        })
+    }
+}
+
+impl Model for Engine {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn render(&self, messages: &[(String, String)]) -> Result<String, String> {
+        let chat = messages
+            .iter()
+            .map(|(role, content)| LlamaChatMessage::new(role.clone(), content.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("a message cannot be passed to the model: {e}"))?;
+        self.model
+            .apply_chat_template(&self.template, &chat, true)
+            .map_err(|e| format!("the chat template failed: {e}"))
+    }
+
+    fn generate(
+        &mut self,
+        prompt: &Prompt,
+        on_piece: &mut dyn FnMut(&str),
+    ) -> Result<Generation, String> {
+        let started = Instant::now();
+        let tokens = self
+            .model
+            .vocab()
+            .tokenize(prompt.text.as_bytes(), false, true);
+        let max_tokens = prompt.max_tokens as usize;
+        if tokens.len() + max_tokens > self.n_ctx {
+            return Err(format!(
+                "the prompt is {} tokens and the answer may take {max_tokens}; together more than the context of {} (start caal-llm with a larger --ctx, or send a shorter prompt)",
+                tokens.len(),
+                self.n_ctx
+            ));
+        }
+        let mut sampler = sampler(self.model, prompt)?;
+        // Keep the longest shared prefix (at least the last token is decoded
+        // again, for its logits); drop the rest of the cache.
+        let mut reuse = self
+            .cached
+            .iter()
+            .zip(&tokens)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(tokens.len().saturating_sub(1));
+        let trimmed = u32::try_from(reuse)
+            .ok()
+            .and_then(|p0| {
+                self.context
+                    .clear_kv_cache_seq(Some(0), Some(p0), None)
+                    .ok()
+            })
+            .unwrap_or(false);
+        if !trimmed {
+            self.context.clear_kv_cache();
+            reuse = 0;
+        }
+        self.cached.clear();
+        let mut batch = LlamaBatch::new(self.n_batch, 1);
+        let last = tokens.len() - 1;
+        for (start, part) in tokens[reuse..].chunks(self.n_batch).enumerate() {
+            batch.clear();
+            for (i, token) in part.iter().enumerate() {
+                let pos = reuse + start * self.n_batch + i;
+                batch
+                    .add(*token, pos as i32, &[0], pos == last)
+                    .map_err(|e| e.to_string())?;
+            }
+            self.context
+                .decode(&mut batch)
+                .map_err(|e| format!("decoding the prompt: {e}"))?;
+        }
+        self.cached.extend_from_slice(&tokens);
+        let prompt_ms = started.elapsed().as_secs_f64() * 1e3;
+        let generating = Instant::now();
+        let vocab = self.model.vocab();
+        let mut bytes = Vec::new();
+        let mut emitted = 0usize;
+        let mut produced = 0usize;
+        let mut pos = tokens.len();
+        let mut hit_limit = true;
+        let mut logits_at = batch.n_tokens() - 1;
+        while produced < max_tokens {
+            let token = sampler.sample(&self.context, logits_at);
+            if vocab.is_eog(token) {
+                hit_limit = false;
+                break;
+            }
+            produced += 1;
+            bytes.extend(vocab.token_to_piece(token, false, None));
+            // Hand on the longest prefix that is whole UTF-8.
+            let valid = match std::str::from_utf8(&bytes[emitted..]) {
+                Ok(s) => s.len(),
+                Err(e) => e.valid_up_to(),
+            };
+            if valid > 0 {
+                on_piece(std::str::from_utf8(&bytes[emitted..emitted + valid]).unwrap_or_default());
+                emitted += valid;
+            }
+            batch.clear();
+            batch
+                .add(token, pos as i32, &[0], true)
+                .map_err(|e| e.to_string())?;
+            pos += 1;
+            logits_at = 0;
+            self.context
+                .decode(&mut batch)
+                .map_err(|e| format!("decoding: {e}"))?;
+            self.cached.push(token);
+        }
+        Ok(Generation {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            prompt_tokens: tokens.len(),
+            completion_tokens: produced,
+            hit_limit,
+            prompt_ms,
+            generation_ms: generating.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+}
+
+fn sampler(model: &LlamaModel, prompt: &Prompt) -> Result<LlamaSampler, String> {
+    let mut chain = Vec::new();
+    if let Some(schema) = &prompt.schema {
+        let grammar = llama_cpp_2::json_schema_to_grammar(&schema.to_string())
+            .map_err(|e| format!("the tools' JSON Schema cannot become a grammar: {e}"))?;
+        chain.push(
+            LlamaSampler::grammar(model, &grammar, "root")
+                .map_err(|e| format!("the grammar was refused: {e}"))?,
+        );
+    }
+    if prompt.temperature > 0.0 {
+        chain.push(LlamaSampler::top_k(40));
+        chain.push(LlamaSampler::temp(prompt.temperature));
+        chain.push(LlamaSampler::dist(0x5eed));
+    } else {
+        chain.push(LlamaSampler::greedy());
+    }
+    Ok(LlamaSampler::chain_simple(chain))
+}

@@ -1,0 +1,253 @@
+//! The embedded local tier for real: caal-llm with the installed
+//! SmolLM2-135M model, alone and started by `caal`; and the start-up guards.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+};
+
+use serde_json::{Value, json};
+
+use crate::support::Sandbox;
+
+fn server_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_caal"))
+        .parent()
+        .unwrap()
+        .join("caal-llm")
+}
+
+/// The model as the setup script installs it.
+fn model() -> PathBuf {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".local/share"));
+    let path = std::env::var_os("CAAL_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| data.join("caal/models"))
+        .join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        path.is_file(),
+        "{} is missing: run `bash .ci/setup`",
+        path.display()
+    );
+    path
+}
+
+struct LlmServer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for LlmServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server() -> LlmServer {
+    let bin = server_bin();
+    assert!(
+        bin.is_file(),
+        "{} is not built: `cargo build -p caal-llm-server`",
+        bin.display()
+    );
+    let mut child = Command::new(bin)
+        .arg("--model")
+        .arg(model())
+        .args(["--port", "0", "--threads", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("caal-llm said {line:?}"))
+        .to_owned();
+    assert!(line.contains("model=SmolLM2-135M-Instruct.Q4_1"), "{line}");
+    LlmServer { child, url }
+}
+
+fn post(url: &str, body: Value) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(120)))
+        .build()
+        .into();
+    let mut r = agent
+        .post(&format!("{url}/v1/chat/completions"))
+        .send_json(body)
+        .unwrap();
+    (r.status().as_u16(), r.body_mut().read_to_string().unwrap())
+}
+
+#[test]
+fn the_local_server_answers_in_words_with_tool_calls_and_as_a_stream() {
+    let server = start_server();
+    let (status, body) = post(
+        &server.url,
+        json!({"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 24}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let text = v["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(!text.trim().is_empty(), "{v}");
+    assert!(v["usage"]["completion_tokens"].as_u64().unwrap() <= 24);
+    assert!(v["timings"]["predicted_per_second"].as_f64().unwrap() > 0.0);
+
+    // With tools, the grammar makes the reply a valid call of an offered tool
+    // (or an answer): whatever the model picks, it parses.
+    let tools = json!([{"type": "function", "function": {"name": "lights_set", "description": "Turn <state> the <room> lights.",
+        "parameters": {"type": "object", "properties": {"room": {"type": "string"}, "state": {"type": "string", "enum": ["on", "off"]}},
+                       "required": ["state"], "additionalProperties": false}}}]);
+    let (status, body) = post(
+        &server.url,
+        json!({"messages": [{"role": "user", "content": "turn on the kitchen lights"}], "tools": tools, "max_tokens": 64}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let message = &v["choices"][0]["message"];
+    match message["tool_calls"].as_array() {
+        Some(calls) => {
+            assert_eq!(calls[0]["function"]["name"], "lights_set");
+            let args: Value =
+                serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+            assert!(
+                ["on", "off"].contains(&args["state"].as_str().unwrap()),
+                "{args}"
+            );
+            assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+        }
+        None => assert!(message["content"].is_string(), "{v}"),
+    }
+
+    let (status, body) = post(
+        &server.url,
+        json!({"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 12, "stream": true}),
+    );
+    assert_eq!(status, 200);
+    let chunks: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(chunks.last(), Some(&"[DONE]"), "{body}");
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|c| serde_json::from_str::<Value>(c).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert!(!streamed.trim().is_empty(), "{body}");
+
+    let (status, body) = post(&server.url, json!({"messages": []}));
+    assert_eq!(status, 400);
+    assert!(body.contains("messages"), "{body}");
+}
+
+#[test]
+fn a_chat_question_gets_an_answer_through_the_local_model_started_by_caal() {
+    let _ = model();
+    let sb = Sandbox::with_real_model();
+    sb.say("c", "switch to conversation mode");
+    let r = sb.say("c", "What is the capital of France?");
+    assert_eq!(r["route_code"], "intent.chat");
+    assert_eq!(r["status"], "ok");
+    let llm = &r["llm"];
+    assert_eq!(llm["tier"], "local", "{r}");
+    assert_eq!(llm["model"], "SmolLM2-135M-Instruct.Q4_1");
+    assert!(!r["reply"].as_str().unwrap().trim().is_empty(), "{r}");
+
+    // The trace holds the exchange.
+    let round_id = r["round_id"].as_str().unwrap();
+    let shown = sb.run(&["trace", "show", round_id, "--json"]).ok().json();
+    let types: Vec<&str> = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert!(
+        types.contains(&"llm.request") && types.contains(&"llm.response"),
+        "{types:?}"
+    );
+}
+
+#[test]
+fn start_up_guards_name_the_key_to_set() {
+    let sb = Sandbox::with_real_model();
+    // A route needs a model and the configured one is not there: stop, naming the keys.
+    let out = sb
+        .command()
+        .args(["say", "hello"])
+        .env("CAAL_LLM_LOCAL_MODEL", "/nonexistent/model.gguf")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("llm.local.model")
+            && err.contains(".ci/setup")
+            && err.contains("[llm.remote]"),
+        "{err}"
+    );
+    assert!(!sb.db().exists(), "nothing was recorded");
+
+    // Without any route that needs a model, none is needed.
+    std::fs::create_dir_all(sb.path().join("config")).unwrap();
+    std::fs::write(
+        sb.path().join("config/caal.toml"),
+        r#"
+[llm.local]
+enabled = false
+[states.default]
+unmatched = "fallback"
+[states.conversation]
+unmatched = "fallback"
+[states.research]
+unmatched = "fallback"
+"#,
+    )
+    .unwrap();
+    let out = sb
+        .command()
+        .args(["say", "turn on the hall lights"])
+        .env("CAAL_LLM_LOCAL_MODEL", "/nonexistent/model.gguf")
+        .output()
+        .unwrap();
+    // The research rule still routes to a model, so that is the needer named.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("rule \"research\""), "{err}");
+    assert!(err.contains("llm.local.enabled is false"), "{err}");
+
+    // A remote tier that does not answer is a warning, not a stop.
+    let out = sb
+        .command()
+        .args(["config", "check"])
+        .env("CAAL_LLM_LOCAL_ENABLED", "true")
+        .env("CAAL_LLM_REMOTE_URL", "http://127.0.0.1:9")
+        .env("CAAL_LLM_REMOTE_MODEL", "big")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("warning")
+            && err.contains("does not answer")
+            && err.contains("llm.remote.url"),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("model tiers: local (SmolLM2-135M-Instruct.Q4_1), remote (big)")
+    );
+}
