@@ -214,3 +214,98 @@ fn prompts_are_capped_keeping_head_tail_and_the_hash_of_the_whole() {
     let multibyte = cap_prompt(&"é😀".repeat(10_000), 1_000);
     assert!(multibyte.text.chars().count() <= 1_000);
 }
+
+/// A stand-in for caal-llm: a script that prints the ready line naming `url`
+/// (a scripted server speaking the wire format), then waits, or says nothing.
+fn fake_server_bin(dir: &std::path::Path, url: Option<&str>) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("caal-llm");
+    let body = match url {
+        Some(url) => format!(
+            "#!/bin/sh\necho \"caal-llm listening on {url} model=fake-model\"\nexec sleep 600\n"
+        ),
+        None => "#!/bin/sh\nexec sleep 600\n".to_owned(),
+    };
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn local_config(start_timeout_ms: u64) -> crate::config::LocalTierConfig {
+    let mut c = crate::config::Config::defaults().unwrap().llm.local;
+    c.start_timeout_ms = start_timeout_ms;
+    c.timeout_ms = 2_000;
+    c
+}
+
+#[test]
+fn the_local_server_is_started_on_first_use_and_again_when_it_died() {
+    let answers = Server::start(|_, _| {
+        let body = json!({"model": "fake-model", "choices": [{"index": 0, "finish_reason": "stop",
+                          "message": {"role": "assistant", "content": "Hello."}}]});
+        (200, body.to_string(), NO_DELAY)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_server_bin(dir.path(), Some(&answers.url));
+    let tier = Tier::local(
+        bin,
+        dir.path().join("fake-model.gguf"),
+        &local_config(5_000),
+    );
+    assert!(
+        tier.server().is_none(),
+        "nothing starts before it is needed"
+    );
+    assert_eq!(tier.chat(&request()).unwrap().text, "Hello.");
+    let (url, pid) = tier.server().unwrap();
+    assert_eq!(url, answers.url);
+    let pid = pid.unwrap();
+    // The same process serves the next question.
+    tier.chat(&request()).unwrap();
+    assert_eq!(tier.server().unwrap().1, Some(pid));
+    // It dies; the next question starts it again.
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(tier.chat(&request()).unwrap().text, "Hello.");
+    let again = tier.server().unwrap().1.unwrap();
+    assert_ne!(again, pid);
+    assert_eq!(answers.seen().len(), 3);
+    drop(tier);
+    // Dropping the tier ends its server.
+    std::thread::sleep(Duration::from_millis(100));
+    let alive = std::path::Path::new(&format!("/proc/{again}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{again}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ");
+    assert!(!alive, "caal-llm outlived its tier");
+}
+
+#[test]
+fn a_server_that_never_reports_ready_is_a_clear_start_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_server_bin(dir.path(), None);
+    let tier = Tier::local(bin.clone(), dir.path().join("m.gguf"), &local_config(300));
+    let err = tier.chat(&request()).unwrap_err();
+    assert!(!err.transient(), "another attempt would wait again");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&bin.display().to_string())
+            && msg.contains("did not report ready within 300 ms"),
+        "{msg}"
+    );
+    let missing = Tier::local(
+        dir.path().join("nope"),
+        dir.path().join("m.gguf"),
+        &local_config(300),
+    );
+    assert!(
+        missing
+            .chat(&request())
+            .unwrap_err()
+            .to_string()
+            .contains("cannot start")
+    );
+}

@@ -11,7 +11,7 @@ use std::{
 };
 
 use crate::{
-    config::{Escalation, LlmConfig},
+    config::{Escalation, LlmConfig, LocalTierConfig},
     router::Router,
 };
 
@@ -199,6 +199,22 @@ impl Tier {
         }
     }
 
+    /// The local server `bin` serving `model`, started on first use.
+    pub fn local(bin: PathBuf, model: PathBuf, config: &LocalTierConfig) -> Self {
+        Self {
+            name: "local",
+            endpoint: Endpoint::Local(LocalServer {
+                bin,
+                model,
+                threads: config.threads,
+                ctx: config.ctx,
+                timeout_ms: config.timeout_ms,
+                start_timeout_ms: config.start_timeout_ms,
+                running: Mutex::new(None),
+            }),
+        }
+    }
+
     /// The model's name as the trace records it before an answer names it.
     pub fn model(&self) -> String {
         match &self.endpoint {
@@ -313,18 +329,7 @@ impl Tiers {
                     bin.display()
                 ));
             } else {
-                tiers.local = Some(Tier {
-                    name: "local",
-                    endpoint: Endpoint::Local(LocalServer {
-                        bin,
-                        model,
-                        threads: local.threads,
-                        ctx: local.ctx,
-                        timeout_ms: local.timeout_ms,
-                        start_timeout_ms: local.start_timeout_ms,
-                        running: Mutex::new(None),
-                    }),
-                });
+                tiers.local = Some(Tier::local(bin, model, local));
             }
         }
         if let Some(remote) = &config.remote {
