@@ -375,14 +375,22 @@ fn chat_loop(mut model: impl Model, rx: mpsc::Receiver<(Request, String)>, defau
 }
 
 /// `stream: true`: text pieces as they come, each written and flushed at
-/// once (server-sent events, the connection closes at the end); a tool call
-/// as one chunk at the end.
+/// once as its own HTTP chunk (server-sent events over chunked transfer
+/// encoding, so the connection stays usable); a tool call as one chunk at
+/// the end.
 fn stream(model: &mut impl Model, request: Request, prompt: &Prompt, tools: &[Tool], name: &str) {
     let mut out = request.into_writer();
-    let mut send =
-        |bytes: &[u8]| -> bool { out.write_all(bytes).and_then(|()| out.flush()).is_ok() };
-    let head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
-    if !send(head) || !send(&chunk(name, json!({"role": "assistant"}), None)) {
+    let head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n";
+    if out.write_all(head).is_err() {
+        return;
+    }
+    let mut send = |bytes: &[u8]| -> bool {
+        let mut framed = format!("{:x}\r\n", bytes.len()).into_bytes();
+        framed.extend_from_slice(bytes);
+        framed.extend_from_slice(b"\r\n");
+        out.write_all(&framed).and_then(|()| out.flush()).is_ok()
+    };
+    if !send(&chunk(name, json!({"role": "assistant"}), None)) {
         return;
     }
     let text_only = tools.is_empty();
@@ -413,7 +421,10 @@ fn stream(model: &mut impl Model, request: Request, prompt: &Prompt, tools: &[To
             send(format!("data: {v}\n\n").as_bytes());
         }
     }
-    send(b"data: [DONE]\n\n");
+    if send(b"data: [DONE]\n\n") {
+        // The last chunk: the body ends here.
+        let _ = out.write_all(b"0\r\n\r\n").and_then(|()| out.flush());
+    }
 }
 
 #[cfg(test)]

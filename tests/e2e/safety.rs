@@ -40,6 +40,186 @@ fn a_secret_said_to_caal_reaches_no_file_no_export_and_no_output() {
     );
 }
 
+/// Every secret kind through typed text, a tool result, a model's answer and
+/// a model's tool call, in a running `caal serve`: none reaches the database
+/// or its WAL, the log, the export, an HTTP response or the model; the tools
+/// that need secrets get the real ones.
+#[test]
+fn every_secret_kind_on_every_path_reaches_no_file_log_export_response_or_model() {
+    use caal::safety::corpus::every_secret;
+    use serde_json::{Value, json};
+
+    use crate::support::Peer;
+
+    let secrets = every_secret(0x5EC2E7);
+    let all_in_one = json!({"devices": secrets.iter().map(|(kind, full, _)| json!({"name": kind, "credential": full})).collect::<Vec<_>>()});
+    let tool_result = all_in_one.to_string();
+    let hook = Peer::start(move |_, _| (200, tool_result.clone()));
+    let ha = Peer::start(|_, _| (200, "[]".into()));
+    // The model answers with a secret in words, or asks for a tool with one in its arguments.
+    let leaked: Vec<String> = secrets.iter().map(|(_, full, _)| full.clone()).collect();
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let model = Peer::start(move |_, body| {
+        let n = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let secret = &leaked[n % leaked.len()];
+        let message = if body.contains("please buy") {
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                   "function": {"name": "shopping_add", "arguments": json!({"item": secret}).to_string()}}]})
+        } else {
+            json!({"role": "assistant", "content": format!("Noted, your key is {secret}.")})
+        };
+        let reply = json!({"model": "fake", "choices": [{"index": 0, "finish_reason": "stop", "message": message}]});
+        (200, reply.to_string())
+    });
+    let ha_token = "eyJhbGciOiJIUzI1NiJ9.eyJpc3MiOiJob21lIiwiaWF0IjoxNzAwMDAwMDAwfQ.c2lnbmF0dXJlLXNpZ25hdHVyZS14eXo";
+
+    let sb = Sandbox::new();
+    fs::create_dir_all(sb.path().join("config")).unwrap();
+    fs::write(
+        sb.path().join("config/caal.toml"),
+        format!(
+            r#"
+[executors.webhooks.hook]
+url = "{hook}/hook"
+timeout_ms = 3000
+[executors.home_assistant]
+url = "{ha}"
+token_env = "CAAL_HA_TOKEN"
+timeout_ms = 3000
+[commands."shopping.add"]
+executor = "webhook:hook"
+[commands."home.status"]
+executor = "webhook:hook"
+[commands."door.lock"]
+executor = "home_assistant"
+service = "lock.lock"
+data = {{ entity_id = "lock.{{door}}_door" }}
+[llm]
+tool_auth_floor = 1
+"#,
+            hook = hook.url,
+            ha = ha.url
+        ),
+    )
+    .unwrap();
+    let served = sb.serve(&[
+        ("CAAL_LLM_LOCAL_URL", model.url.as_str()),
+        ("CAAL_HA_TOKEN", ha_token),
+        ("CAAL_LOG", "debug"),
+    ]);
+    let token = sb.api_token();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(20)))
+        .build()
+        .into();
+    let mut responses = String::new();
+    let mut say = |text: &str| -> Value {
+        let body = agent
+            .post(&format!("{}/api/chat", served.url))
+            .header("Authorization", &format!("Bearer {token}"))
+            .send_json(json!({"conversation_id": "house", "text": text}))
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        responses.push_str(&body);
+        serde_json::from_str(&body).unwrap()
+    };
+    // Typed, each kind: the model is asked, and answers with another secret.
+    for (_, full, _) in &secrets {
+        say(&format!("here is the key you asked for: {full}"));
+    }
+    // Typed into a command's argument: the webhook needs the real value.
+    let (_, typed, _) = &secrets[3];
+    say(&format!("add {typed} to the shopping list"));
+    // A tool result full of secrets.
+    let status = say("home status");
+    assert_eq!(status["status"], "ok", "{status}");
+    // A model's tool call with a secret in its arguments.
+    let bought = say("please buy something for the party");
+    assert_eq!(bought["command_id"], "shopping.add", "{bought}");
+    // A tool that needs the Home Assistant token.
+    say("lock the front door");
+    for path in [
+        "/api/trace/export",
+        "/api/conversations/house/rounds?limit=100",
+        "/api/conversations",
+    ] {
+        let body = agent
+            .get(&format!("{}{path}", served.url))
+            .header("Authorization", &format!("Bearer {token}"))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        responses.push_str(&body);
+    }
+    // The files while the server runs (the WAL holds the recent rounds).
+    let mut files = String::new();
+    let read_files = |files: &mut String| {
+        for entry in fs::read_dir(sb.data()).unwrap() {
+            let path = entry.unwrap().path();
+            files.push_str(&String::from_utf8_lossy(&fs::read(&path).unwrap()));
+        }
+    };
+    assert!(sb.data().join("traces.db-wal").exists());
+    read_files(&mut files);
+    let (status, log) = served.terminate();
+    assert!(status.success());
+    read_files(&mut files);
+    let log = log.join("\n");
+    let export = sb.run(&["trace", "export"]).ok().stdout;
+    let model_saw: String = model.seen().into_iter().map(|(_, _, body)| body).collect();
+    assert!(
+        model_saw.contains("secret_ref:"),
+        "the model saw references"
+    );
+
+    // The whole secret, and 12-character runs of its random body from its
+    // start, middle and end (every run of every haystack is too slow for a
+    // debug build; the scrubber's own benchmark checks every run).
+    let runs = |body: &str| -> Vec<String> {
+        let chars: Vec<char> = body.chars().collect();
+        if chars.len() < 12 {
+            return vec![body.to_owned()];
+        }
+        [0, chars.len() / 2 - 6, chars.len() - 12]
+            .iter()
+            .map(|&i| chars[i..i + 12].iter().collect())
+            .collect()
+    };
+    for (kind, full, body) in &secrets {
+        let runs = runs(body);
+        for (place, text) in [
+            ("an HTTP response", &responses),
+            ("the data dir's files", &files),
+            ("the log", &log),
+            ("the export", &export),
+            ("the model", &model_saw),
+        ] {
+            assert!(
+                !text.contains(full.as_str()) && runs.iter().all(|r| !text.contains(r.as_str())),
+                "a {kind} secret reached {place}"
+            );
+        }
+    }
+    // The tools got the real values: the typed one and the model's, through
+    // the webhook; the token, through Home Assistant's Authorization header.
+    let hook_saw: String = hook.seen().into_iter().map(|(_, _, body)| body).collect();
+    assert!(hook_saw.contains(typed.as_str()), "{hook_saw}");
+    assert!(!hook_saw.contains("secret_ref:"), "{hook_saw}");
+    let ha_saw = ha.seen();
+    assert_eq!(ha_saw.len(), 1);
+    assert!(
+        ha_saw[0].1.contains(&format!("Bearer {ha_token}")),
+        "{:?}",
+        ha_saw[0]
+    );
+    assert!(export.contains("safety.redacted") && export.contains("llm.response"));
+}
+
 #[test]
 fn scan_prints_scrubbed_text_or_findings_without_values() {
     let sb = Sandbox::new();

@@ -210,3 +210,56 @@ impl Drop for Served {
         let _ = self.child.wait();
     }
 }
+
+/// An HTTP server on 127.0.0.1 answering every request with `answer(path,
+/// body)`, keeping what it was sent (path, headers, body) for the test to read.
+pub struct Peer {
+    pub url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, String, String)>>>,
+    server: std::sync::Arc<tiny_http::Server>,
+}
+
+impl Peer {
+    pub fn start(answer: impl Fn(&str, &str) -> (u16, String) + Send + 'static) -> Self {
+        let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let url = format!("http://{}", server.server_addr().to_ip().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (s, log) = (server.clone(), seen.clone());
+        std::thread::spawn(move || {
+            for mut request in s.incoming_requests() {
+                let mut body = String::new();
+                let _ = std::io::Read::read_to_string(request.as_reader(), &mut body);
+                let headers: String = request
+                    .headers()
+                    .iter()
+                    .map(|h| format!("{}: {}\n", h.field, h.value))
+                    .collect();
+                let path = request.url().to_owned();
+                log.lock()
+                    .unwrap()
+                    .push((path.clone(), headers, body.clone()));
+                let (status, reply) = answer(&path, &body);
+                let _ = request.respond(
+                    tiny_http::Response::from_string(reply)
+                        .with_status_code(status)
+                        .with_header(
+                            tiny_http::Header::from_bytes("Content-Type", "application/json")
+                                .unwrap(),
+                        ),
+                );
+            }
+        });
+        Self { url, seen, server }
+    }
+
+    /// (path, headers, body) of every request so far.
+    pub fn seen(&self) -> Vec<(String, String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.server.unblock();
+    }
+}

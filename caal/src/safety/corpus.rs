@@ -185,8 +185,22 @@ pub fn clean_line(r: &mut Rng) -> String {
 }
 
 /// A secret of some kind: (kind, full value, random body).
+/// How many kinds `secret_of` makes (the entropy detector's included).
+pub const SECRET_KINDS: usize = 28;
+
+/// One secret of every kind the corpus makes: (kind, the whole secret, its random body).
+pub fn every_secret(seed: u64) -> Vec<(&'static str, String, String)> {
+    let mut r = Rng::new(seed);
+    (0..SECRET_KINDS).map(|i| secret_of(&mut r, i)).collect()
+}
+
 fn secret(r: &mut Rng) -> (&'static str, String, String) {
-    let (kind, prefix, body): (&'static str, String, String) = match r.below(28) {
+    let i = r.below(SECRET_KINDS);
+    secret_of(r, i)
+}
+
+fn secret_of(r: &mut Rng, i: usize) -> (&'static str, String, String) {
+    let (kind, prefix, body): (&'static str, String, String) = match i {
         0 => ("aws_access_key_id", "AKIA".into(), r.chars(UPPER_NUM, 16)),
         1 => ("aws_secret_access_key", String::new(), r.chars(B64, 40)),
         2 => ("google_api_key", "AIza".into(), r.chars(B64URL, 35)),
