@@ -61,6 +61,9 @@ pub struct ChatResponse {
     /// The assistant's text: the answer, or the narrative beside tool calls.
     pub text: String,
     pub tool_calls: Vec<ModelToolCall>,
+    /// Reasoning the model gave apart from its answer (`reasoning_content`,
+    /// `reasoning` or Ollama's `thinking`), if any.
+    pub reasoning: Option<String>,
     pub usage: Option<Value>,
     /// The model stopped at its token limit.
     pub truncated: bool,
@@ -285,6 +288,7 @@ impl Provider {
                     model: v["model"].as_str().unwrap_or(&self.model).to_owned(),
                     text: message["content"].as_str().unwrap_or_default().to_owned(),
                     tool_calls: tool_calls(message),
+                    reasoning: reasoning(message),
                     usage: v.get("usage").cloned(),
                     truncated: choice["finish_reason"] == "length",
                     latency_ms,
@@ -303,6 +307,7 @@ impl Provider {
                     model: v["model"].as_str().unwrap_or(&self.model).to_owned(),
                     text: message["content"].as_str().unwrap_or_default().to_owned(),
                     tool_calls: tool_calls(message),
+                    reasoning: reasoning(message),
                     usage,
                     truncated: v["done_reason"] == "length",
                     latency_ms,
@@ -331,6 +336,15 @@ fn tool_calls(message: &Value) -> Vec<ModelToolCall> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The reasoning field a message may carry, under the names services use.
+fn reasoning(message: &Value) -> Option<String> {
+    ["reasoning_content", "reasoning", "thinking"]
+        .iter()
+        .find_map(|k| message[*k].as_str())
+        .filter(|r| !r.trim().is_empty())
+        .map(str::to_owned)
 }
 
 /// OpenAI sends arguments as a JSON string, Ollama as an object.

@@ -100,7 +100,7 @@ fn ollama_chat_with_tool_calls() {
     let server = Server::start(|_, _| {
         let body = json!({
             "model": "qwen2.5:0.5b", "done": true, "done_reason": "length",
-            "message": {"role": "assistant", "content": "",
+            "message": {"role": "assistant", "content": "", "thinking": "The user wants the hall dark.",
                         "tool_calls": [{"function": {"name": "lights_set", "arguments": {"room": "hall", "state": "off"}}}]},
             "prompt_eval_count": 30, "eval_count": 12
         });
@@ -120,6 +120,10 @@ fn ollama_chat_with_tool_calls() {
         json!({"room": "hall", "state": "off"})
     );
     assert!(r.truncated, "done_reason length");
+    assert_eq!(
+        r.reasoning.as_deref(),
+        Some("The user wants the hall dark.")
+    );
     assert_eq!(
         r.usage.unwrap(),
         json!({"prompt_tokens": 30, "completion_tokens": 12})

@@ -319,6 +319,7 @@ mod tests {
             model: "m".into(),
             text: text.into(),
             tool_calls: vec![],
+            reasoning: None,
             usage: None,
             truncated: false,
             latency_ms: 1.0,

@@ -1,7 +1,7 @@
-//! Validators and the retry policy. Today: the incoherent-input filter that
-//! runs before anything is routed (or, later, sent to a model): input that
-//! carries no request is answered with a request to repeat. The LLM tiers add
-//! output validators and bounded retries here.
+//! The incoherent-input filter that runs before anything is routed or sent
+//! to a model: input that carries no request (nothing, noise, stutters, an
+//! absurd length) is answered with a request to repeat. Model output has its
+//! validators in `llm::validate`, and the retry policy is in `round::think`.
 
 use serde::Serialize;
 
@@ -97,9 +97,27 @@ pub fn incoherence(text: &str) -> Option<Incoherence> {
     None
 }
 
+/// Input so long that nobody said it to an assistant (a pasted book, a
+/// runaway transcript): over ten times the sanitizer's length guard.
+pub fn absurd_length(chars: usize, max_input_chars: usize) -> Option<Incoherence> {
+    (chars > max_input_chars.saturating_mul(10)).then_some(Incoherence {
+        code: "validator.too_long",
+        message: "the input is far longer than anything said to an assistant",
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absurd_lengths_are_ten_times_the_guard() {
+        assert_eq!(absurd_length(20_000, 2_000), None);
+        assert_eq!(
+            absurd_length(20_001, 2_000).map(|i| i.code),
+            Some("validator.too_long")
+        );
+    }
 
     #[test]
     fn nothing_noise_and_stutters_are_incoherent() {

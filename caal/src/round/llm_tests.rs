@@ -417,3 +417,37 @@ fn hook_url_of(config: &str) -> String {
     let end = config[start..].find("/hook").unwrap();
     config[start..start + end].to_owned()
 }
+
+#[test]
+fn incoherent_or_absurdly_long_input_never_reaches_a_model() {
+    let local = Server::start(|_, _| (200, openai_answer("Fine."), NO_DELAY));
+    let home = home("", Some(&local), None);
+    for said in [
+        "[BLANK_AUDIO]".to_owned(),
+        "um um um um um".to_owned(),
+        "tell me a story ".repeat(1_500),
+    ] {
+        let r = home.say("c", &said);
+        assert_eq!(
+            (r.route_code.as_str(), r.reply.as_str()),
+            ("intent.incoherent", crate::retry::REPEAT_PLEASE)
+        );
+        assert!(r.llm.is_none());
+    }
+    let codes: Vec<String> = home
+        .of_type("c", "validator.ran")
+        .iter()
+        .map(|v| v["code"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "validator.noise",
+            "validator.repetition",
+            "validator.too_long"
+        ]
+    );
+    assert!(local.seen().is_empty());
+    // Something that makes sense does reach it.
+    assert_eq!(home.say("c", "tell me a story").reply, "Fine.");
+}

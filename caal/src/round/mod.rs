@@ -402,6 +402,7 @@ impl Engine {
         result: &mut RoundResult,
     ) -> Result<Steps, StoreError> {
         let now = self.clock.now_ms();
+        let said_chars = text.chars().count();
         // Secrets are replaced before the text is stored, routed or sent.
         let (text, kinds) = crate::safety::global().scrub_counted(text);
         round.append(EventDraft::new(
@@ -432,7 +433,10 @@ impl Engine {
         ))?;
         // Input that carries no request is asked for again, not routed; it
         // changes nothing, so a confirmation waiting for a "yes" still waits.
-        if let Some(incoherent) = crate::retry::incoherence(&text) {
+        let incoherent =
+            crate::retry::absurd_length(said_chars, self.config.safety.max_input_chars)
+                .or_else(|| crate::retry::incoherence(&text));
+        if let Some(incoherent) = incoherent {
             round.append(
                 EventDraft::new(
                     EventType::ValidatorRan,

@@ -156,7 +156,7 @@ impl Engine {
                     EventType::LlmResponse,
                     json!({"model": response.model, "latency_ms": response.latency_ms, "text": response.text,
                            "usage": response.usage, "truncated": response.truncated, "tier": tier.name,
-                           "attempt": attempt, "tool_calls": response.tool_calls,
+                           "attempt": attempt, "tool_calls": response.tool_calls, "reasoning": response.reasoning,
                            "narrative": (!response.tool_calls.is_empty() && !response.text.trim().is_empty()).then_some(&response.text)}),
                 )];
                 let candidate = Candidate {
@@ -270,6 +270,7 @@ impl Engine {
 fn scrubbed(mut r: ChatResponse) -> ChatResponse {
     let safety = crate::safety::global();
     r.text = safety.scrub(&r.text).into_owned();
+    r.reasoning = r.reasoning.map(|t| safety.scrub(&t).into_owned());
     for call in &mut r.tool_calls {
         safety.scrub_json(&mut call.arguments);
     }
