@@ -43,6 +43,13 @@ pub fn resolve_model(model: &str, env: &dyn Fn(&str) -> Option<String>) -> PathB
     }
 }
 
+/// A model's name: its file's stem (caal-llm names it the same way).
+fn model_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "local".into())
+}
+
 /// The caal-llm binary: as configured, else beside this executable (or one
 /// folder up, where cargo puts binaries when tests run from `deps/`).
 pub fn server_bin(configured: &str) -> PathBuf {
@@ -219,11 +226,7 @@ impl Tier {
     pub fn model(&self) -> String {
         match &self.endpoint {
             Endpoint::Fixed(p) => p.model().to_owned(),
-            Endpoint::Local(l) => l
-                .model
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "local".into()),
+            Endpoint::Local(l) => model_name(&l.model),
         }
     }
 
@@ -300,11 +303,7 @@ impl Tiers {
         if !local.enabled {
             problems.push("llm.local.enabled is false".to_owned());
         } else if !local.url.is_empty() {
-            let model = resolve_model(&local.model, env);
-            let name = model
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "local".into());
+            let name = model_name(&resolve_model(&local.model, env));
             tiers.local = Some(Tier::fixed(
                 "local",
                 Provider::new(

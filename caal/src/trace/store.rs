@@ -615,6 +615,19 @@ impl Durable {
     }
 }
 
+/// A draft a round may append itself (its start and end are recorded by the
+/// round), checked against its schema.
+fn appendable(draft: EventDraft) -> Result<PreparedEvent, StoreError> {
+    if draft.event_type.is_terminal() || draft.event_type == EventType::RoundStarted {
+        return Err(StoreError::InvalidPayload {
+            event_type: draft.event_type.as_str(),
+            field: "(event_type)".into(),
+            problem: "recorded by the round itself; use complete() or fail()".into(),
+        });
+    }
+    draft.prepare()
+}
+
 impl OpenRound {
     pub fn header(&self) -> &RoundHeader {
         &self.header
@@ -623,14 +636,7 @@ impl OpenRound {
     /// Records one event. A payload that does not match its schema is refused
     /// here, before anything is stored.
     pub fn append(&self, draft: EventDraft) -> Result<(), StoreError> {
-        if draft.event_type.is_terminal() || draft.event_type == EventType::RoundStarted {
-            return Err(StoreError::InvalidPayload {
-                event_type: draft.event_type.as_str(),
-                field: "(event_type)".into(),
-                problem: "recorded by the round itself; use complete() or fail()".into(),
-            });
-        }
-        let event = draft.prepare()?;
+        let event = appendable(draft)?;
         let record = lock(&self.tail).link(event);
         self.store.send(WriteOp::Append(Box::new(record)))
     }
@@ -642,14 +648,7 @@ impl OpenRound {
     pub fn append_all(&self, drafts: Vec<EventDraft>) -> Result<(), StoreError> {
         let mut prepared = Vec::with_capacity(drafts.len());
         for draft in drafts {
-            if draft.event_type.is_terminal() || draft.event_type == EventType::RoundStarted {
-                return Err(StoreError::InvalidPayload {
-                    event_type: draft.event_type.as_str(),
-                    field: "(event_type)".into(),
-                    problem: "recorded by the round itself; use complete() or fail()".into(),
-                });
-            }
-            prepared.push(draft.prepare()?);
+            prepared.push(appendable(draft)?);
         }
         let records = {
             let mut tail = lock(&self.tail);
