@@ -185,14 +185,12 @@ fn a_chat_question_gets_an_answer_through_the_local_model_started_by_caal() {
 fn start_up_guards_name_the_key_to_set() {
     let sb = Sandbox::with_real_model();
     // A route needs a model and the configured one is not there: stop, naming the keys.
-    let out = sb
-        .command()
-        .args(["say", "hello"])
-        .env("CAAL_LLM_LOCAL_MODEL", "/nonexistent/model.gguf")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let out = sb.run_env(
+        &["say", "hello"],
+        &[("CAAL_LLM_LOCAL_MODEL", "/nonexistent/model.gguf")],
+    );
+    assert_eq!(out.code, 2);
+    let err = &out.stderr;
     assert!(
         err.contains("llm.local.model")
             && err.contains(".ci/setup")
@@ -217,29 +215,27 @@ unmatched = "fallback"
 "#,
     )
     .unwrap();
-    let out = sb
-        .command()
-        .args(["say", "turn on the hall lights"])
-        .env("CAAL_LLM_LOCAL_MODEL", "/nonexistent/model.gguf")
-        .output()
-        .unwrap();
+    let out = sb.run_env(
+        &["say", "turn on the hall lights"],
+        &[("CAAL_LLM_LOCAL_MODEL", "/nonexistent/model.gguf")],
+    );
     // The research rule still routes to a model, so that is the needer named.
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = &out.stderr;
+    assert_eq!(out.code, 2, "{err}");
     assert!(err.contains("rule \"research\""), "{err}");
     assert!(err.contains("llm.local.enabled is false"), "{err}");
 
     // A remote tier that does not answer is a warning, not a stop.
-    let out = sb
-        .command()
-        .args(["config", "check"])
-        .env("CAAL_LLM_LOCAL_ENABLED", "true")
-        .env("CAAL_LLM_REMOTE_URL", "http://127.0.0.1:9")
-        .env("CAAL_LLM_REMOTE_MODEL", "big")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = sb.run_env(
+        &["config", "check"],
+        &[
+            ("CAAL_LLM_LOCAL_ENABLED", "true"),
+            ("CAAL_LLM_REMOTE_URL", "http://127.0.0.1:9"),
+            ("CAAL_LLM_REMOTE_MODEL", "big"),
+        ],
+    );
+    let err = &out.stderr;
+    assert_eq!(out.code, 0, "{err}");
     assert!(
         err.contains("warning")
             && err.contains("does not answer")
@@ -247,7 +243,7 @@ unmatched = "fallback"
         "{err}"
     );
     assert!(
-        String::from_utf8_lossy(&out.stdout)
+        out.stdout
             .contains("model tiers: local (SmolLM2-135M-Instruct.Q4_1), remote (big)")
     );
 }

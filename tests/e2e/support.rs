@@ -109,6 +109,16 @@ impl Sandbox {
         self.command().args(args).output().unwrap().into()
     }
 
+    /// `caal ARGS` with these environment variables set.
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut command = self.command();
+        command.args(args);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        command.output().unwrap().into()
+    }
+
     pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
         let mut child = self
             .command()

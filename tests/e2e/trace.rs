@@ -37,13 +37,8 @@ fn say_runs_a_round_and_reports_its_ids() {
     // The library id lives in the data dir, and CAAL_LIBRARY_ID overrides it.
     let stored = fs::read_to_string(sb.data().join("library_id")).unwrap();
     assert_eq!(stored.trim(), first["library_id"].as_str().unwrap());
-    let out = sb
-        .command()
-        .args(["say", "--json", "hi"])
-        .env("CAAL_LIBRARY_ID", "lab-7")
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = sb.run_env(&["say", "--json", "hi"], &[("CAAL_LIBRARY_ID", "lab-7")]);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["library_id"], "lab-7");
 
     // No rule matches: a model is asked (none answers in this sandbox), so the
@@ -433,14 +428,9 @@ fn bad_input_is_named_with_its_fix_and_exit_2_touching_nothing() {
     let run = sb.run(&["--config", "missing.toml", "say", "hello"]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("missing.toml"), "{}", run.stderr);
-    let run = sb
-        .command()
-        .args(["say", "hello"])
-        .env("CAAL_DURABILITY", "often")
-        .output()
-        .unwrap();
-    assert_eq!(run.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&run.stderr).contains("CAAL_DURABILITY"));
+    let run = sb.run_env(&["say", "hello"], &[("CAAL_DURABILITY", "often")]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("CAAL_DURABILITY"));
     // Bad ids and empty text.
     let run = sb.run(&["say", "--conversation", "no spaces", "hello"]);
     assert_eq!(run.code, 2);
