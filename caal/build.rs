@@ -22,7 +22,11 @@ fn main() {
     let manifest = env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let manifest = Path::new(&manifest);
     let mut out = String::new();
-    for (set, constant) in [("trace", "TRACE_MIGRATIONS"), ("state", "STATE_MIGRATIONS")] {
+    for (set, constant) in [
+        ("trace", "TRACE_MIGRATIONS"),
+        ("state", "STATE_MIGRATIONS"),
+        ("memory", "MEMORY_MIGRATIONS"),
+    ] {
         let dir = manifest.join("migrations").join(set);
         println!("cargo:rerun-if-changed={}", dir.display());
         writeln!(

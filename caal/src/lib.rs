@@ -8,6 +8,7 @@ pub mod auth;
 pub mod config;
 pub mod ids;
 pub mod llm;
+pub mod memory;
 pub mod retry;
 pub mod round;
 pub mod router;
@@ -15,6 +16,7 @@ pub mod safety;
 pub mod server;
 mod sqlite;
 pub mod state;
+pub mod stats;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod tools;

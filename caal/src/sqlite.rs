@@ -30,6 +30,11 @@ pub(crate) const STATE: DbSchema = DbSchema {
     application_id: 0x4341_5331,
     migrations: embedded::STATE_MIGRATIONS,
 };
+/// `memory.db`: bucket memory ("CAM1").
+pub(crate) const MEMORY: DbSchema = DbSchema {
+    application_id: 0x4341_4D31,
+    migrations: embedded::MEMORY_MIGRATIONS,
+};
 
 pub(crate) fn open_connection(path: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
     let flags = flags | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;

@@ -1,6 +1,7 @@
 //! `caal`: parses arguments, wires the engine and prints. The logic lives in
 //! the `caal` library.
 
+mod bucket;
 mod output;
 
 use std::{
@@ -89,6 +90,9 @@ enum Command {
     /// Inspect, export and verify recorded rounds.
     #[command(subcommand)]
     Trace(TraceCommand),
+    /// What each bucket remembers: list, show, add, pin, unpin, forget, search, dump, register.
+    #[command(subcommand)]
+    Bucket(bucket::BucketCommand),
     /// Check the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -159,8 +163,6 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Route-decision time for the configured rules and for 200 generated
-    /// rules, and a whole level-1 text round in-process.
     /// The local model tier for real: start, time to first token, tokens/s,
     /// memory; and what a round adds around a model call.
     Llm {
@@ -177,6 +179,8 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Route-decision time for the configured rules and for 200 generated
+    /// rules, and a whole level-1 text round in-process.
     Router {
         /// Decisions timed per rule set.
         #[arg(long, default_value_t = 200_000)]
@@ -207,6 +211,19 @@ enum BenchCommand {
         /// Seconds to run.
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bucket memory at size: the context package cold and cached, search,
+    /// and one write, on a bucket it fills in a temporary directory.
+    Memory {
+        /// Items in the bucket.
+        #[arg(long, default_value_t = 100_000)]
+        items: usize,
+        /// Timed runs of each measurement (the cached package: 50 times as many).
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
         /// End with one JSON object of the figures.
         #[arg(long)]
         json: bool,
@@ -285,6 +302,21 @@ fn run(cli: Cli) -> Result<(), Failure> {
             chat(&engine, &conversation)?;
         }
         Command::Trace(command) => trace(&cli.data_dir, command)?,
+        Command::Bucket(command) => bucket::run(&cli.data_dir, load_config()?.0, command)?,
+        Command::Bench(BenchCommand::Memory { items, runs, json }) => {
+            let dir = bench_dir(&cli.data_dir, "memory")?;
+            let report =
+                caal::memory::bench::run(&dir, items.max(1), runs.max(1), &load_config()?.0.memory);
+            let _ = fs::remove_dir_all(&dir);
+            let report = report.map_err(anyhow::Error::from)?;
+            output::print_memory_bench(&report);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).map_err(anyhow::Error::from)?
+                );
+            }
+        }
         Command::Serve { bind } => serve(&cli.data_dir, load_config()?.0, &bind)?,
         Command::Config(ConfigCommand::Check) => {
             let (config, file) = load_config()?;
@@ -629,13 +661,19 @@ fn export(
     Ok(())
 }
 
+/// A fresh directory for a benchmark, on the data dir's disk; the caller removes it.
+fn bench_dir(data_dir: &Path, name: &str) -> Result<PathBuf> {
+    let dir = data_dir.join(format!("bench-{name}-{}", std::process::id()));
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
 fn bench_trace(data_dir: &Path, events: u64, fsync_seconds: f64, json: bool) -> Result<()> {
     if events == 0 {
         bail!("--events must be at least 1");
     }
     // On the data dir's disk, so the fsync figure is the real disk's.
-    let dir = data_dir.join(format!("bench-{}", std::process::id()));
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir = bench_dir(data_dir, "trace")?;
     let report = caal::trace::bench::run(&dir, events, fsync_seconds);
     let _ = fs::remove_dir_all(&dir);
     let report = report?;
@@ -682,7 +720,7 @@ fn bench_say(data_dir: &Path, runs: usize, json: bool) -> Result<()> {
     let _ = fs::remove_dir_all(&dir);
     result?;
     times_ms.sort_by(f64::total_cmp);
-    let at = |q: f64| times_ms[((times_ms.len() - 1) as f64 * q).round() as usize];
+    let at = |q: f64| caal::stats::percentile(&times_ms, q);
     let (median, p90) = (at(0.5), at(0.9));
     println!(
         "caal say, whole process, {runs} runs (warm cache): median {median:.1} ms, p90 {p90:.1} ms, min {:.1} ms",

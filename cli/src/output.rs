@@ -278,3 +278,122 @@ pub fn print_serve_bench(r: &ServeBenchReport) {
         r.events_streamed, r.events_committed, r.stream_lost
     );
 }
+
+pub fn print_registers(registers: &[caal::memory::Register]) {
+    if registers.is_empty() {
+        println!(
+            "nothing remembered yet; try `caal say \"remember that the spare key is in the blue box\"`"
+        );
+        return;
+    }
+    println!(
+        "{:<24}  {:>6}  {:>6}  {:<19}  register",
+        "bucket", "items", "pinned", "last written (UTC)"
+    );
+    for r in registers {
+        println!(
+            "{:<24}  {:>6}  {:>6}  {:<19}  {}",
+            clip(&r.bucket_id, 24),
+            r.item_count,
+            r.pinned_count,
+            seconds(&r.last_updated),
+            r.summary
+        );
+    }
+}
+
+fn print_scored(scored: &caal::memory::ScoredItem, label: &str) {
+    let item = &scored.item;
+    println!(
+        "{label:<10} {:>8.3}  {}{}  {}",
+        scored.reference_score,
+        if item.pinned { "📌 " } else { "" },
+        item.item_id,
+        clip(&item.content, 80)
+    );
+    for r in &item.metadata.refs {
+        let detail = r.summary.as_deref().or(r.excerpt.as_deref()).unwrap_or("");
+        println!(
+            "{:<10}           ↳ {}: {} {}",
+            "",
+            r.kind,
+            r.target,
+            clip(detail, 60)
+        );
+    }
+    println!("{:<10}           {}", "", scored.score.explanation);
+}
+
+pub fn print_package(p: &caal::memory::ContextPackage) {
+    println!("{}  {}", p.bucket_id, p.register_summary);
+    if p.items.is_empty() {
+        println!("nothing remembered in this bucket yet");
+        return;
+    }
+    println!(
+        "package at {} ({} items; short part {}/{} {unit}, long part {}/{} {unit})",
+        seconds(&p.computed_at),
+        p.items.len(),
+        p.budget.short_used,
+        p.budget.short,
+        p.budget.long_used,
+        p.budget.long,
+        unit = p.budget.unit.as_str()
+    );
+    println!("{:<10} {:>8}  item", "why/tier", "score");
+    for i in &p.items {
+        print_scored(
+            &i.scored,
+            &format!("{}/{}", i.why.as_str(), i.tier.as_str()),
+        );
+    }
+}
+
+pub fn print_items(items: &[caal::memory::ScoredItem]) {
+    if items.is_empty() {
+        println!("nothing remembered in this bucket yet");
+    }
+    for i in items {
+        print_scored(i, "");
+    }
+}
+
+pub fn print_hits(hits: &[caal::memory::Hit]) {
+    if hits.is_empty() {
+        println!("no item matches");
+        return;
+    }
+    for h in hits {
+        println!("{}", h.scored.item.bucket_id);
+        print_scored(&h.scored, &format!("{:.2}", h.match_rank));
+    }
+}
+
+pub fn print_memory_bench(r: &caal::memory::bench::MemoryBenchReport) {
+    println!(
+        "bucket of {} items (filled in {:.1} s, {:.1} MB on disk)",
+        r.items,
+        r.fill_s,
+        r.db_bytes as f64 / 1e6
+    );
+    println!(
+        "context package ({} items): cold p50 {:.3} ms, p95 {:.3} ms; cached p50 {:.2} µs, p95 {:.2} µs",
+        r.package_items,
+        r.package_cold_p50_ms,
+        r.package_cold_p95_ms,
+        r.package_cached_p50_us,
+        r.package_cached_p95_us
+    );
+    println!(
+        "search, top 10: all words p50 {:.3} ms, p95 {:.3} ms; any word p50 {:.3} ms, p95 {:.3} ms",
+        r.search_all_p50_ms, r.search_all_p95_ms, r.search_any_p50_ms, r.search_any_p95_ms
+    );
+    println!(
+        "search for the commonest word (in {} items): {:.3} ms",
+        r.common_word_items, r.search_common_ms
+    );
+    println!(
+        "one write (item, register, invalidation): p50 {:.3} ms",
+        r.write_p50_ms
+    );
+}

@@ -176,6 +176,18 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
         "return [...document.querySelectorAll('.round')].some(r => r.textContent.includes('Okay, the kitchen lights are on.'))",
     );
 
+    // What the conversation's bucket remembers shows beside its rounds.
+    chat("remember that the spare key is under the blue pot");
+    browser.wait_for(
+        "the memory panel",
+        "return document.getElementById('memory').textContent.includes('the spare key is under the blue pot')",
+    );
+    let register = browser.script("return document.querySelector('#memory .register').textContent");
+    assert_eq!(
+        register,
+        "1 memory. latest: the spare key is under the blue pot"
+    );
+
     // A level-3 command waits; a click on Confirm runs it.
     let asked = chat("unlock the front door");
     assert_eq!(asked["reply"], "Unlock the front door? Say yes to confirm.");

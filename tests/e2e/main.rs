@@ -2,6 +2,7 @@
 
 mod browser;
 mod llm;
+mod memory;
 mod router;
 mod safety;
 mod serve;

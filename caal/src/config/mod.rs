@@ -26,6 +26,7 @@ pub struct Config {
     pub authority: AuthorityConfig,
     pub safety: SafetyConfig,
     pub llm: LlmConfig,
+    pub memory: MemoryConfig,
     #[serde(default)]
     pub states: BTreeMap<String, StateConfig>,
     #[serde(default)]
@@ -36,6 +37,67 @@ pub struct Config {
     pub macros: BTreeMap<String, MacroConfig>,
     #[serde(default)]
     pub rules: Vec<RuleConfig>,
+}
+
+/// Bucket memory: how items are scored and how much of a bucket goes into a prompt.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// A signal (a write, a topic hit, a citation) counts half as much after this many days.
+    pub half_life_days: f64,
+    pub weights: MemoryWeights,
+    /// The context package holds up to this many pinned, high-score and recent items.
+    pub package_pinned: usize,
+    pub package_top: usize,
+    pub package_recent: usize,
+    /// The short part of the package goes into every prompt; the long part
+    /// only when the prompt has room. Sizes in `budget_unit`.
+    pub short_budget: usize,
+    pub long_budget: usize,
+    pub budget_unit: BudgetUnit,
+    /// The longest item, in characters.
+    pub max_item_chars: usize,
+}
+
+/// What a score is made of: each signal's weight.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryWeights {
+    /// Added, undecayed, while an item is pinned.
+    pub pin: f64,
+    /// Each time the item is written (remembered again, updated).
+    pub write: f64,
+    /// Each time a round's topic finds the item.
+    pub topic_hit: f64,
+    /// Each time a model's answer quotes the item.
+    pub citation: f64,
+}
+
+/// How memory budgets are counted.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BudgetUnit {
+    Chars,
+    /// Estimated as one token per four characters, rounded up.
+    Tokens,
+}
+
+impl BudgetUnit {
+    /// The size of `text` in this unit.
+    pub fn measure(self, text: &str) -> usize {
+        let chars = text.chars().count();
+        match self {
+            BudgetUnit::Chars => chars,
+            BudgetUnit::Tokens => chars.div_ceil(4),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetUnit::Chars => "chars",
+            BudgetUnit::Tokens => "tokens",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -313,6 +375,31 @@ pub struct RuleConfig {
     pub reply: Option<String>,
     /// Name of the capture that holds the topic, if any.
     pub topic: Option<String>,
+    /// What a memory route does: remember, forget, pin, unpin or recall.
+    pub memory: Option<MemoryOp>,
+}
+
+/// The memory commands people can say or type.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryOp {
+    Remember,
+    Forget,
+    Pin,
+    Unpin,
+    Recall,
+}
+
+impl MemoryOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryOp::Remember => "remember",
+            MemoryOp::Forget => "forget",
+            MemoryOp::Pin => "pin",
+            MemoryOp::Unpin => "unpin",
+            MemoryOp::Recall => "recall",
+        }
+    }
 }
 
 fn one() -> u8 {
@@ -447,7 +534,44 @@ impl Config {
                 problem: "must be at least 1".into(),
             });
         }
+        self.memory.check()?;
         crate::router::Router::compile(self).map(|_| ())
+    }
+}
+
+impl MemoryConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let positive = |key: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(ConfigError::Value {
+                    key: format!("memory.{key}"),
+                    problem: format!("{v} must be a number above 0"),
+                })
+            }
+        };
+        positive("half_life_days", self.half_life_days)?;
+        positive("weights.write", self.weights.write)?;
+        for (key, v) in [
+            ("weights.pin", self.weights.pin),
+            ("weights.topic_hit", self.weights.topic_hit),
+            ("weights.citation", self.weights.citation),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ConfigError::Value {
+                    key: format!("memory.{key}"),
+                    problem: format!("{v} must be a number of 0 or more"),
+                });
+            }
+        }
+        if self.max_item_chars == 0 {
+            return Err(ConfigError::Value {
+                key: "memory.max_item_chars".into(),
+                problem: "must be at least 1".into(),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -12,6 +12,8 @@ use std::{
 };
 
 use serde::Serialize;
+
+use crate::stats::percentile;
 use serde_json::{Value, json};
 
 use super::Tiers;
@@ -51,13 +53,6 @@ const QUESTIONS: &[&str] = &[
     "What is a good name for a cat?",
     "Why is the sky blue?",
 ];
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
 
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);

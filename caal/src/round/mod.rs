@@ -18,6 +18,7 @@ use crate::{
     config::{Config, ConfigError},
     ids::{BucketId, CallId, ConversationId, LibraryId, LibraryIdError},
     llm::{Tiers, toolbox::Toolbox, validate::Validator},
+    memory::{MEMORY_FILE, MemoryError, MemoryStore},
     router::{CommandSpec, Intent, RouteDecision, Router, normalize, render, render_with},
     safety::Sanitizer,
     state::{Clock, STATE_FILE, StateDb, SystemClock, rfc3339_ms},
@@ -35,6 +36,8 @@ pub enum Channel {
     Voice,
     Ui,
     Api,
+    /// The operator, from `caal bucket`.
+    Cli,
 }
 
 impl Channel {
@@ -44,6 +47,7 @@ impl Channel {
             Channel::Voice => "voice",
             Channel::Ui => "ui",
             Channel::Api => "api",
+            Channel::Cli => "cli",
         }
     }
 }
@@ -129,6 +133,8 @@ pub enum OpenError {
     Store(#[from] StoreError),
     #[error(transparent)]
     LibraryId(#[from] LibraryIdError),
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
     #[error("cannot create the data dir {path}: {source}; choose another with --data-dir")]
     DataDir {
         path: String,
@@ -162,6 +168,7 @@ impl Default for EngineOptions {
 pub struct Engine {
     store: TraceStore,
     state: Arc<StateDb>,
+    memory: Arc<MemoryStore>,
     router: Arc<Router>,
     tools: Arc<Tools>,
     sanitizer: Arc<Sanitizer>,
@@ -223,12 +230,17 @@ impl Engine {
         let library = LibraryId::load_or_create(data_dir, options.library_id.as_deref())?;
         let store = TraceStore::open(&data_dir.join(DB_FILE), library, config.store.durability)?;
         let state = Arc::new(StateDb::open(&data_dir.join(STATE_FILE))?);
-        Ok(Self::new(store, state, config, options)?)
+        let memory = Arc::new(MemoryStore::open(
+            &data_dir.join(MEMORY_FILE),
+            &config.memory,
+        )?);
+        Ok(Self::new(store, state, memory, config, options)?)
     }
 
-    pub fn new(
+    fn new(
         store: TraceStore,
         state: Arc<StateDb>,
+        memory: Arc<MemoryStore>,
         config: Config,
         options: EngineOptions,
     ) -> Result<Self, ConfigError> {
@@ -250,6 +262,7 @@ impl Engine {
         Ok(Self {
             store,
             state,
+            memory,
             toolbox: Arc::new(toolbox),
             validators: Arc::new(crate::llm::validate::builtin()),
             llm: options.llm,
@@ -267,6 +280,15 @@ impl Engine {
 
     pub fn state(&self) -> &StateDb {
         &self.state
+    }
+
+    pub fn memory(&self) -> &MemoryStore {
+        &self.memory
+    }
+
+    /// The engine's clock (injectable in tests).
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     pub fn router(&self) -> &Router {
@@ -483,6 +505,11 @@ impl Engine {
         result.source_rule = decision.source_rule.clone();
         result.command_id = decision.command_id.clone();
         result.auth_level = decision.auth_level.get();
+        if let Some(topic) = &decision.topic
+            && !matches!(decision.intent, Intent::Memory { .. })
+        {
+            self.topic_hits(round, topic, now)?;
+        }
 
         if let Intent::Think { route, fallback } = &decision.intent {
             decision.intent = match (&self.llm, fallback) {
@@ -626,7 +653,7 @@ impl Engine {
             GateAction::NothingToConfirm { expired: false } => {
                 Steps::reply("There's nothing waiting for a confirmation.")
             }
-            GateAction::Proceed => self.proceed(round, &decision, now)?,
+            GateAction::Proceed => self.proceed(round, &text, &decision, now)?,
         };
         // A pending confirmation that this round resolved, replaced or started.
         if gated.resolved.is_some() || gated.pending.is_some() {
@@ -643,6 +670,7 @@ impl Engine {
     fn proceed(
         &self,
         round: &OpenRound,
+        text: &str,
         decision: &RouteDecision,
         now: i64,
     ) -> Result<Steps, StoreError> {
@@ -677,6 +705,9 @@ impl Engine {
                 ))
             }
             Intent::Undo => self.undo(round, now)?,
+            Intent::Memory { op, subject } => {
+                self.memory_command(round, text, *op, subject.as_deref(), now)?
+            }
             Intent::Unsupported(route) => Steps::failed(
                 format!("I can't do {} requests yet.", route.as_str()),
                 "route.unsupported",
@@ -948,11 +979,15 @@ impl Engine {
     }
 }
 
+mod memory;
 mod think;
 
+pub use memory::{OPERATOR_CONVERSATION, OperatorError, OperatorOutcome, OperatorWrite};
 pub use think::{LlmSummary, RetryNote};
 
 #[cfg(test)]
 mod llm_tests;
+#[cfg(test)]
+mod memory_tests;
 #[cfg(test)]
 pub(crate) mod tests;

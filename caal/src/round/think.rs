@@ -78,6 +78,17 @@ impl Engine {
         if let Some(p) = policy {
             system.push_str(&format!(" Mode: {} ({}).", p.label, p.description));
         }
+        // What the bucket remembers: the short part always, the long part
+        // when the prompt has room for it next to the question.
+        let now = self.clock.now_ms();
+        let room = cfg
+            .max_prompt_chars
+            .saturating_sub(system.chars().count() + question.chars().count() + 80);
+        let memory = self.memory_for_prompt(round, room, now)?;
+        if let Some((text, _, _)) = &memory {
+            system.push_str("\nWhat the user asked you to remember (use it when it helps):\n");
+            system.push_str(text);
+        }
         let room = cfg.max_prompt_chars.saturating_sub(system.chars().count());
         let capped_question = cap_prompt(question, room.max(400));
         let base = vec![
@@ -189,6 +200,11 @@ impl Engine {
                 }
                 round.append_all(drafts)?;
                 if worst < Status::Retry {
+                    if let Some((_, package, with_long)) = &memory
+                        && response.tool_calls.is_empty()
+                    {
+                        self.cite(round, package, *with_long, &response.text, now)?;
+                    }
                     let outcome = if response.tool_calls.is_empty() {
                         "answer"
                     } else {

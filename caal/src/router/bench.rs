@@ -6,6 +6,8 @@ use std::{path::Path, sync::Arc, time::Instant};
 
 use serde::Serialize;
 
+use crate::stats::percentile;
+
 use super::{Router, normalize};
 use crate::{
     config::{Config, RouteType, RuleConfig},
@@ -50,10 +52,6 @@ const SAID: &[&str] = &[
     "what is the capital of australia",
 ];
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
 fn time_decisions(router: &Router, texts: &[String], n: usize) -> (f64, f64) {
     let mut samples = Vec::with_capacity(n);
     for i in 0..n {
@@ -81,6 +79,7 @@ pub fn generated_config(base: &Config, count: usize) -> Config {
             priority: i32::try_from(i % 7).unwrap_or(0),
             reply: None,
             topic: None,
+            memory: None,
         })
         .collect();
     config

@@ -21,8 +21,8 @@ pub use params::{ParamProblem, ParamValue, human_duration, parse_duration, parse
 use crate::{
     auth::{AuthLevel, Command, CommandChain, StoredChain},
     config::{
-        CommandConfig, Config, ConfigError, MacroConfig, ParamKind, RouteType, RuleConfig,
-        StateConfig, Unmatched,
+        CommandConfig, Config, ConfigError, MacroConfig, MemoryOp, ParamKind, RouteType,
+        RuleConfig, StateConfig, Unmatched,
     },
     tools,
 };
@@ -84,6 +84,12 @@ pub enum Intent {
     Think {
         route: RouteType,
         fallback: Option<String>,
+    },
+    /// A memory command: `subject` is what to remember, forget, pin, unpin
+    /// or recall (as normalised; none: recall everything).
+    Memory {
+        op: MemoryOp,
+        subject: Option<String>,
     },
     /// A route type whose capability this build does not have yet.
     Unsupported(RouteType),
@@ -160,6 +166,27 @@ impl Router {
                 return Err(problem(format!(
                     "topic names the capture {topic:?}, which the pattern does not have"
                 )));
+            }
+            match (rule.route, rule.memory) {
+                (RouteType::Memory, None) => {
+                    return Err(problem(
+                        "a memory route needs `memory` = \"remember\", \"forget\", \"pin\", \"unpin\" or \"recall\"".into(),
+                    ));
+                }
+                (RouteType::Memory, Some(op)) if op != MemoryOp::Recall && rule.topic.is_none() => {
+                    return Err(problem(format!(
+                        "memory = {:?} needs `topic`: the capture that says what to {}",
+                        op.as_str(),
+                        op.as_str()
+                    )));
+                }
+                (route, Some(_)) if route != RouteType::Memory => {
+                    return Err(problem(format!(
+                        "`memory` belongs on memory routes, not on route {:?}",
+                        route.as_str()
+                    )));
+                }
+                _ => {}
             }
             let target = match (rule.route, &rule.command, &rule.macro_name) {
                 (RouteType::Command | RouteType::State, Some(_), Some(_)) => {
@@ -335,7 +362,15 @@ impl Router {
                 },
             ),
             RouteType::Memory => {
-                RouteDecision::simple(&route_code, source, Intent::Unsupported(rule.config.route))
+                let op = rule.config.memory.unwrap_or(MemoryOp::Recall);
+                RouteDecision::simple(
+                    &route_code,
+                    source,
+                    Intent::Memory {
+                        op,
+                        subject: topic.clone(),
+                    },
+                )
             }
             RouteType::Command | RouteType::State => {
                 self.command_decision(rule, &route_code, &captures)

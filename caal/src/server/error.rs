@@ -8,7 +8,11 @@ use axum::{
 };
 use serde_json::json;
 
-use crate::{round::RoundError, trace::StoreError};
+use crate::{
+    memory::MemoryError,
+    round::{OperatorError, RoundError},
+    trace::StoreError,
+};
 
 #[derive(Debug)]
 pub enum AppError {
@@ -97,5 +101,29 @@ impl From<RoundError> for AppError {
 impl From<tokio::task::JoinError> for AppError {
     fn from(e: tokio::task::JoinError) -> Self {
         AppError::Internal(format!("a blocking task failed: {e}"))
+    }
+}
+
+impl From<MemoryError> for AppError {
+    fn from(e: MemoryError) -> Self {
+        match e {
+            MemoryError::NoSuchItem { .. } => AppError::NotFound {
+                what: "memory item".into(),
+            },
+            MemoryError::Empty => AppError::bad_request("memory.empty", e.to_string()),
+            MemoryError::TooLong { .. } => AppError::bad_request("memory.too_long", e.to_string()),
+            MemoryError::EmptyQuery { .. } => AppError::bad_request("search.empty", e.to_string()),
+            MemoryError::ReadOnly { .. } => AppError::Internal(e.to_string()),
+            MemoryError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<OperatorError> for AppError {
+    fn from(e: OperatorError) -> Self {
+        match e {
+            OperatorError::Memory(m) => m.into(),
+            OperatorError::Store(s) => s.into(),
+        }
     }
 }

@@ -21,7 +21,7 @@ use axum::{
         Html, IntoResponse, Response,
         sse::{Event as SseEvent, KeepAlive, Sse},
     },
-    routing::{get, post},
+    routing::{delete, get, post},
 };
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
@@ -31,8 +31,9 @@ use tokio::{net::TcpListener, sync::watch};
 pub use error::AppError;
 
 use crate::{
-    ids::ConversationId,
-    round::{Channel, Engine, PendingView, RoundResult},
+    ids::{BucketId, ConversationId},
+    memory::{ItemRef, Match},
+    round::{Channel, Engine, OperatorOutcome, OperatorWrite, PendingView, RoundResult},
     trace::EventRecord,
 };
 
@@ -79,6 +80,13 @@ pub fn app(state: AppState) -> Router {
         .route("/pending", get(pending))
         .route("/pending/{id}/confirm", post(confirm))
         .route("/pending/{id}/deny", post(deny))
+        .route("/buckets", get(buckets))
+        .route("/buckets/{id}", get(bucket_package))
+        .route("/buckets/{id}/items", get(bucket_items).post(bucket_add))
+        .route("/buckets/{id}/items/{item_id}", delete(bucket_forget))
+        .route("/buckets/{id}/items/{item_id}/pin", post(bucket_pin))
+        .route("/buckets/{id}/items/{item_id}/unpin", post(bucket_unpin))
+        .route("/memory/search", get(memory_search))
         .route("/events", get(events))
         .route("/health", get(health))
         .route("/openapi.json", get(openapi))
@@ -339,6 +347,131 @@ async fn decide(
     })
     .await?;
     Ok(Json(result))
+}
+
+fn bucket_id(id: &str) -> Result<BucketId, AppError> {
+    id.parse().map_err(|e: crate::ids::InvalidId| {
+        AppError::bad_request("bucket_id.invalid", e.to_string())
+    })
+}
+
+/// Every bucket's register, most recently written first.
+async fn buckets(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
+    let engine = state.engine.clone();
+    let registers = blocking(move || Ok(engine.memory().registers()?)).await?;
+    Ok(Json(json!({"buckets": registers})))
+}
+
+/// The bucket's context package (from the cache while the bucket is unchanged).
+async fn bucket_package(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    let bucket = bucket_id(&id)?;
+    let engine = state.engine.clone();
+    let package = blocking(move || {
+        let now = engine.now_ms();
+        Ok(engine.memory().package(&bucket, now)?)
+    })
+    .await?;
+    Ok(Json(json!(*package)))
+}
+
+async fn bucket_items(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    let bucket = bucket_id(&id)?;
+    let engine = state.engine.clone();
+    let items = blocking(move || {
+        let now = engine.now_ms();
+        Ok(engine.memory().items(&bucket, now)?)
+    })
+    .await?;
+    Ok(Json(json!({"items": items})))
+}
+
+#[derive(Deserialize)]
+struct AddItem {
+    content: String,
+    #[serde(default)]
+    pin: bool,
+    #[serde(default)]
+    refs: Vec<ItemRef>,
+}
+
+async fn operator_write(
+    state: AppState,
+    id: String,
+    write: OperatorWrite,
+) -> Result<Json<OperatorOutcome>, AppError> {
+    let bucket = bucket_id(&id)?;
+    let engine = state.engine.clone();
+    let outcome =
+        blocking(move || Ok(engine.operator_memory(&bucket, write, Channel::Api)?)).await?;
+    Ok(Json(outcome))
+}
+
+async fn bucket_add(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<AddItem>, JsonRejection>,
+) -> Result<Json<OperatorOutcome>, AppError> {
+    let add = json_body(body)?;
+    let write = OperatorWrite::Add {
+        content: add.content,
+        refs: add.refs,
+        pin: add.pin,
+    };
+    operator_write(state, id, write).await
+}
+
+async fn bucket_pin(
+    State(state): State<AppState>,
+    Path((id, item_id)): Path<(String, String)>,
+) -> Result<Json<OperatorOutcome>, AppError> {
+    operator_write(state, id, OperatorWrite::Pin { item_id }).await
+}
+
+async fn bucket_unpin(
+    State(state): State<AppState>,
+    Path((id, item_id)): Path<(String, String)>,
+) -> Result<Json<OperatorOutcome>, AppError> {
+    operator_write(state, id, OperatorWrite::Unpin { item_id }).await
+}
+
+async fn bucket_forget(
+    State(state): State<AppState>,
+    Path((id, item_id)): Path<(String, String)>,
+) -> Result<Json<OperatorOutcome>, AppError> {
+    operator_write(state, id, OperatorWrite::Forget { item_id }).await
+}
+
+#[derive(Deserialize)]
+struct SearchQuery {
+    q: String,
+    bucket: Option<String>,
+    #[serde(default)]
+    any: bool,
+    limit: Option<usize>,
+}
+
+async fn memory_search(
+    State(state): State<AppState>,
+    Query(q): Query<SearchQuery>,
+) -> Result<Json<Value>, AppError> {
+    let bucket = q.bucket.as_deref().map(bucket_id).transpose()?;
+    let how = if q.any { Match::Any } else { Match::All };
+    let limit = q.limit.unwrap_or(10).clamp(1, 100);
+    let engine = state.engine.clone();
+    let hits = blocking(move || {
+        let now = engine.now_ms();
+        Ok(engine
+            .memory()
+            .search(&q.q, bucket.as_ref(), how, limit, now)?)
+    })
+    .await?;
+    Ok(Json(json!({"hits": hits})))
 }
 
 async fn health(State(state): State<AppState>) -> Json<Value> {

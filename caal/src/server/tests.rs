@@ -75,6 +75,10 @@ impl TestServer {
                 .get(&self.url(path))
                 .header("Authorization", &auth)
                 .call(),
+            ("DELETE", _) => agent
+                .delete(&self.url(path))
+                .header("Authorization", &auth)
+                .call(),
             (_, Some(b)) => agent
                 .post(&self.url(path))
                 .header("Authorization", &auth)
@@ -275,6 +279,8 @@ fn the_api_runs_rounds_and_shows_them() {
         "/api/events",
         "/api/pending/{id}/confirm",
         "/api/trace/export",
+        "/api/buckets/{id}/items",
+        "/api/memory/search",
     ] {
         assert!(spec["paths"][path].is_object(), "{path} is documented");
     }
@@ -406,4 +412,69 @@ fn responses_carry_no_secret() {
     );
     assert!(!round.to_string().contains(key));
     assert!(round.to_string().contains("secret_ref:openai_key:"));
+}
+
+#[test]
+fn buckets_are_listed_shown_searched_and_written_through_the_api() {
+    let server = TestServer::start();
+    server.say("kitchen", "remember that the descaler is under the sink");
+    let (status, list) = server.call("GET", "/api/buckets", None);
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["buckets"][0]["bucket_id"], "bucket:kitchen");
+    assert_eq!(list["buckets"][0]["item_count"], 1);
+
+    let (status, added) = server.call(
+        "POST",
+        "/api/buckets/bucket:kitchen/items",
+        Some(json!({"content": "the oven manual is in the drawer", "pin": true,
+                    "refs": [{"kind": "file", "target": "/docs/oven.pdf", "summary": "model X200"}]})),
+    );
+    assert_eq!(status, 200, "{added}");
+    let item = added["item_id"].as_str().unwrap().to_owned();
+    let (_, package) = server.call("GET", "/api/buckets/bucket:kitchen", None);
+    assert_eq!(package["items"][0]["item_id"], item.as_str());
+    assert_eq!(package["items"][0]["why"], "pinned");
+    assert!(
+        package["short_context"]
+            .as_str()
+            .unwrap()
+            .contains("(file: /docs/oven.pdf — model X200)")
+    );
+
+    let (_, found) = server.call(
+        "GET",
+        "/api/memory/search?q=descaler&bucket=bucket:kitchen",
+        None,
+    );
+    assert_eq!(
+        found["hits"][0]["content"],
+        "the descaler is under the sink"
+    );
+    let (status, bad) = server.call("GET", "/api/memory/search?q=the", None);
+    assert_eq!((status, bad["code"].as_str()), (400, Some("search.empty")));
+
+    let (status, _) = server.call(
+        "POST",
+        &format!("/api/buckets/bucket:kitchen/items/{item}/unpin"),
+        None,
+    );
+    assert_eq!(status, 200);
+    let (status, forgot) = server.call(
+        "DELETE",
+        &format!("/api/buckets/bucket:kitchen/items/{item}"),
+        None,
+    );
+    assert_eq!((status, forgot["op"].as_str()), (200, Some("forget")));
+    let (status, missing) = server.call(
+        "DELETE",
+        &format!("/api/buckets/bucket:kitchen/items/{item}"),
+        None,
+    );
+    assert_eq!((status, missing["code"].as_str()), (404, Some("not_found")));
+    let (_, items) = server.call("GET", "/api/buckets/bucket:kitchen/items", None);
+    assert_eq!(items["items"].as_array().unwrap().len(), 1);
+    let (status, _) = server.call("GET", "/api/buckets/not%20a%20bucket", None);
+    assert_eq!(status, 400);
+    let written = server.home.of_type("operator", "memory.written");
+    assert_eq!(written[0]["source"], "api");
 }

@@ -51,6 +51,11 @@ event_types! {
     RoundCompleted = "round.completed",
     SafetyRedacted = "safety.redacted",
     SafetyChecked = "safety.checked",
+    MemoryWritten = "memory.written",
+    MemoryForgotten = "memory.forgotten",
+    MemoryRead = "memory.read",
+    MemoryReferenced = "memory.referenced",
+    MemoryInjected = "memory.injected",
 }
 
 impl EventType {

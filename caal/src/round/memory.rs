@@ -1,0 +1,484 @@
+//! Memory in rounds: the spoken and typed memory commands (remember, forget,
+//! pin, unpin, recall), topic hits for rounds whose rule names a topic, the
+//! context package injected into prompts and the citations found in
+//! answers, and the operator's writes from `caal bucket`. Each change to a
+//! bucket is an event of the round that made it; a forgotten item's event
+//! never says what it was.
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::{
+    config::MemoryOp,
+    ids::{BucketId, ConversationId},
+    memory::{ContextPackage, ItemMetadata, ItemRef, Match, MemoryError, Signal, Tier, Written},
+    router::normalize,
+    trace::{EventDraft, EventStatus, EventType, OpenRound, RoundSpec, StoreError},
+};
+
+use super::{Channel, Engine, Steps};
+
+/// The conversation the operator's `caal bucket` writes are recorded in.
+pub const OPERATOR_CONVERSATION: &str = "operator";
+
+/// A write the operator asks for by hand.
+#[derive(Clone, Debug)]
+pub enum OperatorWrite {
+    Add {
+        content: String,
+        refs: Vec<ItemRef>,
+        pin: bool,
+    },
+    Pin {
+        item_id: String,
+    },
+    Unpin {
+        item_id: String,
+    },
+    Forget {
+        item_id: String,
+    },
+}
+
+/// What an operator write did, and the round that recorded it.
+#[derive(Clone, Debug, Serialize)]
+pub struct OperatorOutcome {
+    pub round_id: String,
+    pub bucket_id: String,
+    pub item_id: String,
+    /// `add`, `update`, `pin`, `unpin` or `forget`.
+    pub op: String,
+    pub pinned: bool,
+    pub redacted_kinds: Vec<&'static str>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The words the person said for `subject` (which the router saw lower-cased),
+/// as they said them: the shortest ending of `text` that normalises to it.
+fn as_said(text: &str, subject: &str) -> String {
+    let starts: Vec<usize> = text
+        .char_indices()
+        .filter(|&(i, c)| {
+            !c.is_whitespace() && (i == 0 || text[..i].ends_with(char::is_whitespace))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let said = starts
+        .iter()
+        .rev()
+        .map(|&i| &text[i..])
+        .find(|tail| normalize(tail) == subject)
+        .unwrap_or(subject);
+    said.trim_end_matches(|c: char| c.is_whitespace() || ".!,;:".contains(c))
+        .to_owned()
+}
+
+fn quoted(items: &[String]) -> String {
+    items
+        .iter()
+        .map(|c| format!("\"{c}\""))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Engine {
+    /// A memory command said or typed in a round.
+    pub(super) fn memory_command(
+        &self,
+        round: &OpenRound,
+        text: &str,
+        op: MemoryOp,
+        subject: Option<&str>,
+        now: i64,
+    ) -> Result<Steps, StoreError> {
+        let bucket = round.header().bucket_id.clone();
+        match self.memory_step(round, &bucket, text, op, subject, now) {
+            Ok(steps) => Ok(steps),
+            Err(MemoryError::Store(e)) => Err(e),
+            Err(e) => Ok(Steps::failed(
+                format!("I couldn't {}: {e}.", op.as_str()),
+                "memory.invalid",
+                e.to_string(),
+            )),
+        }
+    }
+
+    fn memory_step(
+        &self,
+        round: &OpenRound,
+        bucket: &BucketId,
+        text: &str,
+        op: MemoryOp,
+        subject: Option<&str>,
+        now: i64,
+    ) -> Result<Steps, MemoryError> {
+        let memory = &self.memory;
+        // "What do you remember about it": no word to search for is a question about everything.
+        let subject = subject.filter(|s| {
+            op != MemoryOp::Recall
+                || crate::memory::words(s)
+                    .iter()
+                    .any(|w| !crate::memory::is_stopword(w))
+        });
+        let Some(subject) = subject else {
+            // "What do you remember?": the top of the package.
+            let package = memory.package(bucket, now)?;
+            let top: Vec<&str> = package
+                .items
+                .iter()
+                .take(3)
+                .map(|i| i.scored.item.content.as_str())
+                .collect();
+            round.append(EventDraft::new(
+                EventType::MemoryRead,
+                json!({"bucket_id": bucket, "op": "recall", "query": null, "match": "package",
+                       "item_ids": package.items.iter().take(3).map(|i| &i.scored.item.item_id).collect::<Vec<_>>()}),
+            ))?;
+            return Ok(Steps::reply(if top.is_empty() {
+                "I don't remember anything yet. Say \"remember that …\" and I will.".to_owned()
+            } else {
+                format!("I remember: {}.", top.join("; "))
+            }));
+        };
+        if op == MemoryOp::Remember {
+            let content = as_said(text, subject);
+            let metadata = ItemMetadata {
+                source: Some(format!("round:{}", round.header().round_id)),
+                ..ItemMetadata::default()
+            };
+            let written = memory.remember(bucket, &content, metadata, false, now)?;
+            self.record_written(round, &written, "round")?;
+            return Ok(Steps::reply(match written.op {
+                crate::memory::WriteOp::Update => {
+                    format!(
+                        "I already knew that {}; I'll keep it in mind.",
+                        written.item.content
+                    )
+                }
+                _ => format!("Okay, I'll remember that {}.", written.item.content),
+            }));
+        }
+        let how = if op == MemoryOp::Recall {
+            Match::Any
+        } else {
+            Match::All
+        };
+        let hits = match memory.search(subject, Some(bucket), how, 5, now) {
+            Err(MemoryError::EmptyQuery { .. }) => Vec::new(),
+            found => found?,
+        };
+        let ids: Vec<String> = hits.iter().map(|h| h.scored.item.item_id.clone()).collect();
+        round.append(EventDraft::new(
+            EventType::MemoryRead,
+            json!({"bucket_id": bucket, "op": op.as_str(), "query": subject,
+                   "match": if how == Match::All { "all" } else { "any" }, "item_ids": ids}),
+        ))?;
+        if hits.is_empty() {
+            return Ok(Steps::reply(format!(
+                "I don't remember anything about {subject}."
+            )));
+        }
+        let contents: Vec<String> = hits.iter().map(|h| h.scored.item.content.clone()).collect();
+        Ok(match op {
+            MemoryOp::Recall => {
+                let shown: Vec<String> = ids.iter().take(3).cloned().collect();
+                let found = memory.reference(bucket, &shown, Signal::TopicHit, now)?;
+                self.record_referenced(round, bucket, Signal::TopicHit, Some(subject), &found)?;
+                Steps::reply(format!(
+                    "About {subject}, I remember: {}.",
+                    contents[..shown.len()].join("; ")
+                ))
+            }
+            MemoryOp::Forget => {
+                // One match, or one that is exactly what was said; else ask.
+                let exact = hits
+                    .iter()
+                    .position(|h| normalize(&h.scored.item.content) == subject);
+                let chosen = if hits.len() == 1 { Some(0) } else { exact };
+                let Some(i) = chosen else {
+                    return Ok(Steps::reply(format!(
+                        "I remember {} things about {subject}: {}. Which one should I forget? Say more of its words.",
+                        hits.len(),
+                        quoted(&contents)
+                    )));
+                };
+                let item = memory.forget(bucket, &ids[i], now)?;
+                round.append(EventDraft::new(
+                    EventType::MemoryForgotten,
+                    json!({"bucket_id": bucket, "item_id": item.item_id, "reason": "asked to forget",
+                           "was_pinned": item.pinned, "source": "round"}),
+                ))?;
+                Steps::reply("Okay, I've forgotten it.")
+            }
+            MemoryOp::Pin | MemoryOp::Unpin => {
+                let pin = op == MemoryOp::Pin;
+                let Some(hit) = hits.iter().find(|h| h.scored.item.pinned != pin) else {
+                    return Ok(Steps::reply(if pin {
+                        format!("That's already pinned: {}.", contents[0])
+                    } else {
+                        format!("That isn't pinned: {}.", contents[0])
+                    }));
+                };
+                let written = memory.set_pinned(bucket, &hit.scored.item.item_id, pin, now)?;
+                self.record_written(round, &written, "round")?;
+                Steps::reply(format!(
+                    "{}: {}.",
+                    if pin { "Pinned" } else { "Unpinned" },
+                    written.item.content
+                ))
+            }
+            MemoryOp::Remember => unreachable!("remember returned above"),
+        })
+    }
+
+    fn record_written(
+        &self,
+        round: &OpenRound,
+        written: &Written,
+        source: &str,
+    ) -> Result<(), StoreError> {
+        round.append(EventDraft::new(
+            EventType::MemoryWritten,
+            json!({"bucket_id": written.item.bucket_id, "item_id": written.item.item_id, "op": written.op.as_str(),
+                   "pinned": written.item.pinned, "chars": written.item.content.chars().count(),
+                   "source": source, "redacted_kinds": written.redacted}),
+        ))
+    }
+
+    fn record_referenced(
+        &self,
+        round: &OpenRound,
+        bucket: &BucketId,
+        signal: Signal,
+        topic: Option<&str>,
+        ids: &[String],
+    ) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        round.append(EventDraft::new(
+            EventType::MemoryReferenced,
+            json!({"bucket_id": bucket, "signal": signal.as_str(), "topic": topic, "item_ids": ids}),
+        ))
+    }
+
+    /// A round whose rule names a topic raises the items that topic finds.
+    pub(super) fn topic_hits(
+        &self,
+        round: &OpenRound,
+        topic: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let bucket = round.header().bucket_id.clone();
+        let found = self
+            .memory
+            .search(topic, Some(&bucket), Match::Any, 3, now)
+            .and_then(|hits| {
+                let ids: Vec<String> = hits.into_iter().map(|h| h.scored.item.item_id).collect();
+                self.memory.reference(&bucket, &ids, Signal::TopicHit, now)
+            });
+        match found {
+            Ok(ids) => self.record_referenced(round, &bucket, Signal::TopicHit, Some(topic), &ids),
+            // A topic with no searchable words finds nothing; that is not a failure.
+            Err(MemoryError::EmptyQuery { .. }) => Ok(()),
+            Err(MemoryError::Store(e)) => Err(e),
+            Err(e) => Err(StoreError::Sqlite(e.to_string())),
+        }
+    }
+
+    /// The bucket's package for a prompt, and the `memory.injected` event
+    /// saying which items went in and why. `room`: characters the prompt can
+    /// still take. Returns the text to add and the package it came from.
+    pub(super) fn memory_for_prompt(
+        &self,
+        round: &OpenRound,
+        room: usize,
+        now: i64,
+    ) -> Result<Option<(String, std::sync::Arc<ContextPackage>, bool)>, StoreError> {
+        let bucket = round.header().bucket_id.clone();
+        let package = match self.memory.package(&bucket, now) {
+            Ok(p) => p,
+            Err(MemoryError::Store(e)) => return Err(e),
+            Err(e) => return Err(StoreError::Sqlite(e.to_string())),
+        };
+        if package.short_context.is_empty() && package.long_context.is_none() {
+            return Ok(None);
+        }
+        let mut text = package.short_context.clone();
+        let with_long = package
+            .long_context
+            .as_ref()
+            .is_some_and(|long| text.chars().count() + 1 + long.chars().count() <= room);
+        if let (true, Some(long)) = (with_long, &package.long_context) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(long);
+        }
+        let mut parts = Vec::new();
+        if !package.short_context.is_empty() {
+            parts.push("short");
+        }
+        if with_long {
+            parts.push("long");
+        }
+        let items: Vec<_> = package
+            .injected(with_long)
+            .map(|i| json!({"item_id": i.scored.item.item_id, "why": i.why, "score": i.scored.reference_score,
+                            "tier": i.tier}))
+            .collect();
+        round.append(EventDraft::new(
+            EventType::MemoryInjected,
+            json!({"bucket_id": bucket, "items": items, "parts": parts, "unit": package.budget.unit,
+                   "short_used": package.budget.short_used, "long_used": package.budget.long_used,
+                   "long_left_out": package.long_context.is_some() && !with_long}),
+        ))?;
+        Ok(Some((text, package, with_long)))
+    }
+
+    /// Items of the injected package that the accepted answer quotes gain a citation.
+    pub(super) fn cite(
+        &self,
+        round: &OpenRound,
+        package: &ContextPackage,
+        with_long: bool,
+        answer: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let cited: Vec<String> = package
+            .injected(with_long)
+            .filter(|i| i.tier != Tier::Left)
+            .filter(|i| crate::memory::quotes(answer, &i.scored.item.content))
+            .map(|i| i.scored.item.item_id.clone())
+            .collect();
+        let bucket = round.header().bucket_id.clone();
+        match self
+            .memory
+            .reference(&bucket, &cited, Signal::Citation, now)
+        {
+            Ok(found) => self.record_referenced(round, &bucket, Signal::Citation, None, &found),
+            Err(MemoryError::Store(e)) => Err(e),
+            Err(e) => Err(StoreError::Sqlite(e.to_string())),
+        }
+    }
+
+    /// An operator's write (`caal bucket`, or the API), recorded as a round
+    /// of the `operator` conversation, in that bucket, on `channel`.
+    pub fn operator_memory(
+        &self,
+        bucket: &BucketId,
+        write: OperatorWrite,
+        channel: Channel,
+    ) -> Result<OperatorOutcome, OperatorError> {
+        let conversation: ConversationId = OPERATOR_CONVERSATION
+            .parse()
+            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
+        let state = self.conversation_state(&conversation)?;
+        let round = self.store.begin_round(RoundSpec {
+            conversation_id: conversation,
+            bucket_id: bucket.clone(),
+            state_in: state.clone(),
+            channel: channel.as_str().into(),
+            audio_id: None,
+        })?;
+        let now = self.clock.now_ms();
+        let said = match &write {
+            OperatorWrite::Add { content, pin, .. } => format!(
+                "caal bucket add {bucket}{} {}",
+                if *pin { " --pin" } else { "" },
+                crate::safety::global().scrub(content)
+            ),
+            OperatorWrite::Pin { item_id } => format!("caal bucket pin {bucket} {item_id}"),
+            OperatorWrite::Unpin { item_id } => format!("caal bucket unpin {bucket} {item_id}"),
+            OperatorWrite::Forget { item_id } => format!("caal bucket forget {bucket} {item_id}"),
+        };
+        round.append(EventDraft::new(
+            EventType::InputReceived,
+            json!({"raw_text": said, "channel": channel.as_str()}),
+        ))?;
+        let done = match write {
+            OperatorWrite::Add { content, refs, pin } => {
+                let metadata = ItemMetadata {
+                    refs,
+                    source: Some(channel.as_str().into()),
+                };
+                self.memory
+                    .remember(bucket, &content, metadata, pin, now)
+                    .map(|w| (Some(w), None))
+            }
+            OperatorWrite::Pin { item_id } => self
+                .memory
+                .set_pinned(bucket, &item_id, true, now)
+                .map(|w| (Some(w), None)),
+            OperatorWrite::Unpin { item_id } => self
+                .memory
+                .set_pinned(bucket, &item_id, false, now)
+                .map(|w| (Some(w), None)),
+            OperatorWrite::Forget { item_id } => self
+                .memory
+                .forget(bucket, &item_id, now)
+                .map(|item| (None, Some(item))),
+        };
+        let (written, forgotten) = match done {
+            Ok(d) => d,
+            Err(e) => {
+                let code = match &e {
+                    MemoryError::NoSuchItem { .. } => "memory.no_such_item",
+                    MemoryError::Store(_) => "memory.store",
+                    _ => "memory.invalid",
+                };
+                round.append(
+                    EventDraft::new(
+                        EventType::OutputEmitted,
+                        json!({"text": e.to_string(), "channel": channel.as_str()}),
+                    )
+                    .with_status(EventStatus::Failed),
+                )?;
+                round.fail(code, &e.to_string())?;
+                return Err(e.into());
+            }
+        };
+        let outcome = match (written, forgotten) {
+            (Some(w), _) => {
+                self.record_written(&round, &w, channel.as_str())?;
+                OperatorOutcome {
+                    round_id: round.header().round_id.to_string(),
+                    bucket_id: bucket.to_string(),
+                    item_id: w.item.item_id.clone(),
+                    op: w.op.as_str().into(),
+                    pinned: w.item.pinned,
+                    redacted_kinds: w.redacted,
+                }
+            }
+            (None, Some(item)) => {
+                round.append(EventDraft::new(
+                    EventType::MemoryForgotten,
+                    json!({"bucket_id": bucket, "item_id": item.item_id, "reason": "forgotten by the operator",
+                           "was_pinned": item.pinned, "source": channel.as_str()}),
+                ))?;
+                OperatorOutcome {
+                    round_id: round.header().round_id.to_string(),
+                    bucket_id: bucket.to_string(),
+                    item_id: item.item_id,
+                    op: "forget".into(),
+                    pinned: false,
+                    redacted_kinds: Vec::new(),
+                }
+            }
+            (None, None) => unreachable!("every operator write writes or forgets"),
+        };
+        round.append(EventDraft::new(
+            EventType::OutputEmitted,
+            json!({"text": format!("{} {}", outcome.op, outcome.item_id), "channel": channel.as_str()}),
+        ))?;
+        round.complete(&state)?;
+        Ok(outcome)
+    }
+}
