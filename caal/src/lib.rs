@@ -9,6 +9,7 @@ pub mod config;
 pub mod ids;
 pub mod llm;
 pub mod memory;
+pub mod reasoning;
 pub mod retry;
 pub mod round;
 pub mod router;

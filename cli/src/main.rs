@@ -3,6 +3,7 @@
 
 mod bucket;
 mod output;
+mod reasoning;
 
 use std::{
     fs,
@@ -93,6 +94,12 @@ enum Command {
     /// What each bucket remembers: list, show, add, pin, unpin, forget, search, dump, register.
     #[command(subcommand)]
     Bucket(bucket::BucketCommand),
+    /// The reasoning ledger: Markdown export, replay, one step, sessions.
+    #[command(subcommand)]
+    Reasoning(reasoning::ReasoningCommand),
+    /// Signed receipts of governed actions: the public key, verification.
+    #[command(subcommand)]
+    Receipt(reasoning::ReceiptCommand),
     /// Check the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -133,6 +140,17 @@ enum TraceCommand {
         /// Write here instead of standard output (written whole, then renamed into place).
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Remove whole conversations whose last round is older than N days,
+    /// each behind a signed tombstone (what remains still verifies).
+    Prune {
+        #[arg(long)]
+        older_than_days: u64,
+        /// Say what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
     },
     /// Recompute every hash chain; exit 1 naming the first broken link.
     Verify {
@@ -301,8 +319,46 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let engine = open_engine(&cli.data_dir, load_config()?.0, Start::Warm)?;
             chat(&engine, &conversation)?;
         }
+        Command::Trace(TraceCommand::Prune {
+            older_than_days,
+            dry_run,
+            json,
+        }) => {
+            let engine = open_engine(&cli.data_dir, load_config()?.0, Start::Lazy)?;
+            let cutoff = caal::trace::cutoff_days_ago(older_than_days);
+            let report = engine
+                .store()
+                .prune(&cutoff, engine.receipt_key(), dry_run)
+                .map_err(anyhow::Error::from)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).map_err(anyhow::Error::from)?
+                );
+            } else {
+                for t in &report.removed {
+                    println!(
+                        "{} conversation {}: {} rounds, {} events; tombstone head {} (round_seq {})",
+                        if dry_run { "would remove" } else { "removed" },
+                        t.conversation_id,
+                        t.rounds_removed,
+                        t.events_removed,
+                        t.head_hash,
+                        t.last_round_seq
+                    );
+                }
+                for c in &report.skipped_open {
+                    println!("left conversation {c}: a round of it is still open");
+                }
+                if report.removed.is_empty() {
+                    println!("no conversation's last round is before {cutoff}");
+                }
+            }
+        }
         Command::Trace(command) => trace(&cli.data_dir, command)?,
         Command::Bucket(command) => bucket::run(&cli.data_dir, load_config()?.0, command)?,
+        Command::Reasoning(command) => reasoning::run(&cli.data_dir, command)?,
+        Command::Receipt(command) => reasoning::receipt(&cli.data_dir, command)?,
         Command::Bench(BenchCommand::Memory { items, runs, json }) => {
             let dir = bench_dir(&cli.data_dir, "memory")?;
             let report =
@@ -544,10 +600,22 @@ fn chat(engine: &Engine, conversation: &ConversationId) -> Result<()> {
             "" => continue,
             "/quit" | "/exit" => break,
             "/help" => println!(
-                "Say anything; /quit leaves. Every round is recorded: see `caal trace list`."
+                "Say anything; /quit leaves. /reasoning [N|all] shows the reasoning of the last, the Nth or every round. Every round is recorded: see `caal trace list`."
             ),
+            _ if text == "/reasoning" || text.starts_with("/reasoning ") => {
+                let arg = text.trim_start_matches("/reasoning").trim();
+                if let Err(e) = reasoning::slash(&engine.store().reader(), conversation, arg) {
+                    eprintln!("caal: {e}");
+                }
+            }
             _ => match engine.text_round(conversation, text, Channel::Text) {
-                Ok(result) => println!("caal> {}", result.reply),
+                Ok(result) => {
+                    println!("caal> {}", result.reply);
+                    if let Some(r) = &result.reasoning {
+                        println!();
+                        reasoning::print_block(r);
+                    }
+                }
                 Err(e) => eprintln!("caal: {e}"),
             },
         }
@@ -559,6 +627,9 @@ fn trace(data_dir: &Path, command: TraceCommand) -> Result<(), Failure> {
     let reader = TraceReader::open(&data_dir.join(DB_FILE)).map_err(anyhow::Error::from)?;
     let conversation_filter = |c: Option<String>| c.as_deref().map(parse_conversation).transpose();
     match command {
+        TraceCommand::Prune { .. } => {
+            unreachable!("prune writes: run() opens the engine for it, not a reader")
+        }
         TraceCommand::List {
             conversation,
             limit,

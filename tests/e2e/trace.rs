@@ -101,12 +101,23 @@ fn chat_reads_lines_until_quit() {
             "hello\n\nturn on the hall light\n/quit\nnot read\n",
         )
         .ok();
+    let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(
-        run.stdout.lines().collect::<Vec<_>>(),
+        lines[..6],
         [
             "caal> Hello! Ask me to turn on a light, set a timer, or add something to the shopping list.",
-            "caal> Okay, the hall lights are on."
+            "caal> Okay, the hall lights are on.",
+            "",
+            "  ┄ Reasoning (round 2)",
+            "  ┄ lights_set  \"Rule lights.switch matched 'turn on the hall light': turn on the hall lights.\"",
+            "      params: {\"room\":\"hall\",\"state\":\"on\"}",
         ]
+    );
+    assert!(lines[6].starts_with("      → ok (call "), "{}", lines[6]);
+    assert_eq!(
+        lines.len(),
+        7,
+        "a greeting decides no command: no reasoning block"
     );
     let rounds = sb
         .run(&["trace", "list", "--conversation", "room", "--json"])
@@ -149,10 +160,13 @@ fn trace_list_and_show_reconstruct_the_round() {
             "input.received",
             "input.normalized",
             "route.selected",
+            "reasoning.step",
             "validator.ran",
             "tool.request",
             "tool.response",
             "command.executed",
+            "reasoning.step",
+            "reasoning.update",
             "output.emitted",
             "round.completed"
         ]
@@ -161,9 +175,9 @@ fn trace_list_and_show_reconstruct_the_round() {
     assert_eq!(route["source_rule"], "lights.switch");
     assert_eq!(route["params"]["room"], "porch");
     assert_eq!(shown["round"]["state_out"], "default");
-    let call_id = &shown["events"][5]["call_id"];
+    let call_id = &shown["events"][6]["call_id"];
     assert!(call_id.is_string(), "a tool call carries its call_id");
-    for i in [6, 7] {
+    for i in [7, 8] {
         assert_eq!(
             &shown["events"][i]["call_id"], call_id,
             "request, response and command share it"
@@ -306,8 +320,8 @@ fn exported_jsonl_recomputes_to_the_same_hashes_from_its_own_bytes() {
     let only_b = sb.run(&["trace", "export", "--conversation", "b"]).ok();
     assert_eq!(
         only_b.stdout.lines().count(),
-        1 + 10,
-        "a round line and the command round's ten events"
+        1 + 13,
+        "a round line and the command round's 13 events (with its decision, execution and reasoning update)"
     );
 }
 

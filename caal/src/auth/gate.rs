@@ -194,6 +194,7 @@ mod tests {
             params: BTreeMap::new(),
             raw_params: BTreeMap::new(),
             source_rule: None,
+            decision: None,
         }
     }
 

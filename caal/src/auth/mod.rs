@@ -82,6 +82,9 @@ pub struct Command {
     #[serde(skip)]
     pub raw_params: BTreeMap<String, String>,
     pub source_rule: Option<String>,
+    /// Why it was chosen (set once the round decides it).
+    #[serde(skip)]
+    pub decision: Option<crate::reasoning::Decision>,
 }
 
 /// Commands authorised together, at `chain_level = max(auth_level)`.
@@ -140,6 +143,7 @@ impl CommandChain {
                     command_id: c.command_id.clone(),
                     raw_params: c.raw_params.clone(),
                     source_rule: c.source_rule.clone(),
+                    decision: c.decision.clone(),
                 })
                 .collect(),
         }
@@ -171,6 +175,8 @@ pub struct StoredStep {
     pub command_id: String,
     pub raw_params: BTreeMap<String, String>,
     pub source_rule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<crate::reasoning::Decision>,
 }
 
 /// "Unlock the front door" from "unlock the front door".

@@ -27,6 +27,7 @@ pub struct Config {
     pub safety: SafetyConfig,
     pub llm: LlmConfig,
     pub memory: MemoryConfig,
+    pub reasoning: ReasoningConfig,
     #[serde(default)]
     pub states: BTreeMap<String, StateConfig>,
     #[serde(default)]
@@ -37,6 +38,51 @@ pub struct Config {
     pub macros: BTreeMap<String, MacroConfig>,
     #[serde(default)]
     pub rules: Vec<RuleConfig>,
+    /// `sha256:` of the effective configuration (defaults, file and
+    /// environment merged, canonical JSON): receipts name the rules they ran under.
+    #[serde(skip)]
+    pub hash: String,
+}
+
+/// Reasoning steps, justifications and receipts.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReasoningConfig {
+    /// Each reasoning step keeps at most this many characters.
+    pub max_step_chars: usize,
+    /// Governed beyond levels 3 and 4: these commands' tools require
+    /// `_justification`, and their actions get signed receipts.
+    #[serde(default)]
+    pub governed_commands: Vec<String>,
+    pub on_missing_justification: Policy,
+    pub on_check_error: Policy,
+    pub min_justification_chars: usize,
+    pub parroting_blocklist: Vec<String>,
+    /// Ask a model tier how well the justification supports the action.
+    pub coherence_check: bool,
+    pub coherence_threshold: f64,
+}
+
+/// What happens to a governed command whose justification is missing or fails a check.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// Not run; the person is told why.
+    Block,
+    /// Run only after one more confirmation than its level asks.
+    Escalate,
+    /// Run as its level says; the receipt records the failed checks.
+    Allow,
+}
+
+impl Policy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Block => "block",
+            Policy::Escalate => "escalate",
+            Policy::Allow => "allow",
+        }
+    }
 }
 
 /// Bucket memory: how items are scored and how much of a bucket goes into a prompt.
@@ -492,6 +538,7 @@ impl Config {
         file: Option<&Path>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
+        let canonical = serde_json::to_value(&merged).unwrap_or_default();
         let mut config: Config =
             toml::Value::Table(merged)
                 .try_into()
@@ -506,6 +553,12 @@ impl Config {
             })?;
         }
         config.llm.apply_env(env)?;
+        config.hash = crate::reasoning::receipt::hash_of(&serde_json::json!({
+            "config": canonical,
+            "durability": format!("{:?}", config.store.durability),
+            "llm": {"local": config.llm.local.model, "local_url": config.llm.local.url,
+                    "remote": config.llm.remote.as_ref().map(|r| (&r.url, &r.model))},
+        }));
         config.check()?;
         Ok(config)
     }
@@ -535,6 +588,23 @@ impl Config {
             });
         }
         self.memory.check()?;
+        for id in &self.reasoning.governed_commands {
+            if !self.commands.contains_key(id) {
+                return Err(ConfigError::Value {
+                    key: "reasoning.governed_commands".into(),
+                    problem: format!("{id:?} is not a command under [commands]"),
+                });
+            }
+        }
+        if !(0.0..=1.0).contains(&self.reasoning.coherence_threshold) {
+            return Err(ConfigError::Value {
+                key: "reasoning.coherence_threshold".into(),
+                problem: format!(
+                    "{} must be between 0 and 1",
+                    self.reasoning.coherence_threshold
+                ),
+            });
+        }
         crate::router::Router::compile(self).map(|_| ())
     }
 }

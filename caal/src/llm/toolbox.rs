@@ -1,6 +1,9 @@
 //! The commands offered to a model as tools: a JSON Schema per command from
 //! its typed parameters, and the way back from a model's tool call to a
-//! command the authority gate can judge.
+//! command the authority gate can judge. Every tool takes an optional
+//! `_rationale` (why this tool); a governed command's tool requires a
+//! `_justification`. Both are taken out of the arguments before the
+//! command is built, so no executor ever sees them.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     auth::Command,
-    config::ParamKind,
+    config::{ParamKind, ReasoningConfig},
     router::{CommandSpec, Router},
 };
 
@@ -17,7 +20,32 @@ use super::{ModelToolCall, ToolSpec};
 struct Entry {
     spec: ToolSpec,
     command_id: String,
+    /// Checks arguments; `_justification` is optional here so that its
+    /// absence is judged by the reasoning policy, not retried as malformed.
     schema: jsonschema::Validator,
+    governed: bool,
+}
+
+/// The argument that carries a model's reason for a tool.
+pub const RATIONALE_ARG: &str = "_rationale";
+/// The argument a governed tool requires: why the action is warranted.
+pub const JUSTIFICATION_ARG: &str = "_justification";
+
+/// A tool call made into a command, with what the model said about it.
+#[derive(Clone, Debug)]
+pub struct ToolChoice {
+    pub command: Command,
+    pub tool_name: String,
+    /// The arguments without `_rationale` and `_justification`.
+    pub arguments: Value,
+    pub rationale: Option<String>,
+    pub justification: Option<String>,
+    pub governed: bool,
+}
+
+/// Whether a command is governed: level 3 or 4, or named in `[reasoning] governed_commands`.
+pub fn governed(spec: &CommandSpec, config: &ReasoningConfig) -> bool {
+    spec.level.get() >= 3 || config.governed_commands.contains(&spec.id)
 }
 
 /// Every command, as a tool.
@@ -38,21 +66,23 @@ pub fn tool_name(command_id: &str) -> String {
 }
 
 impl Toolbox {
-    pub fn new(router: &Router) -> Self {
+    pub fn new(router: &Router, reasoning: &ReasoningConfig) -> Self {
         let entries = router
             .commands()
             .map(|spec| {
-                let parameters = parameters_schema(spec, router);
-                let schema = jsonschema::validator_for(&parameters)
+                let governed = governed(spec, reasoning);
+                let checked = parameters_schema(spec, router, governed, false);
+                let schema = jsonschema::validator_for(&checked)
                     .expect("schemas built from parameter specs compile");
                 Entry {
                     spec: ToolSpec {
                         name: tool_name(&spec.id),
                         description: describe(spec),
-                        parameters,
+                        parameters: parameters_schema(spec, router, governed, governed),
                     },
                     command_id: spec.id.clone(),
                     schema,
+                    governed,
                 }
             })
             .collect();
@@ -73,6 +103,12 @@ impl Toolbox {
     /// The command a tool call asks for, if its name is known and its
     /// arguments pass the tool's schema and the parameter parser.
     pub fn command(&self, router: &Router, call: &ModelToolCall) -> Result<Command, CallProblem> {
+        self.choice(router, call).map(|c| c.command)
+    }
+
+    /// The command a tool call asks for, with the model's rationale and
+    /// justification taken out of its arguments.
+    pub fn choice(&self, router: &Router, call: &ModelToolCall) -> Result<ToolChoice, CallProblem> {
         let Some(entry) = self.entry(&call.name) else {
             return Err(CallProblem {
                 code: "validator.unknown_tool",
@@ -123,7 +159,17 @@ impl Toolbox {
                 ),
             });
         }
-        let raw: BTreeMap<String, String> = args
+        let mut arguments = args.clone();
+        let mut said = |key: &str| {
+            arguments
+                .as_object_mut()
+                .and_then(|o| o.remove(key))
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .filter(|s| !s.trim().is_empty())
+        };
+        let rationale = said(RATIONALE_ARG);
+        let justification = said(JUSTIFICATION_ARG);
+        let raw: BTreeMap<String, String> = arguments
             .as_object()
             .into_iter()
             .flatten()
@@ -135,12 +181,20 @@ impl Toolbox {
                 (k.clone(), text)
             })
             .collect();
-        router
+        let command = router
             .resolve_command(&entry.command_id, raw, None, None)
             .map_err(|p| CallProblem {
                 code: "validator.bad_arguments",
                 message: format!("{}: {}", entry.spec.name, p.message),
-            })
+            })?;
+        Ok(ToolChoice {
+            command,
+            tool_name: entry.spec.name.clone(),
+            arguments,
+            rationale,
+            justification,
+            governed: entry.governed,
+        })
     }
 }
 
@@ -152,8 +206,14 @@ fn describe(spec: &CommandSpec) -> String {
     s
 }
 
-/// A command's parameters as a JSON Schema object.
-fn parameters_schema(spec: &CommandSpec, router: &Router) -> Value {
+/// A command's parameters as a JSON Schema object, with `_rationale` and,
+/// for a governed command, `_justification` (`required` in what is offered).
+fn parameters_schema(
+    spec: &CommandSpec,
+    router: &Router,
+    governed: bool,
+    required_justification: bool,
+) -> Value {
     let mut properties = Map::new();
     let mut required = Vec::new();
     for (name, p) in &spec.config.params {
@@ -183,6 +243,19 @@ fn parameters_schema(spec: &CommandSpec, router: &Router) -> Value {
         }
         properties.insert(name.clone(), prop);
     }
+    properties.insert(
+        RATIONALE_ARG.into(),
+        json!({"type": "string", "description": "why this tool, in one short sentence"}),
+    );
+    if governed {
+        properties.insert(
+            JUSTIFICATION_ARG.into(),
+            json!({"type": "string", "description": "why this action is warranted now, in your own words (it is checked, and recorded in a signed receipt)"}),
+        );
+    }
+    if required_justification {
+        required.push(JUSTIFICATION_ARG.into());
+    }
     json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
 }
 
@@ -202,7 +275,7 @@ mod tests {
     #[test]
     fn tool_calls_become_commands_only_when_name_and_arguments_fit() {
         let router = Router::compile(&Config::defaults().unwrap()).unwrap();
-        let tools = Toolbox::new(&router);
+        let tools = Toolbox::new(&router, &Config::defaults().unwrap().reasoning);
         let spec = tools
             .specs()
             .into_iter()

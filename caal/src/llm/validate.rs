@@ -402,7 +402,7 @@ mod tests {
     #[test]
     fn tool_calls_are_checked_against_the_offer() {
         let router = Router::compile(&Config::defaults().unwrap()).unwrap();
-        let tools = Toolbox::new(&router);
+        let tools = Toolbox::new(&router, &Config::defaults().unwrap().reasoning);
         let mut r = response("");
         r.tool_calls = vec![ModelToolCall {
             id: None,

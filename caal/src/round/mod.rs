@@ -19,6 +19,10 @@ use crate::{
     ids::{BucketId, CallId, ConversationId, LibraryId, LibraryIdError},
     llm::{Tiers, toolbox::Toolbox, validate::Validator},
     memory::{MEMORY_FILE, MemoryError, MemoryStore},
+    reasoning::{
+        RoundReasoning, ToolDecision,
+        receipt::{ReceiptError, load_or_create_key},
+    },
     router::{CommandSpec, Intent, RouteDecision, Router, normalize, render, render_with},
     safety::Sanitizer,
     state::{Clock, STATE_FILE, StateDb, SystemClock, rfc3339_ms},
@@ -28,6 +32,27 @@ use crate::{
         StoreError, TraceStore,
     },
 };
+
+/// Why a person confirmed an action whose reasoning failed its checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverrideReason {
+    FalsePositive,
+    AcceptedRisk,
+    EmergencyOverride,
+    ThresholdTooStrict,
+}
+
+impl OverrideReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverrideReason::FalsePositive => "false_positive",
+            OverrideReason::AcceptedRisk => "accepted_risk",
+            OverrideReason::EmergencyOverride => "emergency_override",
+            OverrideReason::ThresholdTooStrict => "threshold_too_strict",
+        }
+    }
+}
 
 /// Where an utterance came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +138,10 @@ pub struct RoundResult {
     pub llm: Option<LlmSummary>,
     /// Attempts that were tried again (model answers, read-only tool calls), and why.
     pub retries: Vec<RetryNote>,
+    /// The round's tool decisions with their rationale and outcome (absent
+    /// when the round decided and ran no command).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<RoundReasoning>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +164,8 @@ pub enum OpenError {
     LibraryId(#[from] LibraryIdError),
     #[error(transparent)]
     Memory(#[from] MemoryError),
+    #[error(transparent)]
+    Receipt(#[from] ReceiptError),
     #[error("cannot create the data dir {path}: {source}; choose another with --data-dir")]
     DataDir {
         path: String,
@@ -177,6 +208,7 @@ pub struct Engine {
     llm: Option<Arc<Tiers>>,
     toolbox: Arc<Toolbox>,
     validators: Arc<Vec<Box<dyn Validator>>>,
+    receipt_key: Arc<ed25519_dalek::SigningKey>,
 }
 
 /// What changes at the round boundary, once the round is durable.
@@ -234,13 +266,15 @@ impl Engine {
             &data_dir.join(MEMORY_FILE),
             &config.memory,
         )?);
-        Ok(Self::new(store, state, memory, config, options)?)
+        let key = Arc::new(load_or_create_key(data_dir)?);
+        Ok(Self::new(store, state, memory, key, config, options)?)
     }
 
     fn new(
         store: TraceStore,
         state: Arc<StateDb>,
         memory: Arc<MemoryStore>,
+        receipt_key: Arc<ed25519_dalek::SigningKey>,
         config: Config,
         options: EngineOptions,
     ) -> Result<Self, ConfigError> {
@@ -258,11 +292,12 @@ impl Engine {
             }
         }
         let tools = Tools::new(state.clone(), &config.executors, options.env);
-        let toolbox = Toolbox::new(&router);
+        let toolbox = Toolbox::new(&router, &config.reasoning);
         Ok(Self {
             store,
             state,
             memory,
+            receipt_key,
             toolbox: Arc::new(toolbox),
             validators: Arc::new(crate::llm::validate::builtin()),
             llm: options.llm,
@@ -284,6 +319,11 @@ impl Engine {
 
     pub fn memory(&self) -> &MemoryStore {
         &self.memory
+    }
+
+    /// The key receipts are signed with.
+    pub fn receipt_key(&self) -> &ed25519_dalek::SigningKey {
+        &self.receipt_key
     }
 
     /// The engine's clock (injectable in tests).
@@ -313,6 +353,31 @@ impl Engine {
         conversation: &ConversationId,
         text: &str,
         channel: Channel,
+    ) -> Result<RoundResult, RoundError> {
+        self.round_with(conversation, text, channel, None)
+    }
+
+    /// A confirmation answered from a UI: "yes" or "no" in its conversation;
+    /// a "yes" that overrides failed reasoning checks may say why
+    /// (`false_positive`, `accepted_risk`, `emergency_override`,
+    /// `threshold_too_strict`), and the receipt records it.
+    pub fn answer_confirmation(
+        &self,
+        conversation: &ConversationId,
+        accept: bool,
+        channel: Channel,
+        override_reason: Option<OverrideReason>,
+    ) -> Result<RoundResult, RoundError> {
+        let text = if accept { "yes" } else { "no" };
+        self.round_with(conversation, text, channel, override_reason)
+    }
+
+    fn round_with(
+        &self,
+        conversation: &ConversationId,
+        text: &str,
+        channel: Channel,
+        override_reason: Option<OverrideReason>,
     ) -> Result<RoundResult, RoundError> {
         if text.trim().is_empty() {
             return Err(RoundError::EmptyInput);
@@ -351,6 +416,7 @@ impl Engine {
             commands: Vec::new(),
             llm: None,
             retries: Vec::new(),
+            reasoning: None,
         };
         let steps = match self.run_steps(
             &round,
@@ -358,6 +424,7 @@ impl Engine {
             channel,
             &state_in,
             pending.as_ref(),
+            override_reason,
             &mut result,
         ) {
             Ok(steps) => steps,
@@ -414,6 +481,7 @@ impl Engine {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run_steps(
         &self,
         round: &OpenRound,
@@ -421,6 +489,7 @@ impl Engine {
         channel: Channel,
         state_in: &str,
         pending: Option<&Pending>,
+        override_reason: Option<OverrideReason>,
         result: &mut RoundResult,
     ) -> Result<Steps, StoreError> {
         let now = self.clock.now_ms();
@@ -511,12 +580,34 @@ impl Engine {
             self.topic_hits(round, topic, now)?;
         }
 
+        let mut narrative: Option<String> = None;
+        let mut decisions: Vec<ToolDecision> = Vec::new();
         if let Intent::Think { route, fallback } = &decision.intent {
             decision.intent = match (&self.llm, fallback) {
                 (Some(_), _) => {
                     let thought = self.think(round, &text, *route, state_in)?;
                     result.llm = Some(thought.summary);
                     result.retries = thought.retries;
+                    narrative = thought.narrative;
+                    if !thought.blocked.is_empty() {
+                        self.record_decisions(round, &thought.blocked)?;
+                        for c in &thought.blocked {
+                            decisions.push(reasoning::tool_decision(c, "blocked", None));
+                            if let Some(d) = &c.decision {
+                                self.receipt(
+                                    round,
+                                    &c.command_id,
+                                    json!(c.params),
+                                    d,
+                                    None,
+                                    "not_run",
+                                    "blocked",
+                                    0,
+                                    None,
+                                )?;
+                            }
+                        }
+                    }
                     if let Intent::Chain(chain) = &thought.intent {
                         // The model chose what to do: that decision is recorded too.
                         round.append(EventDraft::new(
@@ -543,15 +634,19 @@ impl Engine {
                 (None, None) => Intent::Unsupported(*route),
             };
         }
+        let source_rule = decision.source_rule.clone();
+        if let Intent::Chain(chain) = &mut decision.intent {
+            let round_id = round.header().round_id.to_string();
+            self.decide_by_rule(chain, source_rule.as_deref(), &normalized, &round_id);
+            self.record_decisions(round, &chain.commands)?;
+            self.record_params_ok(round, chain)?;
+        }
         let utterance = match &decision.intent {
             Intent::Chain(chain) => Utterance::Chain(chain),
             Intent::Confirm => Utterance::Confirm,
             Intent::Deny => Utterance::Deny,
             _ => Utterance::Other,
         };
-        if let Intent::Chain(chain) = &decision.intent {
-            self.record_params_ok(round, chain)?;
-        }
         let ttl_ms = i64::try_from(self.config.authority.confirmation_ttl_seconds)
             .unwrap_or(i64::MAX / 4)
             * 1000;
@@ -586,6 +681,9 @@ impl Engine {
                 }),
             ))?;
         }
+        if let Some((p, resolution)) = &gated.resolved {
+            self.receipts_not_run(round, &p.chain, *resolution, p.received)?;
+        }
         let resolved_pending = gated.resolved.as_ref().map(|(p, _)| p);
         let mut steps = match gated.action {
             GateAction::Execute {
@@ -605,7 +703,21 @@ impl Engine {
                     Ok(chain) => {
                         result.auth_level = chain.chain_level.get();
                         result.command_id = chain.command_id().map(str::to_owned);
-                        self.execute_chain(round, &chain, chain_level_confirmations, now)?
+                        let steps = self.execute_chain(
+                            round,
+                            &chain,
+                            chain_level_confirmations,
+                            override_reason,
+                            now,
+                        )?;
+                        for (c, run) in chain.commands.iter().zip(&steps.commands) {
+                            decisions.push(reasoning::tool_decision(
+                                c,
+                                &run.status,
+                                run.call_id.clone(),
+                            ));
+                        }
+                        steps
                     }
                     Err((summary, problem)) => Steps::failed(
                         format!("I can't {summary} any more: {}.", problem.message),
@@ -634,6 +746,27 @@ impl Engine {
                     }),
                 ))?;
                 result.auth_level = p.chain.chain_level.get();
+                let asked = match &decision.intent {
+                    Intent::Chain(chain) => Some(chain.clone()),
+                    _ => self.router.rebuild(&p.chain).ok(),
+                };
+                for c in asked.iter().flat_map(|chain| chain.commands.iter()) {
+                    decisions.push(reasoning::tool_decision(c, "awaiting_confirmation", None));
+                }
+                self.step(
+                    round,
+                    crate::reasoning::Step::new(
+                        crate::reasoning::Phase::WaitingApproval,
+                        format!(
+                            "Waiting for confirmation {} of {}: {}",
+                            p.received + 1,
+                            p.required,
+                            p.chain.summary
+                        ),
+                    ),
+                    reasoning::Source::Engine,
+                    json!({"confirmation_id": p.confirmation_id}),
+                )?;
                 Steps::reply(p.prompt.clone())
             }
             GateAction::Cancelled => {
@@ -659,6 +792,7 @@ impl Engine {
         if gated.resolved.is_some() || gated.pending.is_some() {
             steps.boundary.pending = Some(gated.pending);
         }
+        result.reasoning = self.reasoning_update(round, narrative.as_deref(), &decisions)?;
         round.append(EventDraft::new(
             EventType::OutputEmitted,
             json!({"text": steps.reply, "channel": channel.as_str()}),
@@ -731,12 +865,14 @@ impl Engine {
         ))
     }
 
-    /// Runs a chain in order; a failure skips the rest.
+    /// Runs a chain in order; a failure skips the rest. Each command run is
+    /// an `execute` (or `error`) step, and a governed one gets its receipt.
     fn execute_chain(
         &self,
         round: &OpenRound,
         chain: &CommandChain,
         confirmations: u8,
+        override_reason: Option<OverrideReason>,
         now: i64,
     ) -> Result<Steps, StoreError> {
         let mut steps = Steps::reply("");
@@ -790,6 +926,39 @@ impl Engine {
                 call_id: Some(call_id.to_string()),
                 status: outcome.status.as_str().into(),
             });
+            let name = crate::llm::toolbox::tool_name(&command.command_id);
+            self.step(
+                round,
+                crate::reasoning::Step::new(
+                    if ok {
+                        crate::reasoning::Phase::Execute
+                    } else {
+                        crate::reasoning::Phase::Error
+                    },
+                    format!("{name} -> {}: {}", outcome.status.as_str(), outcome.message),
+                )
+                .typed(crate::reasoning::StepType::ToolResult),
+                reasoning::Source::Engine,
+                json!({"call_id": call_id.to_string(), "command_id": command.command_id}),
+            )?;
+            if let Some(d) = &command.decision {
+                let settled = if confirmations > 0 {
+                    "confirmed"
+                } else {
+                    "not_required"
+                };
+                self.receipt(
+                    round,
+                    &command.command_id,
+                    json!(command.params),
+                    d,
+                    Some(call_id.to_string()),
+                    if ok { "ok" } else { "failed" },
+                    settled,
+                    confirmations,
+                    override_reason.map(OverrideReason::as_str),
+                )?;
+            }
             if !ok {
                 replies.push(format!(
                     "I couldn't {}: {}.",
@@ -980,6 +1149,7 @@ impl Engine {
 }
 
 mod memory;
+mod reasoning;
 mod think;
 
 pub use memory::{OPERATOR_CONVERSATION, OperatorError, OperatorOutcome, OperatorWrite};

@@ -51,6 +51,10 @@ pub(super) struct Thought {
     pub intent: Intent,
     pub summary: LlmSummary,
     pub retries: Vec<RetryNote>,
+    /// What the model said alongside its tool calls.
+    pub narrative: Option<String>,
+    /// Tool calls the reasoning policy refused (their justification failed).
+    pub blocked: Vec<crate::auth::Command>,
 }
 
 impl Engine {
@@ -210,8 +214,21 @@ impl Engine {
                     } else {
                         "tool_call"
                     };
+                    if let Some(thinking) = &response.reasoning {
+                        self.model_thinking(round, thinking)?;
+                    }
+                    let narrative = (!response.tool_calls.is_empty())
+                        .then(|| response.text.trim().to_owned())
+                        .filter(|t| !t.is_empty());
+                    let (intent, blocked) = self.intent_of(
+                        &response,
+                        narrative.as_deref(),
+                        &round.header().round_id.to_string(),
+                    );
                     return Ok(Thought {
-                        intent: self.intent_of(&response),
+                        intent,
+                        narrative,
+                        blocked,
                         summary: LlmSummary {
                             tier: Some(tier.name.into()),
                             model: Some(response.model.clone()),
@@ -260,25 +277,46 @@ impl Engine {
                 latency_ms,
             },
             retries,
+            narrative: None,
+            blocked: Vec::new(),
         })
     }
 
-    /// An accepted answer: its words, or its tool calls as one chain.
-    fn intent_of(&self, response: &ChatResponse) -> Intent {
+    /// An accepted answer: its words, or its tool calls as one chain of
+    /// decided commands (and those the reasoning policy blocked).
+    fn intent_of(
+        &self,
+        response: &ChatResponse,
+        narrative: Option<&str>,
+        round_id: &str,
+    ) -> (Intent, Vec<crate::auth::Command>) {
         if response.tool_calls.is_empty() {
-            return Intent::Reply(response.text.trim().to_owned());
+            return (Intent::Reply(response.text.trim().to_owned()), Vec::new());
         }
         let floor = AuthLevel::new(self.config.llm.tool_auth_floor).unwrap_or(AuthLevel::RUN);
-        let commands = response
+        let choices = response
             .tool_calls
             .iter()
-            .filter_map(|call| self.toolbox.command(&self.router, call).ok())
+            .filter_map(|call| self.toolbox.choice(&self.router, call).ok())
             .map(|mut c| {
-                c.auth_level = c.auth_level.max(floor);
+                c.command.auth_level = c.command.auth_level.max(floor);
                 c
             })
             .collect();
-        Intent::Chain(CommandChain::new(commands, None, None))
+        let (run, blocked) = self.decide_by_model(choices, narrative, round_id);
+        let intent = if run.is_empty() {
+            let reason = blocked
+                .iter()
+                .find_map(|c| c.decision.as_ref()?.evaluation.as_ref()?.reason.clone())
+                .unwrap_or_else(|| "its reason did not hold up".into());
+            Intent::Reply(format!(
+                "I won't {}: {reason}. Ask me directly if you want it done.",
+                crate::auth::join_summaries(blocked.iter().map(|c| c.summary.as_str()))
+            ))
+        } else {
+            Intent::Chain(CommandChain::new(run, None, None))
+        };
+        (intent, blocked)
     }
 }
 

@@ -473,6 +473,7 @@ impl Router {
             params,
             raw_params: raw,
             source_rule,
+            decision: None,
         })
     }
 
@@ -516,6 +517,10 @@ impl Router {
                     s.source_rule.clone(),
                     None,
                 )
+                .map(|mut c| {
+                    c.decision = s.decision.clone();
+                    c
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut chain = CommandChain::new(

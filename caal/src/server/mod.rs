@@ -33,7 +33,9 @@ pub use error::AppError;
 use crate::{
     ids::{BucketId, ConversationId},
     memory::{ItemRef, Match},
-    round::{Channel, Engine, OperatorOutcome, OperatorWrite, PendingView, RoundResult},
+    round::{
+        Channel, Engine, OperatorOutcome, OperatorWrite, OverrideReason, PendingView, RoundResult,
+    },
     trace::EventRecord,
 };
 
@@ -209,15 +211,26 @@ async fn rounds(
     let limit = page.limit.unwrap_or(50).clamp(1, 500);
     let engine = state.engine.clone();
     let (rounds, has_more) = blocking(move || {
-        Ok(engine
-            .store()
-            .reader()
-            .rounds_page(&conversation, page.before, limit)?)
+        let reader = engine.store().reader();
+        let (rounds, has_more) = reader.rounds_page(&conversation, page.before, limit)?;
+        // Each round carries its reasoning inline when it decided or ran commands.
+        let mut with_reasoning = Vec::with_capacity(rounds.len());
+        for r in rounds {
+            let reasoning =
+                crate::reasoning::ledger::reasoning_of_round(&reader, &r.round.round_id)?;
+            let mut value = json!(r);
+            if let Some(reasoning) = reasoning {
+                value["reasoning"] = json!(reasoning);
+            }
+            with_reasoning.push((r.round.round_seq, value));
+        }
+        Ok((with_reasoning, has_more))
     })
     .await?;
     let next = has_more
-        .then(|| rounds.first().map(|r| r.round.round_seq))
+        .then(|| rounds.first().map(|(seq, _)| *seq))
         .flatten();
+    let rounds: Vec<Value> = rounds.into_iter().map(|(_, v)| v).collect();
     Ok(Json(
         json!({"rounds": rounds, "has_more": has_more, "before": next}),
     ))
@@ -303,18 +316,33 @@ async fn pending(State(state): State<AppState>) -> Result<Json<Value>, AppError>
     Ok(Json(json!({"pending": views})))
 }
 
+#[derive(Deserialize, Default)]
+struct ConfirmBody {
+    /// Why a "yes" overrides failed reasoning checks; recorded in the receipt.
+    override_reason: Option<OverrideReason>,
+}
+
+/// A "yes" from a UI; the body is optional (`{"override_reason": …}`).
 async fn confirm(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    body: Bytes,
 ) -> Result<Json<RoundResult>, AppError> {
-    decide(state, id, true).await
+    let reason = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        serde_json::from_slice::<ConfirmBody>(&body)
+            .map_err(|e| AppError::bad_request("body.invalid", format!("{e}; send {{\"override_reason\": \"accepted_risk\"}} or nothing (false_positive, accepted_risk, emergency_override, threshold_too_strict)")))?
+            .override_reason
+    };
+    decide(state, id, true, reason).await
 }
 
 async fn deny(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<RoundResult>, AppError> {
-    decide(state, id, false).await
+    decide(state, id, false, None).await
 }
 
 /// A confirmation answered from a UI: a round in its conversation, recorded
@@ -323,6 +351,7 @@ async fn decide(
     state: AppState,
     confirmation_id: String,
     accept: bool,
+    override_reason: Option<OverrideReason>,
 ) -> Result<Json<RoundResult>, AppError> {
     let engine = state.engine.clone();
     let result = blocking(move || {
@@ -339,11 +368,7 @@ async fn decide(
         let conversation = conversation
             .parse()
             .map_err(|e: crate::ids::InvalidId| AppError::Internal(e.to_string()))?;
-        Ok(engine.text_round(
-            &conversation,
-            if accept { "yes" } else { "no" },
-            Channel::Ui,
-        )?)
+        Ok(engine.answer_confirmation(&conversation, accept, Channel::Ui, override_reason)?)
     })
     .await?;
     Ok(Json(result))
@@ -503,6 +528,26 @@ struct EventsQuery {
 /// Every committed event as it commits. A client that reconnects with
 /// `Last-Event-ID` (or `?after=`) gets everything after that id first, read
 /// from the store, so nothing is missed.
+/// A `reasoning.update` as the stream's `reasoning_update`: the round's
+/// decisions so far, without their parameters (those are in the history).
+fn reasoning_update(event: &EventRecord) -> Option<String> {
+    if event.event_type != "reasoning.update" {
+        return None;
+    }
+    let mut payload: Value = serde_json::from_str(&event.payload).ok()?;
+    for d in payload["tool_decisions"].as_array_mut()? {
+        if let Some(o) = d.as_object_mut() {
+            o.remove("parameters");
+        }
+    }
+    Some(
+        json!({"type": "reasoning_update", "conversation_id": event.conversation_id, "round_id": event.round_id,
+               "round_seq": event.round_seq, "narrative": payload["narrative"],
+               "tool_decisions": payload["tool_decisions"]})
+        .to_string(),
+    )
+}
+
 async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -525,10 +570,13 @@ async fn events(
                     return None;
                 }
                 if let Some((id, event)) = buffered.pop_front() {
-                    let sse = SseEvent::default()
-                        .id(id.to_string())
-                        .event(event.event_type.clone())
-                        .data(event.to_json_line());
+                    let sse = SseEvent::default().id(id.to_string());
+                    let sse = match reasoning_update(&event) {
+                        Some(update) => sse.event("reasoning_update").data(update),
+                        None => sse
+                            .event(event.event_type.clone())
+                            .data(event.to_json_line()),
+                    };
                     return Some((Ok(sse), (engine, after, commits, closing, buffered)));
                 }
                 // Mark what we have seen before reading, so a commit landing

@@ -367,13 +367,14 @@ fn read_events(
 #[test]
 fn the_live_stream_carries_every_event_and_resumes_after_last_event_id() {
     let server = TestServer::start();
-    let events = read_events(&server, None, 10, || {
+    let events = read_events(&server, None, 13, || {
         server.say("c", "turn on the kitchen lights");
     });
     let kinds: Vec<&str> = events.iter().map(|(_, k)| k.as_str()).collect();
     assert_eq!(kinds.first(), Some(&"round.started"));
     assert_eq!(kinds.last(), Some(&"round.completed"));
-    assert_eq!(events.len(), 10, "every event of the round");
+    assert_eq!(events.len(), 13, "every event of the round");
+    assert!(kinds.contains(&"reasoning_update"), "{kinds:?}");
     let ids: Vec<i64> = events.iter().map(|(id, _)| id.parse().unwrap()).collect();
     assert!(
         ids.windows(2).all(|w| w[1] == w[0] + 1),
@@ -384,11 +385,11 @@ fn the_live_stream_carries_every_event_and_resumes_after_last_event_id() {
     let last = events.last().unwrap().0.clone();
     server.say("c", "hello");
     server.say("c", "unlock the front door");
-    let missed = read_events(&server, Some(&last), 14, || {});
+    let missed = read_events(&server, Some(&last), 17, || {});
     assert_eq!(
         missed.len(),
-        14,
-        "6 events of the greeting and 8 of the governed request"
+        17,
+        "6 events of the greeting and 11 of the governed request (with its decision, its wait and the update)"
     );
     assert_eq!(
         missed.first().unwrap().0.parse::<i64>().unwrap(),

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod chain;
 mod error;
 mod reader;
+mod retention;
 mod store;
 pub mod taxonomy;
 mod verify;
@@ -19,6 +20,7 @@ mod tests;
 pub use chain::EventRecord;
 pub use error::StoreError;
 pub use reader::{ConversationSummary, ExportStats, RoundRecord, RoundSummary, TraceReader};
+pub use retention::{PruneReport, Tombstone, cutoff_days_ago};
 pub use store::{
     Durability, Durable, EventDraft, EventStatus, OpenRound, RoundHeader, RoundSpec, TraceStore,
     now_timestamp,

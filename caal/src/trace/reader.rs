@@ -380,7 +380,21 @@ impl TraceReader {
                 )?
                 .query_row([conversation.as_str()], |r| r.get(0))
                 .optional()?;
-            Ok((last_round_seq, head))
+            if head.is_some() {
+                return Ok((last_round_seq, head));
+            }
+            // Pruned: the conversation goes on from its tombstone's head.
+            let tombstone: Option<(i64, String)> = conn
+                .prepare_cached(
+                    "SELECT last_round_seq, head_hash FROM tombstones WHERE conversation_id = ?1
+                     ORDER BY last_round_seq DESC LIMIT 1",
+                )?
+                .query_row([conversation.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            Ok(match tombstone {
+                Some((seq, hash)) => (seq, Some(hash)),
+                None => (last_round_seq, head),
+            })
         })
     }
 }
@@ -402,6 +416,18 @@ impl TraceReader {
                 Ok((r.get(14)?, event_from_row(r)?))
             })?;
             Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// Every tombstone, in conversation order.
+    pub fn tombstones(&self) -> Result<Vec<super::Tombstone>, StoreError> {
+        self.with_conn(|conn| {
+            let mut stmt = conn.prepare(&format!(
+                "SELECT {} FROM tombstones ORDER BY conversation_id, last_round_seq",
+                super::retention::TOMBSTONE_COLUMNS
+            ))?;
+            let rows = stmt.query_map([], super::retention::tombstone_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
 

@@ -56,6 +56,9 @@ event_types! {
     MemoryRead = "memory.read",
     MemoryReferenced = "memory.referenced",
     MemoryInjected = "memory.injected",
+    ReasoningStep = "reasoning.step",
+    ReasoningUpdate = "reasoning.update",
+    ReceiptIssued = "receipt.issued",
 }
 
 impl EventType {

@@ -4,6 +4,7 @@
 
 use std::{collections::BTreeMap, fmt};
 
+use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -28,6 +29,9 @@ pub enum Problem {
     MissingEvent,
     /// The round header disagrees with the `round.started` event bound into the chain.
     HeaderMismatch,
+    /// A retention tombstone's signature does not hold (it was edited, or
+    /// signed by another key than this data dir's).
+    TombstoneInvalid,
 }
 
 impl fmt::Display for Problem {
@@ -38,6 +42,7 @@ impl fmt::Display for Problem {
             Problem::Gap => "gap",
             Problem::MissingEvent => "missing event",
             Problem::HeaderMismatch => "header mismatch",
+            Problem::TombstoneInvalid => "tombstone invalid",
         })
     }
 }
@@ -49,13 +54,20 @@ pub struct BrokenLink {
     pub event_seq: i64,
     pub problem: Problem,
     pub detail: String,
+    /// When the broken event is a reasoning step: its number in the round (0-based).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_step: Option<i64>,
 }
 
 impl fmt::Display for BrokenLink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let step = self
+            .reasoning_step
+            .map(|n| format!(" (reasoning step {n})"))
+            .unwrap_or_default();
         write!(
             f,
-            "conversation {} round_seq {} event_seq {}: {}: {}",
+            "conversation {} round_seq {} event_seq {}{step}: {}: {}",
             self.conversation_id, self.round_seq, self.event_seq, self.problem, self.detail
         )
     }
@@ -99,6 +111,42 @@ impl TraceReader {
                 open_rounds: Vec::new(),
             };
             let mut first_broken: BTreeMap<String, BrokenLink> = BTreeMap::new();
+            // Pruned conversations: each tombstone must be signed by this data
+            // dir's key, and what remains of a conversation continues from its head.
+            let expected_key = self
+                .path()
+                .parent()
+                .and_then(crate::reasoning::receipt::existing_public_key);
+            let mut heads: BTreeMap<String, (i64, i64, String)> = BTreeMap::new();
+            let tombstones: Vec<super::Tombstone> = conn
+                .prepare(&format!(
+                    "SELECT {} FROM tombstones WHERE ?1 IS NULL OR conversation_id = ?1
+                     ORDER BY conversation_id, last_round_seq",
+                    super::retention::TOMBSTONE_COLUMNS
+                ))?
+                .query_map([conversation.map(|c| c.as_str())], super::retention::tombstone_from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            for t in tombstones {
+                let signed = crate::reasoning::receipt::signature_holds(&t.signed_part(), &t.public_key, &t.signature);
+                let ours = expected_key.as_ref().is_none_or(|k| *k == t.public_key);
+                if !(signed && ours) {
+                    let detail = if signed {
+                        format!("the tombstone is signed by key {}, not this data dir's {}", t.public_key, expected_key.clone().unwrap_or_default())
+                    } else {
+                        "the tombstone's signature does not hold: it was edited after signing".to_owned()
+                    };
+                    first_broken.entry(t.conversation_id.clone()).or_insert(BrokenLink {
+                        conversation_id: t.conversation_id.clone(),
+                        round_seq: t.last_round_seq,
+                        event_seq: t.last_event_seq,
+                        problem: Problem::TombstoneInvalid,
+                        detail,
+                        reasoning_step: None,
+                    });
+                }
+                heads.insert(t.conversation_id.clone(), (t.last_round_seq, t.last_event_seq, t.head_hash.clone()));
+            }
+            let bad_tombstones: std::collections::BTreeSet<String> = first_broken.keys().cloned().collect();
             // Chain order through the rounds index; each event is joined
             // to the header it was written under.
             let mut events = conn.prepare(&format!(
@@ -140,7 +188,17 @@ impl TraceReader {
                         finish_conversation(&done, &mut report);
                     }
                     report.conversations += 1;
-                    walk = Some(Walk { conversation: e.conversation_id.clone(), ..Walk::default() });
+                    walk = Some(match heads.get(&e.conversation_id) {
+                        Some((round_seq, event_seq, hash)) => Walk {
+                            conversation: e.conversation_id.clone(),
+                            prev_hash: Some(hash.clone()),
+                            round_seq: *round_seq,
+                            last_event_seq: *event_seq,
+                            last_terminal: true,
+                            broken: bad_tombstones.contains(&e.conversation_id),
+                        },
+                        None => Walk { conversation: e.conversation_id.clone(), ..Walk::default() },
+                    });
                 }
                 let Some(w) = walk.as_mut() else { continue };
                 if w.broken {
@@ -152,6 +210,7 @@ impl TraceReader {
                     event_seq,
                     problem,
                     detail,
+                    reasoning_step: None,
                 };
                 if moved {
                     flag(
@@ -260,6 +319,7 @@ impl TraceReader {
                     event_seq,
                     problem: Problem::MissingEvent,
                     detail,
+                    reasoning_step: None,
                 };
                 let earlier = first_broken
                     .get(&conversation_id)
@@ -268,6 +328,19 @@ impl TraceReader {
                     first_broken.insert(conversation_id, link);
                 }
             }
+            // A broken reasoning step is named by its number in the round too.
+            let mut step_of = conn.prepare(
+                "SELECT (SELECT count(*) FROM events b WHERE b.conversation_id = e.conversation_id
+                         AND b.round_seq = e.round_seq AND b.event_seq < e.event_seq AND b.event_type = 'reasoning.step')
+                 FROM events e WHERE e.conversation_id = ?1 AND e.round_seq = ?2 AND e.event_seq = ?3
+                   AND e.event_type = 'reasoning.step'",
+            )?;
+            for link in first_broken.values_mut() {
+                link.reasoning_step = step_of
+                    .query_row(params![link.conversation_id, link.round_seq, link.event_seq], |r| r.get(0))
+                    .optional()?;
+            }
+            drop(step_of);
             report.open_rounds.retain(|(c, _)| !first_broken.contains_key(c));
             report.broken = first_broken.into_values().collect();
             report.ok = report.broken.is_empty();
