@@ -257,7 +257,7 @@ enum BenchCommand {
     },
 }
 
-/// Exit codes: 0 done, 1 a verified chain is broken, 2 bad input or setup.
+/// Exit codes: 0 done, 1 a verified chain or receipt is broken, 2 bad input or setup.
 enum Failure {
     Broken,
     Error(anyhow::Error),
@@ -358,7 +358,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Trace(command) => trace(&cli.data_dir, command)?,
         Command::Bucket(command) => bucket::run(&cli.data_dir, load_config()?.0, command)?,
         Command::Reasoning(command) => reasoning::run(&cli.data_dir, command)?,
-        Command::Receipt(command) => reasoning::receipt(&cli.data_dir, command)?,
+        Command::Receipt(command) => {
+            if !reasoning::receipt(&cli.data_dir, command)? {
+                return Err(Failure::Broken);
+            }
+        }
         Command::Bench(BenchCommand::Memory { items, runs, json }) => {
             let dir = bench_dir(&cli.data_dir, "memory")?;
             let report =
@@ -604,7 +608,7 @@ fn chat(engine: &Engine, conversation: &ConversationId) -> Result<()> {
             ),
             _ if text == "/reasoning" || text.starts_with("/reasoning ") => {
                 let arg = text.trim_start_matches("/reasoning").trim();
-                if let Err(e) = reasoning::slash(&engine.store().reader(), conversation, arg) {
+                if let Err(e) = reasoning::slash(engine.store().reader(), conversation, arg) {
                     eprintln!("caal: {e}");
                 }
             }

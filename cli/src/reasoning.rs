@@ -212,7 +212,8 @@ pub fn run(data_dir: &Path, command: ReasoningCommand) -> Result<()> {
     Ok(())
 }
 
-pub fn receipt(data_dir: &Path, command: ReceiptCommand) -> Result<()> {
+/// Ok(false): a receipt did not verify (said on standard error).
+pub fn receipt(data_dir: &Path, command: ReceiptCommand) -> Result<bool> {
     match command {
         ReceiptCommand::Pubkey => {
             std::fs::create_dir_all(data_dir)
@@ -227,7 +228,9 @@ pub fn receipt(data_dir: &Path, command: ReceiptCommand) -> Result<()> {
             json,
         } => {
             let expected = match pubkey {
-                Some(hex) => Some(parse_pubkey(&hex)?),
+                Some(hex) => Some(receipt::parse_public_key(&hex).ok_or_else(|| {
+                    anyhow!("--pubkey {hex:?} is not 64 hex digits of an Ed25519 key; `caal receipt pubkey` prints one")
+                })?),
                 None => Some(load_or_create_key(data_dir)?.verifying_key()),
             };
             let receipts: Vec<Value> = match (round, file) {
@@ -261,7 +264,16 @@ pub fn receipt(data_dir: &Path, command: ReceiptCommand) -> Result<()> {
             };
             let mut verified = Vec::new();
             for r in &receipts {
-                verified.push(receipt::verify(r, expected.as_ref())?);
+                match receipt::verify(r, expected.as_ref()) {
+                    Ok(v) => verified.push(v),
+                    Err(e) => {
+                        eprintln!(
+                            "caal: receipt {} does not verify: {e}",
+                            r["receipt_id"].as_str().unwrap_or("(no id)")
+                        );
+                        return Ok(false);
+                    }
+                }
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&verified)?);
@@ -279,25 +291,7 @@ pub fn receipt(data_dir: &Path, command: ReceiptCommand) -> Result<()> {
             }
         }
     }
-    Ok(())
-}
-
-fn parse_pubkey(hex: &str) -> Result<ed25519_dalek::VerifyingKey> {
-    let bytes: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            hex.get(i..i + 2)
-                .and_then(|b| u8::from_str_radix(b, 16).ok())
-        })
-        .collect::<Option<Vec<u8>>>()
-        .filter(|b| b.len() == 32)
-        .ok_or_else(|| {
-            anyhow!("--pubkey {hex:?} is not 64 hex digits; `caal receipt pubkey` prints one")
-        })?;
-    let array: [u8; 32] = bytes
-        .try_into()
-        .map_err(|_| anyhow!("--pubkey is not 32 bytes"))?;
-    Ok(ed25519_dalek::VerifyingKey::from_bytes(&array)?)
+    Ok(true)
 }
 
 /// The reasoning block after a round with tool calls (and for `/reasoning`).

@@ -3,6 +3,7 @@
 mod browser;
 mod llm;
 mod memory;
+mod reasoning;
 mod router;
 mod safety;
 mod serve;

@@ -120,8 +120,16 @@ impl Sandbox {
     }
 
     pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
-        let mut child = self
-            .command()
+        self.run_with_stdin_env(args, stdin, &[])
+    }
+
+    /// `caal ARGS` reading `stdin`, with these environment variables set.
+    pub fn run_with_stdin_env(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Run {
+        let mut command = self.command();
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

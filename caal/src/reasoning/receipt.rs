@@ -107,13 +107,19 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
         .collect()
+}
+
+/// A public key given as 64 hex digits (as `caal receipt pubkey` prints it).
+pub fn parse_public_key(text: &str) -> Option<VerifyingKey> {
+    let bytes: [u8; 32] = hex_decode(text.trim())?.try_into().ok()?;
+    VerifyingKey::from_bytes(&bytes).ok()
 }
 
 /// `sha256:` + hex of SHA-256 over the RFC 8785 canonical form of `value`
@@ -201,9 +207,7 @@ pub fn sign_value(value: &Value, key: &SigningKey) -> String {
 
 /// Whether `signature` (hex) by `public_key` (hex) covers `value`'s canonical form.
 pub fn signature_holds(value: &Value, public_key: &str, signature: &str) -> bool {
-    let key = hex_decode(public_key)
-        .and_then(|b| <[u8; 32]>::try_from(b).ok())
-        .and_then(|b| VerifyingKey::from_bytes(&b).ok());
+    let key = parse_public_key(public_key);
     let sig = hex_decode(signature).and_then(|b| <[u8; 64]>::try_from(b).ok());
     match (key, sig) {
         (Some(k), Some(s)) => k

@@ -620,7 +620,7 @@ impl Engine {
                                 "auth_level": chain.chain_level,
                                 "macro": null,
                                 "command_id": chain.command_id(),
-                                "params": chain.commands.first().filter(|_| chain.commands.len() == 1).map(|c| json!(c.params)),
+                                "params": chain.commands.first().filter(|_| chain.commands.len() == 1).map_or(json!({}), |c| json!(c.params)),
                                 "state": state_in,
                             }),
                         ))?;
@@ -1159,5 +1159,7 @@ pub use think::{LlmSummary, RetryNote};
 mod llm_tests;
 #[cfg(test)]
 mod memory_tests;
+#[cfg(test)]
+pub(crate) mod reasoning_tests;
 #[cfg(test)]
 pub(crate) mod tests;

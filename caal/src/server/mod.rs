@@ -217,7 +217,7 @@ async fn rounds(
         let mut with_reasoning = Vec::with_capacity(rounds.len());
         for r in rounds {
             let reasoning =
-                crate::reasoning::ledger::reasoning_of_round(&reader, &r.round.round_id)?;
+                crate::reasoning::ledger::reasoning_of_round(reader, &r.round.round_id)?;
             let mut value = json!(r);
             if let Some(reasoning) = reasoning {
                 value["reasoning"] = json!(reasoning);

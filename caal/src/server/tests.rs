@@ -25,7 +25,10 @@ struct TestServer {
 
 impl TestServer {
     fn start() -> Self {
-        let home = Home::new();
+        Self::start_with(Home::new())
+    }
+
+    fn start_with(home: Home) -> Self {
         let state = AppState::new(home.engine.clone(), TOKEN.into());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (ready, addr) = mpsc::channel();
@@ -327,7 +330,7 @@ fn read_events(
     last_event_id: Option<&str>,
     count: usize,
     during: impl FnOnce(),
-) -> Vec<(String, String)> {
+) -> Vec<(String, String, String)> {
     let mut request = TestServer::agent()
         .get(&server.url("/api/events"))
         .header("Authorization", &format!("Bearer {TOKEN}"));
@@ -339,16 +342,22 @@ fn read_events(
     let (tx, rx) = mpsc::channel();
     let reader = thread::spawn(move || {
         let mut lines = BufReader::new(response.into_body().into_reader()).lines();
-        let (mut id, mut kind) = (String::new(), String::new());
+        let (mut id, mut kind, mut data) = (String::new(), String::new(), String::new());
         while let Some(Ok(line)) = lines.next() {
             if let Some(v) = line.strip_prefix("id:") {
                 id = v.trim().to_owned();
             } else if let Some(v) = line.strip_prefix("event:") {
                 kind = v.trim().to_owned();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push_str(v.trim_start());
             } else if line.is_empty()
                 && !id.is_empty()
                 && tx
-                    .send((std::mem::take(&mut id), std::mem::take(&mut kind)))
+                    .send((
+                        std::mem::take(&mut id),
+                        std::mem::take(&mut kind),
+                        std::mem::take(&mut data),
+                    ))
                     .is_err()
             {
                 return;
@@ -356,7 +365,7 @@ fn read_events(
         }
     });
     during();
-    let events: Vec<(String, String)> = (0..count)
+    let events: Vec<(String, String, String)> = (0..count)
         .map_while(|_| rx.recv_timeout(Duration::from_secs(10)).ok())
         .collect();
     drop(rx);
@@ -370,12 +379,15 @@ fn the_live_stream_carries_every_event_and_resumes_after_last_event_id() {
     let events = read_events(&server, None, 13, || {
         server.say("c", "turn on the kitchen lights");
     });
-    let kinds: Vec<&str> = events.iter().map(|(_, k)| k.as_str()).collect();
+    let kinds: Vec<&str> = events.iter().map(|(_, k, _)| k.as_str()).collect();
     assert_eq!(kinds.first(), Some(&"round.started"));
     assert_eq!(kinds.last(), Some(&"round.completed"));
     assert_eq!(events.len(), 13, "every event of the round");
     assert!(kinds.contains(&"reasoning_update"), "{kinds:?}");
-    let ids: Vec<i64> = events.iter().map(|(id, _)| id.parse().unwrap()).collect();
+    let ids: Vec<i64> = events
+        .iter()
+        .map(|(id, _, _)| id.parse().unwrap())
+        .collect();
     assert!(
         ids.windows(2).all(|w| w[1] == w[0] + 1),
         "in order, none skipped: {ids:?}"
@@ -395,7 +407,7 @@ fn the_live_stream_carries_every_event_and_resumes_after_last_event_id() {
         missed.first().unwrap().0.parse::<i64>().unwrap(),
         last.parse::<i64>().unwrap() + 1
     );
-    let kinds: Vec<&str> = missed.iter().map(|(_, k)| k.as_str()).collect();
+    let kinds: Vec<&str> = missed.iter().map(|(_, k, _)| k.as_str()).collect();
     assert!(kinds.contains(&"confirm.requested"), "{kinds:?}");
     assert_eq!(kinds.iter().filter(|k| **k == "round.completed").count(), 2);
 }
@@ -478,4 +490,93 @@ fn buckets_are_listed_shown_searched_and_written_through_the_api() {
     assert_eq!(status, 400);
     let written = server.home.of_type("operator", "memory.written");
     assert_eq!(written[0]["source"], "api");
+}
+
+#[test]
+fn parallel_tool_calls_show_their_reasoning_in_the_history_and_the_stream() {
+    use crate::round::reasoning_tests::{home_with_model, tool_calls};
+    let answer = tool_calls(
+        "Getting the house ready.",
+        &[
+            (
+                "lights_set",
+                json!({"room": "porch", "state": "on", "_rationale": "the guest needs light"}),
+            ),
+            (
+                "thermostat_set",
+                json!({"temperature": 21, "_rationale": "it is cold"}),
+            ),
+        ],
+        None,
+    );
+    let (home, _model) = home_with_model("", answer);
+    let server = TestServer::start_with(home);
+    server.say("guest", "get the house ready");
+    server.say("guest", "yes");
+    server.say("guest", "hello");
+    // Replayed from the start: every event of the three rounds.
+    let total = server
+        .home
+        .engine
+        .store()
+        .reader()
+        .count_events(None)
+        .unwrap();
+    let events = read_events(&server, Some("0"), total as usize, || {});
+    assert_eq!(events.len() as u64, total);
+    let updates: Vec<Value> = events
+        .iter()
+        .filter(|(_, k, _)| k == "reasoning_update")
+        .map(|(_, _, d)| serde_json::from_str(d).unwrap())
+        .collect();
+    assert_eq!(updates.len(), 2, "one per batch: asked, then run");
+    assert_eq!(updates[0]["type"], "reasoning_update");
+    assert_eq!(updates[0]["narrative"], "Getting the house ready.");
+    let first = updates[0]["tool_decisions"].as_array().unwrap();
+    assert_eq!(
+        first
+            .iter()
+            .map(|d| (
+                d["tool_name"].as_str().unwrap(),
+                d["rationale"].as_str().unwrap(),
+                d["parallel_group"].as_u64()
+            ))
+            .collect::<Vec<_>>(),
+        vec![
+            ("lights_set", "the guest needs light", Some(0)),
+            ("thermostat_set", "it is cold", Some(0))
+        ]
+    );
+    assert!(
+        first.iter().all(|d| d.get("parameters").is_none()),
+        "the stream leaves parameters to the history"
+    );
+    assert!(
+        updates[1]["tool_decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["outcome"] == "ok")
+    );
+
+    let (status, history) = server.call("GET", "/api/conversations/guest/rounds", None);
+    assert_eq!(status, 200, "{history}");
+    let rounds = history["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 3);
+    let asked = &rounds[0]["reasoning"];
+    assert_eq!(asked["round_seq"], 1);
+    assert_eq!(asked["narrative"], "Getting the house ready.");
+    assert_eq!(
+        asked["tool_decisions"][0]["parameters"],
+        json!({"room": "porch", "state": "on"})
+    );
+    assert_eq!(
+        asked["tool_decisions"][1]["outcome"],
+        "awaiting_confirmation"
+    );
+    assert_eq!(rounds[1]["reasoning"]["tool_decisions"][1]["outcome"], "ok");
+    assert!(
+        rounds[2].get("reasoning").is_none(),
+        "a greeting has no tool calls"
+    );
 }
