@@ -480,3 +480,98 @@ fn pruned_conversations_leave_signed_tombstones_and_the_rest_still_verifies() {
     assert_eq!(broken.broken[0].problem, Problem::TombstoneInvalid);
     assert_eq!(broken.broken[0].conversation_id, "old");
 }
+
+#[test]
+fn the_coherence_check_asks_the_model_tier_and_a_low_score_escalates() {
+    let local = Server::start(|_, seen| {
+        let judging = seen.body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("You judge"));
+        let answer = if judging {
+            json!({"model": "smol", "choices": [{"index": 0, "finish_reason": "stop",
+                   "message": {"role": "assistant", "content": "0.2"}}]})
+            .to_string()
+        } else {
+            tool_calls(
+                "",
+                &[(
+                    "door_unlock",
+                    json!({"door": "front", "_justification": GOOD}),
+                )],
+                None,
+            )
+        };
+        (200, answer, NO_DELAY)
+    });
+    let tiers = Arc::new(Tiers {
+        local: Some(Tier::fixed(
+            "local",
+            Provider::new(ProviderKind::OpenAi, &local.url, "smol", None, 400),
+        )),
+        remote: None,
+    });
+    let home = Home::with_llm(
+        Config::from_toml_over_defaults("[reasoning]\ncoherence_check = true").unwrap(),
+        Arc::new(|_| None),
+        Some(tiers),
+    );
+    let r = home.say("c", "let my friend in");
+    assert_eq!(
+        r.pending_confirmation.unwrap().confirmations_required,
+        2,
+        "escalated"
+    );
+    let asked: Vec<String> = local
+        .seen()
+        .iter()
+        .map(|s| s.body["messages"][1]["content"].to_string())
+        .collect();
+    assert!(
+        asked
+            .iter()
+            .any(|m| m.contains("Action: unlock the front door") && m.contains(GOOD)),
+        "{asked:?}"
+    );
+    let check = home
+        .of_type("c", "validator.ran")
+        .into_iter()
+        .find(|v| v["validator_id"] == "justification")
+        .unwrap();
+    let coherence = check["details"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check_id"] == "glc_005_llm_coherence")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (coherence["passed"].as_bool(), coherence["score"].as_f64()),
+        (Some(false), Some(0.2))
+    );
+}
+
+#[test]
+fn verify_names_a_tampered_reasoning_step_by_its_number() {
+    let home = Home::new();
+    home.say("c", "turn on the kitchen lights");
+    let raw = rusqlite::Connection::open(home.engine.store().path()).unwrap();
+    // The round's second reasoning step (its execution) is edited.
+    raw.execute_batch(
+        "DROP TRIGGER events_append_only_update;
+         UPDATE events SET payload = replace(payload, 'lights_set -> ok', 'lights_set -> failed')
+         WHERE event_type = 'reasoning.step' AND payload LIKE '%lights_set -> ok%';",
+    )
+    .unwrap();
+    let report = home.engine.store().reader().verify(None).unwrap();
+    let broken = &report.broken[0];
+    assert_eq!(
+        (broken.problem, broken.reasoning_step),
+        (Problem::HashMismatch, Some(1))
+    );
+    assert!(
+        broken
+            .to_string()
+            .contains("(reasoning step 1): hash mismatch"),
+        "{broken}"
+    );
+}
