@@ -227,6 +227,8 @@ struct Steps {
     boundary: Boundary,
     commands: Vec<CommandRun>,
     retries: Vec<RetryNote>,
+    /// Commands run outside a gated chain (an undo's compensating command).
+    decisions: Vec<ToolDecision>,
 }
 
 impl Steps {
@@ -237,6 +239,7 @@ impl Steps {
             boundary: Boundary::default(),
             commands: Vec::new(),
             retries: Vec::new(),
+            decisions: Vec::new(),
         }
     }
 
@@ -786,7 +789,11 @@ impl Engine {
             GateAction::NothingToConfirm { expired: false } => {
                 Steps::reply("There's nothing waiting for a confirmation.")
             }
-            GateAction::Proceed => self.proceed(round, &text, &decision, now)?,
+            GateAction::Proceed => {
+                let mut steps = self.proceed(round, &text, &decision, now)?;
+                decisions.append(&mut steps.decisions);
+                steps
+            }
         };
         // A pending confirmation that this round resolved, replaced or started.
         if gated.resolved.is_some() || gated.pending.is_some() {
@@ -1114,6 +1121,34 @@ impl Engine {
         let mut retries = Vec::new();
         let (call_id, outcome) = self.run_tool(round, &command, spec, now, &mut retries)?;
         let ok = outcome.status == ToolStatus::Ok;
+        let name = crate::llm::toolbox::tool_name(&command.command_id);
+        self.step(
+            round,
+            crate::reasoning::Step::new(
+                if ok {
+                    crate::reasoning::Phase::Execute
+                } else {
+                    crate::reasoning::Phase::Error
+                },
+                format!("{name} -> {}: {}", outcome.status.as_str(), outcome.message),
+            )
+            .typed(crate::reasoning::StepType::Correction),
+            reasoning::Source::Engine,
+            json!({"call_id": call_id.to_string(), "command_id": command.command_id}),
+        )?;
+        let undo_decision = ToolDecision {
+            tool_name: name,
+            command_id: command.command_id.clone(),
+            rationale: format!(
+                "Asked to undo \"{}\" (call {}), inside its undo window.",
+                record.summary, record.call_id
+            ),
+            parameters: json!(command.params),
+            outcome: outcome.status.as_str().into(),
+            parallel_group: None,
+            call_id: Some(call_id.to_string()),
+            decided_by: "rule".into(),
+        };
         round.append(
             EventDraft::new(
                 EventType::CommandReversed,
@@ -1144,6 +1179,7 @@ impl Engine {
         };
         steps.commands.push(run);
         steps.retries = retries;
+        steps.decisions.push(undo_decision);
         Ok(steps)
     }
 }

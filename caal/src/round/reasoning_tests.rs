@@ -575,3 +575,31 @@ fn verify_names_a_tampered_reasoning_step_by_its_number() {
         "{broken}"
     );
 }
+
+#[test]
+fn an_undo_is_a_tool_decision_with_its_reason() {
+    let home = Home::new();
+    home.say("c", "add oat milk to the shopping list");
+    let undone = home.say("c", "undo");
+    let r = undone.reasoning.expect("the undo ran a command");
+    let d = &r.tool_decisions[0];
+    assert_eq!(
+        (d.command_id.as_str(), d.outcome.as_str()),
+        ("shopping.remove", "ok")
+    );
+    assert!(
+        d.rationale
+            .starts_with("Asked to undo \"add oat milk to the shopping list\""),
+        "{}",
+        d.rationale
+    );
+    let step = home
+        .of_type("c", "reasoning.step")
+        .into_iter()
+        .find(|s| s["step_type"] == "correction")
+        .unwrap();
+    assert_eq!(
+        step["links"]["call_id"],
+        d.call_id.clone().unwrap().as_str()
+    );
+}
