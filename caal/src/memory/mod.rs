@@ -271,6 +271,9 @@ pub struct MemoryStore {
     buckets: Mutex<HashMap<String, Arc<BucketSlot>>>,
 }
 
+const REGISTER_COLUMNS: &str =
+    "bucket_id, schema_version, summary, item_count, pinned_count, last_updated_ms";
+
 const COLUMNS: &str = "item_id, bucket_id, schema_version, content, metadata, pinned, topic_hits, citations, \
                        v_write, v_topic, v_citation, touched_ms, created_ms, last_updated_ms";
 
@@ -684,10 +687,9 @@ impl MemoryStore {
     /// Every bucket's register, most recently written first.
     pub fn registers(&self) -> Result<Vec<Register>, MemoryError> {
         self.read(|c| {
-            let mut stmt = c.prepare(
-                "SELECT bucket_id, schema_version, summary, item_count, pinned_count, last_updated_ms
-                 FROM registers ORDER BY last_updated_ms DESC, bucket_id",
-            )?;
+            let mut stmt = c.prepare(&format!(
+                "SELECT {REGISTER_COLUMNS} FROM registers ORDER BY last_updated_ms DESC, bucket_id"
+            ))?;
             let rows = stmt.query_map([], register_of)?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
@@ -695,14 +697,7 @@ impl MemoryStore {
 
     /// One bucket's register (a bucket nothing was written to has none).
     pub fn register(&self, bucket: &BucketId) -> Result<Option<Register>, MemoryError> {
-        self.read(|c| {
-            Ok(c.prepare_cached(
-                "SELECT bucket_id, schema_version, summary, item_count, pinned_count, last_updated_ms
-                 FROM registers WHERE bucket_id = ?1",
-            )?
-            .query_row([bucket.as_str()], register_of)
-            .optional()?)
-        })
+        self.read(|c| Ok(register_in(c, bucket.as_str())?))
     }
 
     /// Full-text search over content and refs, best match first; in one
@@ -788,9 +783,8 @@ impl MemoryStore {
         let bucket_id = bucket.as_str();
         let (pinned, top, recent, register) = self.read(|conn| {
             let query = |sql: &str, limit: usize| -> Result<Vec<MemoryItem>, MemoryError> {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM items WHERE {sql} LIMIT ?2"
-                ))?;
+                let mut stmt = conn
+                    .prepare_cached(&format!("SELECT {COLUMNS} FROM items WHERE {sql} LIMIT ?2"))?;
                 let rows = stmt.query_map(
                     params![bucket_id, i64::try_from(limit).unwrap_or(i64::MAX)],
                     item_of,
@@ -810,13 +804,7 @@ impl MemoryStore {
                 "bucket_id = ?1 AND pinned = 0 ORDER BY last_updated_ms DESC",
                 c.package_recent + c.package_top,
             )?;
-            let register = conn
-                .prepare_cached(
-                    "SELECT bucket_id, schema_version, summary, item_count, pinned_count, last_updated_ms
-                     FROM registers WHERE bucket_id = ?1",
-                )?
-                .query_row([bucket_id], register_of)
-                .optional()?;
+            let register = register_in(conn, bucket_id)?;
             Ok((pinned, top, recent, register))
         })?;
         let mut seen: HashSet<String> = HashSet::new();
@@ -898,9 +886,8 @@ impl MemoryStore {
 
 /// 16 hex digits of the sha256 of `text`: an index key, not a secret.
 fn short_hash(text: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(text.as_bytes());
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    // `sha256:` and the first 8 bytes, in hex.
+    crate::trace::chain::sha256_tagged(text.as_bytes())[7..23].to_owned()
 }
 
 /// What finds the same content again in a bucket.
@@ -911,6 +898,15 @@ fn content_key(content: &str) -> String {
 /// The bucket as one search token.
 fn bucket_tag(bucket_id: &str) -> String {
     format!("b{}", short_hash(bucket_id))
+}
+
+/// A bucket's register, read on `conn`.
+fn register_in(conn: &Connection, bucket_id: &str) -> rusqlite::Result<Option<Register>> {
+    conn.prepare_cached(&format!(
+        "SELECT {REGISTER_COLUMNS} FROM registers WHERE bucket_id = ?1"
+    ))?
+    .query_row([bucket_id], register_of)
+    .optional()
 }
 
 fn register_of(r: &Row<'_>) -> rusqlite::Result<Register> {

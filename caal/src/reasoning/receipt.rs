@@ -14,10 +14,9 @@ use std::{
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::Serialize;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use super::justify::Evaluation;
-use crate::trace::chain::canonical_json;
+use crate::trace::chain::{canonical_json, sha256_tagged};
 
 /// The signing key's file in a data dir.
 pub const KEY_FILE: &str = "receipt_key";
@@ -125,11 +124,10 @@ pub fn parse_public_key(text: &str) -> Option<VerifyingKey> {
 /// `sha256:` + hex of SHA-256 over the RFC 8785 canonical form of `value`
 /// (a string is hashed as its UTF-8 bytes).
 pub fn hash_of(value: &Value) -> String {
-    let bytes = match value {
-        Value::String(s) => s.as_bytes().to_vec(),
-        other => canonical_json(other).into_bytes(),
-    };
-    format!("sha256:{}", hex(&Sha256::digest(&bytes)))
+    match value {
+        Value::String(s) => sha256_tagged(s.as_bytes()),
+        other => sha256_tagged(canonical_json(other).as_bytes()),
+    }
 }
 
 /// What a receipt is about, before it is signed.

@@ -933,20 +933,12 @@ impl Engine {
                 call_id: Some(call_id.to_string()),
                 status: outcome.status.as_str().into(),
             });
-            let name = crate::llm::toolbox::tool_name(&command.command_id);
-            self.step(
+            self.tool_result_step(
                 round,
-                crate::reasoning::Step::new(
-                    if ok {
-                        crate::reasoning::Phase::Execute
-                    } else {
-                        crate::reasoning::Phase::Error
-                    },
-                    format!("{name} -> {}: {}", outcome.status.as_str(), outcome.message),
-                )
-                .typed(crate::reasoning::StepType::ToolResult),
-                reasoning::Source::Engine,
-                json!({"call_id": call_id.to_string(), "command_id": command.command_id}),
+                &command.command_id,
+                &call_id.to_string(),
+                &outcome,
+                crate::reasoning::StepType::ToolResult,
             )?;
             if let Some(d) = &command.decision {
                 let settled = if confirmations > 0 {
@@ -1121,23 +1113,15 @@ impl Engine {
         let mut retries = Vec::new();
         let (call_id, outcome) = self.run_tool(round, &command, spec, now, &mut retries)?;
         let ok = outcome.status == ToolStatus::Ok;
-        let name = crate::llm::toolbox::tool_name(&command.command_id);
-        self.step(
+        self.tool_result_step(
             round,
-            crate::reasoning::Step::new(
-                if ok {
-                    crate::reasoning::Phase::Execute
-                } else {
-                    crate::reasoning::Phase::Error
-                },
-                format!("{name} -> {}: {}", outcome.status.as_str(), outcome.message),
-            )
-            .typed(crate::reasoning::StepType::Correction),
-            reasoning::Source::Engine,
-            json!({"call_id": call_id.to_string(), "command_id": command.command_id}),
+            &command.command_id,
+            &call_id.to_string(),
+            &outcome,
+            crate::reasoning::StepType::Correction,
         )?;
         let undo_decision = ToolDecision {
-            tool_name: name,
+            tool_name: crate::llm::toolbox::tool_name(&command.command_id),
             command_id: command.command_id.clone(),
             rationale: format!(
                 "Asked to undo \"{}\" (call {}), inside its undo window.",

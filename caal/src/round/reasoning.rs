@@ -52,6 +52,32 @@ impl Engine {
         ))
     }
 
+    /// A command that ran: an `execute` step (an `error` step when it failed)
+    /// linked to its call.
+    pub(super) fn tool_result_step(
+        &self,
+        round: &OpenRound,
+        command_id: &str,
+        call_id: &str,
+        outcome: &crate::tools::ToolOutcome,
+        step_type: StepType,
+    ) -> Result<(), StoreError> {
+        let ok = outcome.status == crate::tools::ToolStatus::Ok;
+        let phase = if ok { Phase::Execute } else { Phase::Error };
+        let content = format!(
+            "{} -> {}: {}",
+            tool_name(command_id),
+            outcome.status.as_str(),
+            outcome.message
+        );
+        self.step(
+            round,
+            Step::new(phase, content).typed(step_type),
+            Source::Engine,
+            json!({"call_id": call_id, "command_id": command_id}),
+        )
+    }
+
     /// The model's own thinking, parsed into steps.
     pub(super) fn model_thinking(
         &self,

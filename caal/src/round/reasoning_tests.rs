@@ -36,7 +36,14 @@ pub(crate) fn tool_calls(
 }
 
 pub(crate) fn home_with_model(config: &str, answer: String) -> (Home, Server) {
-    let local = Server::start(move |_, _| (200, answer.clone(), NO_DELAY));
+    home_with_script(
+        config,
+        Server::start(move |_, _| (200, answer.clone(), NO_DELAY)),
+    )
+}
+
+/// A home whose local tier is `local`, a scripted server speaking OpenAI's format.
+fn home_with_script(config: &str, local: Server) -> (Home, Server) {
     let tiers = Arc::new(Tiers {
         local: Some(Tier::fixed(
             "local",
@@ -503,18 +510,7 @@ fn the_coherence_check_asks_the_model_tier_and_a_low_score_escalates() {
         };
         (200, answer, NO_DELAY)
     });
-    let tiers = Arc::new(Tiers {
-        local: Some(Tier::fixed(
-            "local",
-            Provider::new(ProviderKind::OpenAi, &local.url, "smol", None, 400),
-        )),
-        remote: None,
-    });
-    let home = Home::with_llm(
-        Config::from_toml_over_defaults("[reasoning]\ncoherence_check = true").unwrap(),
-        Arc::new(|_| None),
-        Some(tiers),
-    );
+    let (home, local) = home_with_script("[reasoning]\ncoherence_check = true", local);
     let r = home.say("c", "let my friend in");
     assert_eq!(
         r.pending_confirmation.unwrap().confirmations_required,
