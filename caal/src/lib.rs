@@ -22,3 +22,4 @@ pub mod stats;
 pub(crate) mod testing;
 pub mod tools;
 pub mod trace;
+pub mod voice;

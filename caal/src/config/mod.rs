@@ -28,6 +28,7 @@ pub struct Config {
     pub llm: LlmConfig,
     pub memory: MemoryConfig,
     pub reasoning: ReasoningConfig,
+    pub voice: VoiceConfig,
     #[serde(default)]
     pub states: BTreeMap<String, StateConfig>,
     #[serde(default)]
@@ -83,6 +84,52 @@ impl Policy {
             Policy::Allow => "allow",
         }
     }
+}
+
+/// Voice: speech to text, the audio kept, spoken replies.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VoiceConfig {
+    /// The whisper model: a ggml file in the models dir, or a path.
+    pub model: String,
+    /// What `caal model install` converts it from: a CTranslate2 Whisper
+    /// model's directory in the models dir, or a path.
+    pub model_source: String,
+    /// Spoken language (`en`), or `auto` to detect it.
+    pub language: String,
+    /// Threads whisper uses (0: as many as the machine has cores).
+    pub threads: usize,
+    /// A level-3 or level-4 command heard with a lower confidence (mean
+    /// token probability) is asked again instead of confirmed.
+    pub min_confidence: f32,
+    /// Audio files are deleted by `caal audio sweep` after this many days
+    /// unless pinned (`AUDIO_RETENTION_DAYS` overrides).
+    pub retention_days: u32,
+    /// Where audio files go; empty: `audio/` in the data dir.
+    pub audio_dir: String,
+    /// Spoken replies over the voice socket: an espeak-ng voice, or empty for none.
+    pub tts_voice: String,
+    /// While someone speaks, a partial transcript this often (0: none).
+    pub partial_every_ms: u32,
+    pub vad: VadConfig,
+}
+
+/// Where an utterance starts and ends (see `voice::vad`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VadConfig {
+    /// A frame quieter than this (dBFS) is never speech.
+    pub threshold_db: f32,
+    /// Speech is this many dB above the noise floor.
+    pub snr_db: f32,
+    /// Speech shorter than this is a click, not an utterance.
+    pub min_speech_ms: u32,
+    /// An utterance ends after this much quiet.
+    pub silence_ms: u32,
+    /// Audio kept from before speech was detected.
+    pub pre_roll_ms: u32,
+    /// An utterance is cut here.
+    pub max_utterance_ms: u32,
 }
 
 /// Bucket memory: how items are scored and how much of a bucket goes into a prompt.
@@ -553,6 +600,12 @@ impl Config {
             })?;
         }
         config.llm.apply_env(env)?;
+        if let Some(days) = env("AUDIO_RETENTION_DAYS") {
+            config.voice.retention_days = days.parse().map_err(|_| ConfigError::Value {
+                key: "AUDIO_RETENTION_DAYS".into(),
+                problem: format!("{days:?} is not a number of days; use e.g. 30"),
+            })?;
+        }
         config.hash = crate::reasoning::receipt::hash_of(&serde_json::json!({
             "config": canonical,
             "durability": format!("{:?}", config.store.durability),
@@ -588,6 +641,18 @@ impl Config {
             });
         }
         self.memory.check()?;
+        if !(0.0..=1.0).contains(&self.voice.min_confidence) {
+            return Err(ConfigError::Value {
+                key: "voice.min_confidence".into(),
+                problem: format!("{} must be between 0 and 1", self.voice.min_confidence),
+            });
+        }
+        if self.voice.vad.silence_ms == 0 || self.voice.vad.max_utterance_ms == 0 {
+            return Err(ConfigError::Value {
+                key: "voice.vad".into(),
+                problem: "silence_ms and max_utterance_ms must be at least 1".into(),
+            });
+        }
         for id in &self.reasoning.governed_commands {
             if !self.commands.contains_key(id) {
                 return Err(ConfigError::Value {

@@ -61,8 +61,10 @@ pub enum Channel {
     Voice,
     Ui,
     Api,
-    /// The operator, from `caal bucket`.
+    /// The operator, from `caal bucket` and `caal audio`.
     Cli,
+    /// CAAL itself or a service it trusts (LiveKit's verified webhooks).
+    System,
 }
 
 impl Channel {
@@ -73,6 +75,7 @@ impl Channel {
             Channel::Ui => "ui",
             Channel::Api => "api",
             Channel::Cli => "cli",
+            Channel::System => "system",
         }
     }
 }
@@ -209,6 +212,7 @@ pub struct Engine {
     toolbox: Arc<Toolbox>,
     validators: Arc<Vec<Box<dyn Validator>>>,
     receipt_key: Arc<ed25519_dalek::SigningKey>,
+    voice: Arc<voice::VoiceParts>,
 }
 
 /// What changes at the round boundary, once the round is durable.
@@ -270,7 +274,10 @@ impl Engine {
             &config.memory,
         )?);
         let key = Arc::new(load_or_create_key(data_dir)?);
-        Ok(Self::new(store, state, memory, key, config, options)?)
+        let audio_dir = crate::voice::store::audio_dir(&config.voice, data_dir);
+        let mut engine = Self::new(store, state, memory, key, config, options)?;
+        engine.voice = Arc::new(voice::VoiceParts::new(audio_dir, engine.voice.models_dir.clone()));
+        Ok(engine)
     }
 
     fn new(
@@ -294,6 +301,14 @@ impl Engine {
                 safety.seed(&name.to_lowercase(), &value);
             }
         }
+        if let Some(secret) = (options.env)(crate::voice::livekit::SECRET_ENV) {
+            safety.seed("livekit_api_secret", &secret);
+        }
+        let models_dir = crate::llm::tiers::models_dir(&*options.env);
+        let voice = Arc::new(voice::VoiceParts::new(
+            std::path::PathBuf::from("audio"),
+            models_dir,
+        ));
         let tools = Tools::new(state.clone(), &config.executors, options.env);
         let toolbox = Toolbox::new(&router, &config.reasoning);
         Ok(Self {
@@ -309,6 +324,7 @@ impl Engine {
             sanitizer: Arc::new(Sanitizer::new(config.safety.sanitizer())),
             config: Arc::new(config),
             clock: options.clock,
+            voice,
         })
     }
 
@@ -357,7 +373,7 @@ impl Engine {
         text: &str,
         channel: Channel,
     ) -> Result<RoundResult, RoundError> {
-        self.round_with(conversation, text, channel, None)
+        self.round_with(conversation, text, channel, None, None)
     }
 
     /// A confirmation answered from a UI: "yes" or "no" in its conversation;
@@ -372,7 +388,7 @@ impl Engine {
         override_reason: Option<OverrideReason>,
     ) -> Result<RoundResult, RoundError> {
         let text = if accept { "yes" } else { "no" };
-        self.round_with(conversation, text, channel, override_reason)
+        self.round_with(conversation, text, channel, override_reason, None)
     }
 
     fn round_with(
@@ -381,6 +397,7 @@ impl Engine {
         text: &str,
         channel: Channel,
         override_reason: Option<OverrideReason>,
+        voice: Option<&VoiceInput>,
     ) -> Result<RoundResult, RoundError> {
         if text.trim().is_empty() {
             return Err(RoundError::EmptyInput);
@@ -391,7 +408,7 @@ impl Engine {
             bucket_id: BucketId::for_conversation(conversation),
             state_in: state_in.clone(),
             channel: channel.as_str().into(),
-            audio_id: None,
+            audio_id: voice.map(|v| v.audio_id.clone()),
         })?;
         // Read after the round began: rounds of one conversation run one at
         // a time, so nothing changes this until the round ends.
@@ -414,7 +431,7 @@ impl Engine {
             state_out: state_in.clone(),
             failure_code: None,
             failure_reason: None,
-            audio_id: None,
+            audio_id: voice.map(|v| v.audio_id.to_string()),
             pending_confirmation: None,
             commands: Vec::new(),
             llm: None,
@@ -428,6 +445,7 @@ impl Engine {
             &state_in,
             pending.as_ref(),
             override_reason,
+            voice,
             &mut result,
         ) {
             Ok(steps) => steps,
@@ -493,16 +511,27 @@ impl Engine {
         state_in: &str,
         pending: Option<&Pending>,
         override_reason: Option<OverrideReason>,
+        voice: Option<&VoiceInput>,
         result: &mut RoundResult,
     ) -> Result<Steps, StoreError> {
         let now = self.clock.now_ms();
         let said_chars = text.chars().count();
         // Secrets are replaced before the text is stored, routed or sent.
         let (text, kinds) = crate::safety::global().scrub_counted(text);
-        round.append(EventDraft::new(
-            EventType::InputReceived,
-            json!({"raw_text": text, "channel": channel.as_str()}),
-        ))?;
+        let mut received = json!({"raw_text": text, "channel": channel.as_str()});
+        if let Some(v) = voice {
+            // The audio's hash goes into the chain with what was heard.
+            received["audio_id"] = json!(v.audio_id);
+            received["audio_sha256"] = json!(v.audio_sha256);
+            received["transcript"] = json!({
+                "model": v.transcript.model,
+                "language": v.transcript.language,
+                "confidence": v.transcript.confidence,
+                "audio_ms": v.transcript.audio_ms,
+                "stt_ms": v.transcript.stt_ms,
+            });
+        }
+        round.append(EventDraft::new(EventType::InputReceived, received))?;
         if !kinds.is_empty() {
             let mut distinct = kinds.clone();
             distinct.sort_unstable();
@@ -636,6 +665,9 @@ impl Engine {
                 (None, Some(reply)) => Intent::Reply(reply.clone()),
                 (None, None) => Intent::Unsupported(*route),
             };
+        }
+        if let Some(steps) = self.unsure_hearing(round, voice, &decision.intent, pending, channel)? {
+            return Ok(steps);
         }
         let source_rule = decision.source_rule.clone();
         if let Intent::Chain(chain) = &mut decision.intent {
@@ -1171,7 +1203,9 @@ impl Engine {
 mod memory;
 mod reasoning;
 mod think;
+mod voice;
 
+pub use voice::{AudioAction, RetentionReport, VoiceInput};
 pub use memory::{OPERATOR_CONVERSATION, OperatorError, OperatorOutcome, OperatorWrite};
 pub use think::{LlmSummary, RetryNote};
 

@@ -59,6 +59,8 @@ event_types! {
     ReasoningStep = "reasoning.step",
     ReasoningUpdate = "reasoning.update",
     ReceiptIssued = "receipt.issued",
+    AudioRetention = "audio.retention",
+    LivekitWebhook = "livekit.webhook",
 }
 
 impl EventType {

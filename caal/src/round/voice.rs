@@ -1,0 +1,404 @@
+//! Voice rounds: what was heard, with the audio's hash, becomes a round;
+//! the audio kept is swept when its time is up; LiveKit's room events are
+//! recorded once their signature holds.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::{Channel, Engine, OPERATOR_CONVERSATION, RoundError, RoundResult, Steps};
+use crate::auth::Pending;
+use crate::ids::{AudioId, BucketId, ConversationId};
+use crate::router::Intent;
+use crate::trace::{EventDraft, EventStatus, EventType, OpenRound, RoundSpec, StoreError};
+use crate::voice::{
+    AudioArtifact, Clip, Heard, Listened, Stt, SttError, Transcript, VoiceError, audio, store, stt,
+    vad,
+};
+
+/// Said when a governed command was heard too unsurely to confirm.
+pub const SAY_AGAIN: &str =
+    "Sorry, I'm not sure I heard that right, and it needs your confirmation. Please say it again.";
+
+/// A round's audio: the clip it came from and what whisper made of it.
+pub struct VoiceInput {
+    pub audio_id: AudioId,
+    pub audio_sha256: String,
+    pub transcript: Transcript,
+}
+
+/// The engine's voice parts: where audio goes, where models are, and the
+/// whisper model once loaded.
+pub(crate) struct VoiceParts {
+    audio_dir: PathBuf,
+    pub(crate) models_dir: PathBuf,
+    stt: Mutex<Option<Arc<Stt>>>,
+}
+
+impl VoiceParts {
+    pub(crate) fn new(audio_dir: PathBuf, models_dir: PathBuf) -> Self {
+        Self {
+            audio_dir,
+            models_dir,
+            stt: Mutex::new(None),
+        }
+    }
+}
+
+/// What an operator does to kept audio.
+#[derive(Clone, Debug)]
+pub enum AudioAction {
+    Pin(String),
+    Unpin(String),
+    /// Delete expired, unpinned files (or only list them: `dry_run`).
+    Sweep { dry_run: bool },
+}
+
+/// What a sweep, pin or unpin did.
+#[derive(Clone, Debug, Serialize)]
+pub struct RetentionReport {
+    pub action: String,
+    pub audio_ids: Vec<String>,
+    pub bytes_freed: u64,
+    /// Pinned clips past their time, kept.
+    pub kept_pinned: u64,
+    pub dry_run: bool,
+    pub round_id: Option<String>,
+}
+
+/// Whisper's names for what is not speech ("[BLANK_AUDIO]", "(music)").
+fn speech_in(text: &str) -> Option<String> {
+    let mut kept = String::with_capacity(text.len());
+    let (mut depth, mut starred) = (0i32, false);
+    for c in text.chars() {
+        match c {
+            '[' | '(' => depth += 1,
+            ']' | ')' => depth = (depth - 1).max(0),
+            '*' => starred = !starred,
+            _ if depth == 0 && !starred => kept.push(c),
+            _ => {}
+        }
+    }
+    let kept = kept.trim().to_owned();
+    kept.chars().any(char::is_alphanumeric).then_some(kept)
+}
+
+impl Engine {
+    pub fn models_dir(&self) -> &Path {
+        &self.voice.models_dir
+    }
+
+    pub fn audio_dir(&self) -> &Path {
+        &self.voice.audio_dir
+    }
+
+    /// The whisper model, loaded on first use (converted first from the
+    /// fetched CTranslate2 model if it is not there yet).
+    pub fn stt(&self) -> Result<Arc<Stt>, SttError> {
+        let mut slot = self.voice.stt.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(stt) = slot.as_ref() {
+            return Ok(stt.clone());
+        }
+        if !stt::BUILT_IN {
+            return Err(SttError::NotBuilt);
+        }
+        let cfg = &self.config.voice;
+        stt::install(cfg, &self.voice.models_dir, false)?;
+        let loaded = Arc::new(Stt::load(
+            &stt::model_path(cfg, &self.voice.models_dir),
+            &cfg.language,
+            cfg.threads,
+        )?);
+        *slot = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Keeps a clip's file and metadata for `voice.retention_days`.
+    pub fn keep_audio(&self, bytes: &[u8], clip: &Clip) -> Result<AudioArtifact, StoreError> {
+        store::keep(
+            &self.state,
+            &self.voice.audio_dir,
+            &store::NewClip {
+                bytes,
+                duration_ms: clip.duration_ms(),
+                codec: &clip.codec,
+                sample_rate: clip.source_rate,
+                channels: clip.channels,
+                samples: &clip.samples,
+            },
+            self.clock.now_ms(),
+            self.config.voice.retention_days,
+        )
+    }
+
+    /// A round from speech: the transcript is the input, and the audio's
+    /// id and hash go into the chain with it.
+    pub fn voice_round(
+        &self,
+        conversation: &ConversationId,
+        transcript: &Transcript,
+        audio: &AudioArtifact,
+    ) -> Result<RoundResult, RoundError> {
+        let audio_id: AudioId = audio
+            .audio_id
+            .parse()
+            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
+        let input = VoiceInput {
+            audio_id,
+            audio_sha256: audio.sha256.clone(),
+            transcript: transcript.clone(),
+        };
+        self.round_with(
+            conversation,
+            &transcript.text,
+            Channel::Voice,
+            None,
+            Some(&input),
+        )
+    }
+
+    /// A WAV file heard: each utterance in it transcribed and, when it says
+    /// something, run as a round. Silence keeps nothing and runs nothing.
+    pub fn listen_wav(
+        &self,
+        conversation: &ConversationId,
+        bytes: &[u8],
+        what: &str,
+    ) -> Result<Listened, VoiceError> {
+        let clip = audio::decode_wav(bytes, what)?;
+        let utterances = vad::split(&clip.samples, &self.config.voice.vad);
+        if utterances.is_empty() {
+            return Ok(Listened {
+                audio: None,
+                utterances: Vec::new(),
+            });
+        }
+        let stt = self.stt()?;
+        let artifact = self.keep_audio(bytes, &clip)?;
+        let mut heard = Vec::with_capacity(utterances.len());
+        for u in utterances {
+            let transcript = stt.transcribe(&u.samples)?;
+            heard.push(self.heard(conversation, u.start_ms, u.end_ms, transcript, &artifact)?);
+        }
+        Ok(Listened {
+            audio: Some(artifact),
+            utterances: heard,
+        })
+    }
+
+    /// One transcribed utterance: a round when it holds speech.
+    pub fn heard(
+        &self,
+        conversation: &ConversationId,
+        start_ms: u64,
+        end_ms: u64,
+        mut transcript: Transcript,
+        artifact: &AudioArtifact,
+    ) -> Result<Heard, VoiceError> {
+        let round = match speech_in(&transcript.text) {
+            Some(text) => {
+                transcript.text = text;
+                Some(self.voice_round(conversation, &transcript, artifact)?)
+            }
+            None => None,
+        };
+        Ok(Heard {
+            start_ms,
+            end_ms,
+            transcript,
+            round,
+        })
+    }
+
+    /// A governed command (level 3–4, or the "yes" to one) heard less
+    /// surely than `voice.min_confidence` is asked again, not confirmed.
+    pub(super) fn unsure_hearing(
+        &self,
+        round: &OpenRound,
+        voice: Option<&VoiceInput>,
+        intent: &Intent,
+        pending: Option<&Pending>,
+        channel: Channel,
+    ) -> Result<Option<Steps>, StoreError> {
+        let Some(v) = voice else { return Ok(None) };
+        let min = self.config.voice.min_confidence;
+        let governed = match intent {
+            Intent::Chain(chain) => chain.chain_level.get() >= 3,
+            Intent::Confirm => pending.is_some(),
+            _ => false,
+        };
+        if !governed || v.transcript.confidence >= min {
+            return Ok(None);
+        }
+        round.append(
+            EventDraft::new(
+                EventType::ValidatorRan,
+                json!({"validator_id": "transcript_confidence", "code": "validator.low_confidence",
+                       "status": "retry",
+                       "message": format!("heard with confidence {:.2}, below voice.min_confidence {min:.2}: asked again instead of confirming",
+                                          v.transcript.confidence)}),
+            )
+            .with_status(EventStatus::Failed),
+        )?;
+        let steps = Steps::reply(SAY_AGAIN);
+        round.append(EventDraft::new(
+            EventType::OutputEmitted,
+            json!({"text": steps.reply, "channel": channel.as_str()}),
+        ))?;
+        Ok(Some(steps))
+    }
+
+    /// Pins, unpins or sweeps kept audio; each change is recorded as a
+    /// round of the `operator` conversation (a dry run changes and records
+    /// nothing). `progress(done, total)` follows a sweep.
+    pub fn audio_retention(
+        &self,
+        action: AudioAction,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<RetentionReport, VoiceError> {
+        let now = self.clock.now_ms();
+        let (name, said) = match &action {
+            AudioAction::Pin(id) => ("pin", format!("caal audio pin {id}")),
+            AudioAction::Unpin(id) => ("unpin", format!("caal audio unpin {id}")),
+            AudioAction::Sweep { .. } => ("sweep", "caal audio sweep".to_owned()),
+        };
+        let mut report = RetentionReport {
+            action: name.into(),
+            audio_ids: Vec::new(),
+            bytes_freed: 0,
+            kept_pinned: store::pinned_past_due(&self.state, now)?,
+            dry_run: matches!(action, AudioAction::Sweep { dry_run: true }),
+            round_id: None,
+        };
+        let due = match &action {
+            AudioAction::Sweep { .. } => store::expired(&self.state, now)?,
+            AudioAction::Pin(id) | AudioAction::Unpin(id) => {
+                vec![store::get(&self.state, id)?.ok_or_else(|| {
+                    StoreError::Sqlite(format!(
+                        "no audio {id}; `caal audio list` shows the audio ids"
+                    ))
+                })?]
+            }
+        };
+        if report.dry_run {
+            report.audio_ids = due.iter().map(|a| a.audio_id.clone()).collect();
+            report.bytes_freed = due.iter().map(|a| a.bytes).sum();
+            return Ok(report);
+        }
+        let conversation: ConversationId = OPERATOR_CONVERSATION
+            .parse()
+            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
+        let state = self.conversation_state(&conversation)?;
+        let round = self.store.begin_round(RoundSpec {
+            conversation_id: conversation.clone(),
+            bucket_id: BucketId::for_conversation(&conversation),
+            state_in: state.clone(),
+            channel: Channel::Cli.as_str().into(),
+            audio_id: None,
+        })?;
+        round.append(EventDraft::new(
+            EventType::InputReceived,
+            json!({"raw_text": said, "channel": Channel::Cli.as_str()}),
+        ))?;
+        let total = due.len() as u64;
+        for (i, a) in due.iter().enumerate() {
+            let done = match &action {
+                AudioAction::Pin(id) => store::set_pinned(&self.state, id, true).map(|_| ()),
+                AudioAction::Unpin(id) => store::set_pinned(&self.state, id, false).map(|_| ()),
+                AudioAction::Sweep { .. } => store::delete_file(&self.state, a, now),
+            };
+            if let Err(e) = done {
+                round.fail("audio.retention", &e.to_string())?;
+                return Err(e.into());
+            }
+            if matches!(action, AudioAction::Sweep { .. }) {
+                report.bytes_freed += a.bytes;
+            }
+            report.audio_ids.push(a.audio_id.clone());
+            progress(i as u64 + 1, total);
+        }
+        let hashes: Vec<&str> = due.iter().map(|a| a.sha256.as_str()).collect();
+        round.append(EventDraft::new(
+            EventType::AudioRetention,
+            json!({"action": name, "audio_ids": report.audio_ids, "sha256": hashes,
+                   "bytes_freed": report.bytes_freed, "kept_pinned": report.kept_pinned}),
+        ))?;
+        let text = match name {
+            "sweep" => format!(
+                "deleted {} audio file(s), {} bytes; kept {} pinned",
+                report.audio_ids.len(),
+                report.bytes_freed,
+                report.kept_pinned
+            ),
+            _ => format!("{name} {}", report.audio_ids.join(", ")),
+        };
+        round.append(EventDraft::new(
+            EventType::OutputEmitted,
+            json!({"text": text, "channel": Channel::Cli.as_str()}),
+        ))?;
+        report.round_id = Some(round.header().round_id.to_string());
+        round.complete(&state)?;
+        Ok(report)
+    }
+
+    /// A LiveKit room event whose signature held, recorded as a round of
+    /// the `livekit` conversation.
+    pub fn livekit_event(
+        &self,
+        event: &crate::voice::livekit::RoomEvent,
+    ) -> Result<String, StoreError> {
+        let conversation: ConversationId = "livekit"
+            .parse()
+            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
+        let state = self.conversation_state(&conversation)?;
+        let round = self.store.begin_round(RoundSpec {
+            conversation_id: conversation.clone(),
+            bucket_id: BucketId::for_conversation(&conversation),
+            state_in: state.clone(),
+            channel: Channel::System.as_str().into(),
+            audio_id: None,
+        })?;
+        let scrub = |s: &str| crate::safety::global().scrub(s).into_owned();
+        let said = format!(
+            "livekit webhook: {} in room {}",
+            scrub(&event.event),
+            scrub(event.room.as_deref().unwrap_or("-"))
+        );
+        round.append(EventDraft::new(
+            EventType::InputReceived,
+            json!({"raw_text": said, "channel": Channel::System.as_str()}),
+        ))?;
+        round.append(EventDraft::new(
+            EventType::LivekitWebhook,
+            json!({"event": scrub(&event.event), "event_id": scrub(&event.event_id),
+                   "room": event.room.as_deref().map(scrub),
+                   "participant": event.participant.as_deref().map(scrub),
+                   "created_at": event.created_at, "signature": "verified"}),
+        ))?;
+        let round_id = round.header().round_id.to_string();
+        round.complete(&state)?;
+        Ok(round_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::speech_in;
+
+    #[test]
+    fn whisper_non_speech_markers_are_not_speech() {
+        assert_eq!(speech_in("[BLANK_AUDIO]"), None);
+        assert_eq!(speech_in(" (wind blowing) "), None);
+        assert_eq!(speech_in("*music*"), None);
+        assert_eq!(
+            speech_in(" Turn on the kitchen lights."),
+            Some("Turn on the kitchen lights.".into())
+        );
+        assert_eq!(
+            speech_in("[BLANK_AUDIO] unlock the door"),
+            Some("unlock the door".into())
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! WAV in, 16 kHz mono out: what whisper listens to.
+
+use std::io::Cursor;
+
+/// The rate speech is transcribed at.
+pub const RATE: u32 = 16_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AudioError {
+    #[error(
+        "{what} is not a WAV file ({detail}); record or convert it to WAV, e.g. `sox input.mp3 -r 16000 -c 1 out.wav`"
+    )]
+    NotWav { what: String, detail: String },
+    #[error(
+        "{what} is cut short: its header promises more samples than it holds ({detail}); record it again or repair it with `sox {what} fixed.wav`"
+    )]
+    Truncated { what: String, detail: String },
+    #[error("{what} holds no samples; record some speech first")]
+    Empty { what: String },
+}
+
+/// A decoded clip: the samples at 16 kHz mono, and what it was before.
+#[derive(Clone, Debug)]
+pub struct Clip {
+    pub samples: Vec<f32>,
+    pub source_rate: u32,
+    pub channels: u16,
+    pub bits: u16,
+    /// `pcm_s16le`, `pcm_f32le`, …
+    pub codec: String,
+}
+
+impl Clip {
+    pub fn duration_ms(&self) -> u64 {
+        self.samples.len() as u64 * 1000 / u64::from(RATE)
+    }
+}
+
+/// Decodes a WAV file's bytes (any rate, any channel count, 8–32-bit
+/// integer or 32-bit float), mixes it to mono and resamples it to 16 kHz.
+pub fn decode_wav(bytes: &[u8], what: &str) -> Result<Clip, AudioError> {
+    let reader = hound::WavReader::new(Cursor::new(bytes)).map_err(|e| AudioError::NotWav {
+        what: what.to_owned(),
+        detail: e.to_string(),
+    })?;
+    let spec = reader.spec();
+    let channels = spec.channels.max(1);
+    let truncated = |e: hound::Error| AudioError::Truncated {
+        what: what.to_owned(),
+        detail: e.to_string(),
+    };
+    let interleaved: Vec<f32> = match spec.sample_format {
+        hound::SampleFormat::Float => reader
+            .into_samples::<f32>()
+            .collect::<Result<_, _>>()
+            .map_err(truncated)?,
+        hound::SampleFormat::Int => {
+            let scale = 1.0 / (1u64 << (spec.bits_per_sample - 1)) as f32;
+            reader
+                .into_samples::<i32>()
+                .map(|s| s.map(|s| s as f32 * scale))
+                .collect::<Result<_, _>>()
+                .map_err(truncated)?
+        }
+    };
+    if interleaved.is_empty() {
+        return Err(AudioError::Empty {
+            what: what.to_owned(),
+        });
+    }
+    let mono: Vec<f32> = interleaved
+        .chunks(usize::from(channels))
+        .map(|frame| frame.iter().sum::<f32>() / f32::from(channels))
+        .collect();
+    let codec = match spec.sample_format {
+        hound::SampleFormat::Float => format!("pcm_f{}le", spec.bits_per_sample),
+        hound::SampleFormat::Int if spec.bits_per_sample == 8 => "pcm_u8".to_owned(),
+        hound::SampleFormat::Int => format!("pcm_s{}le", spec.bits_per_sample),
+    };
+    Ok(Clip {
+        samples: resample(&mono, spec.sample_rate, RATE),
+        source_rate: spec.sample_rate,
+        channels,
+        bits: spec.bits_per_sample,
+        codec,
+    })
+}
+
+/// 16-bit little-endian PCM (what the browser streams) as floats.
+pub fn pcm16_to_f32(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32_768.0)
+        .collect()
+}
+
+/// A 16 kHz mono 16-bit WAV of `samples` (how streamed audio is kept).
+pub fn encode_wav(samples: &[f32]) -> Vec<u8> {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: RATE,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut out = Cursor::new(Vec::with_capacity(44 + samples.len() * 2));
+    {
+        let mut w = hound::WavWriter::new(&mut out, spec).expect("writing to memory");
+        for s in samples {
+            let v = (s.clamp(-1.0, 1.0) * 32_767.0).round() as i16;
+            w.write_sample(v).expect("writing to memory");
+        }
+        w.finalize().expect("writing to memory");
+    }
+    out.into_inner()
+}
+
+/// Band-limited resampling: a Hann-windowed sinc, its cut-off at the lower
+/// of the two Nyquist frequencies (so downsampling does not alias), its
+/// taps computed once per phase (polyphase: `to / gcd` phases).
+pub fn resample(input: &[f32], from: u32, to: u32) -> Vec<f32> {
+    if from == to || input.is_empty() || from == 0 || to == 0 {
+        return input.to_vec();
+    }
+    const ZERO_CROSSINGS: f64 = 16.0;
+    let g = gcd(from, to);
+    let (up, down) = (u64::from(to / g), u64::from(from / g));
+    let cutoff = (up as f64 / down as f64).min(1.0);
+    let half = (ZERO_CROSSINGS / cutoff).ceil() as i64;
+    let taps = (2 * half + 1) as usize;
+    let weights = |phase: u64| -> Vec<f32> {
+        let frac = phase as f64 / up as f64;
+        let mut w: Vec<f64> = (-half..=half)
+            .map(|k| {
+                let t = k as f64 - frac;
+                let arg = t * cutoff;
+                let sinc = if arg.abs() < 1e-9 {
+                    1.0
+                } else {
+                    let p = std::f64::consts::PI * arg;
+                    p.sin() / p
+                };
+                let window = if t.abs() >= half as f64 {
+                    0.0
+                } else {
+                    0.5 + 0.5 * (std::f64::consts::PI * t / half as f64).cos()
+                };
+                sinc * window
+            })
+            .collect();
+        let sum: f64 = w.iter().sum();
+        w.iter_mut().for_each(|x| *x /= sum);
+        w.into_iter().map(|x| x as f32).collect()
+    };
+    // Odd rates have many phases; past this many, taps are computed per sample.
+    let table: Vec<Vec<f32>> = if up <= 4096 {
+        (0..up).map(weights).collect()
+    } else {
+        Vec::new()
+    };
+    let out_len = (input.len() as u64 * up).div_ceil(down) as usize;
+    let mut out = Vec::with_capacity(out_len);
+    for n in 0..out_len as u64 {
+        let pos = n * down;
+        let (i0, phase) = ((pos / up) as i64, pos % up);
+        let computed;
+        let w: &[f32] = if table.is_empty() {
+            computed = weights(phase);
+            &computed
+        } else {
+            &table[phase as usize]
+        };
+        let mut acc = 0.0f32;
+        let first = i0 - half;
+        for (j, weight) in w.iter().enumerate().take(taps) {
+            let k = first + j as i64;
+            if k >= 0 && (k as usize) < input.len() {
+                acc += weight * input[k as usize];
+            }
+        }
+        out.push(acc);
+    }
+    out
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Loudness at a glance: the RMS of `buckets` equal slices, and the peak.
+pub fn preview(samples: &[f32], buckets: usize) -> (Vec<f32>, f32) {
+    let peak = samples.iter().fold(0.0f32, |m, s| m.max(s.abs()));
+    if samples.is_empty() || buckets == 0 {
+        return (Vec::new(), peak);
+    }
+    let size = samples.len().div_ceil(buckets);
+    let rms = samples
+        .chunks(size)
+        .map(|c| {
+            let r = (c.iter().map(|s| s * s).sum::<f32>() / c.len() as f32).sqrt();
+            (r * 1000.0).round() / 1000.0
+        })
+        .collect();
+    (rms, (peak * 1000.0).round() / 1000.0)
+}

@@ -1,0 +1,240 @@
+//! Audio decoding, resampling, voice activity, the model converter and
+//! whisper on real espeak-ng speech.
+
+use super::audio::{self, RATE};
+use super::vad;
+use crate::config::Config;
+
+fn sine(freq: f32, rate: u32, seconds: f32, amp: f32) -> Vec<f32> {
+    (0..(rate as f32 * seconds) as usize)
+        .map(|i| amp * (2.0 * std::f32::consts::PI * freq * i as f32 / rate as f32).sin())
+        .collect()
+}
+
+fn wav(samples: &[f32], rate: u32, channels: u16) -> Vec<u8> {
+    let spec = hound::WavSpec {
+        channels,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for s in samples {
+        for _ in 0..channels {
+            w.write_sample((s * 32_767.0) as i16).unwrap();
+        }
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
+/// Energy of `samples` at `freq` (a single DFT bin), normalised.
+fn power_at(samples: &[f32], freq: f32, rate: u32) -> f32 {
+    let (mut re, mut im) = (0.0f64, 0.0f64);
+    for (i, s) in samples.iter().enumerate() {
+        let p = 2.0 * std::f64::consts::PI * f64::from(freq) * i as f64 / f64::from(rate);
+        re += f64::from(*s) * p.cos();
+        im += f64::from(*s) * p.sin();
+    }
+    ((re * re + im * im).sqrt() / samples.len() as f64 * 2.0) as f32
+}
+
+/// A WAV espeak-ng says (22,050 Hz mono).
+pub(crate) fn espeak(text: &str) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("say.wav");
+    let status = std::process::Command::new("espeak-ng")
+        .args(["-v", "en-us", "-s", "150", "-w"])
+        .arg(&path)
+        .arg(text)
+        .status()
+        .expect("espeak-ng is installed by .ci/setup");
+    assert!(status.success());
+    std::fs::read(path).unwrap()
+}
+
+#[test]
+fn stereo_44k_becomes_16k_mono_with_the_tone_kept() {
+    let tone = sine(440.0, 44_100, 1.0, 0.5);
+    let clip = audio::decode_wav(&wav(&tone, 44_100, 2), "tone.wav").unwrap();
+    assert_eq!((clip.source_rate, clip.channels, clip.codec.as_str()), (44_100, 2, "pcm_s16le"));
+    assert_eq!(clip.samples.len(), 16_000, "one second at 16 kHz");
+    let mid = &clip.samples[2_000..14_000];
+    let at_440 = power_at(mid, 440.0, RATE);
+    assert!((at_440 - 0.5).abs() < 0.02, "amplitude at 440 Hz: {at_440}");
+    assert!(power_at(mid, 1_000.0, RATE) < 0.01);
+}
+
+#[test]
+fn downsampling_removes_what_16k_cannot_hold() {
+    // 10 kHz is above 16 kHz's Nyquist (8 kHz): it must not fold back to 6 kHz.
+    let tone = sine(10_000.0, 48_000, 0.5, 0.5);
+    let out = audio::resample(&tone, 48_000, RATE);
+    let mid = &out[1_000..7_000];
+    assert!(power_at(mid, 6_000.0, RATE) < 0.01, "aliased into 6 kHz");
+    let rms = (mid.iter().map(|s| s * s).sum::<f32>() / mid.len() as f32).sqrt();
+    assert!(rms < 0.02, "10 kHz left in: rms {rms}");
+}
+
+#[test]
+fn bad_wav_files_are_named_and_refused() {
+    let err = audio::decode_wav(b"this is plain text, not audio", "notes.txt").unwrap_err();
+    assert!(matches!(err, audio::AudioError::NotWav { .. }), "{err}");
+    assert!(err.to_string().contains("notes.txt") && err.to_string().contains("sox"));
+
+    let whole = wav(&sine(300.0, 16_000, 1.0, 0.3), 16_000, 1);
+    let cut = &whole[..whole.len() / 2];
+    let err = audio::decode_wav(cut, "cut.wav").unwrap_err();
+    assert!(matches!(err, audio::AudioError::Truncated { .. }), "{err}");
+
+    let err = audio::decode_wav(&wav(&[], 16_000, 1), "empty.wav").unwrap_err();
+    assert!(matches!(err, audio::AudioError::Empty { .. }), "{err}");
+}
+
+#[test]
+fn encoded_wav_decodes_to_the_same_samples() {
+    let tone = sine(200.0, RATE, 0.25, 0.4);
+    let back = audio::decode_wav(&audio::encode_wav(&tone), "x").unwrap();
+    assert_eq!(back.samples.len(), tone.len());
+    let worst = tone
+        .iter()
+        .zip(&back.samples)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst < 1e-4, "{worst}");
+}
+
+#[test]
+fn vad_finds_two_utterances_and_nothing_in_silence() {
+    let cfg = Config::defaults().unwrap().voice.vad;
+    let quiet = vec![0.0f32; RATE as usize];
+    assert!(vad::split(&quiet, &cfg).is_empty(), "silence is no utterance");
+    let hiss: Vec<f32> = (0..RATE as usize)
+        .map(|i| 0.002 * ((i * 7919 % 1000) as f32 / 500.0 - 1.0))
+        .collect();
+    assert!(vad::split(&hiss, &cfg).is_empty(), "quiet noise is no utterance");
+
+    let mut stream = quiet.clone();
+    stream.extend(sine(300.0, RATE, 0.8, 0.3));
+    stream.extend(vec![0.0; RATE as usize]);
+    stream.extend(sine(500.0, RATE, 0.6, 0.3));
+    stream.extend(vec![0.0; RATE as usize / 2]);
+    let found = vad::split(&stream, &cfg);
+    assert_eq!(found.len(), 2, "{:?}", found.iter().map(|u| (u.start_ms, u.end_ms)).collect::<Vec<_>>());
+    assert!((800..=1_000).contains(&found[0].start_ms), "{}", found[0].start_ms);
+    let len_ms = found[0].samples.len() as u64 * 1000 / u64::from(RATE);
+    assert!((800..=1_200).contains(&len_ms), "first utterance {len_ms} ms");
+
+    // A click (30 ms) is not speech.
+    let mut click = quiet.clone();
+    click.extend(sine(1_000.0, RATE, 0.03, 0.8));
+    click.extend(quiet);
+    assert!(vad::split(&click, &cfg).is_empty());
+}
+
+#[test]
+fn vad_streams_frame_by_frame_like_the_whole_clip() {
+    let cfg = Config::defaults().unwrap().voice.vad;
+    let mut stream = vec![0.0f32; 8_000];
+    stream.extend(sine(300.0, RATE, 1.0, 0.3));
+    stream.extend(vec![0.0; 16_000]);
+    let whole = vad::split(&stream, &cfg);
+    let mut v = vad::Vad::new(cfg);
+    let mut events = Vec::new();
+    for chunk in stream.chunks(1_234) {
+        events.extend(v.push(chunk));
+    }
+    assert!(matches!(events.first(), Some(vad::VadEvent::Started { .. })));
+    let ended: Vec<_> = events
+        .into_iter()
+        .filter_map(|e| match e {
+            vad::VadEvent::Ended(u) => Some(u),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended, whole);
+}
+
+#[test]
+fn mel_filters_are_slaney_triangles() {
+    let f = super::convert::mel_filters(80);
+    assert_eq!(f.len(), 80 * 201);
+    for m in 0..80 {
+        let row = &f[m * 201..(m + 1) * 201];
+        let peak = row.iter().cloned().fold(0.0f32, f32::max);
+        assert!(peak > 0.0, "filter {m} is empty");
+        // One rise and one fall: a triangle.
+        let top = row.iter().position(|v| *v == peak).unwrap();
+        assert!(row[..top].windows(2).all(|w| w[0] <= w[1]));
+        assert!(row[top..].windows(2).all(|w| w[0] >= w[1]));
+    }
+    // Peaks and row sums of librosa.filters.mel(sr=16000, n_fft=400, n_mels=80)
+    // (librosa 0.11), where OpenAI's mel_filters.npz comes from.
+    for (m, k, peak, sum) in [
+        (0, 1, 0.024_862_595, 0.024_862_595),
+        (10, 10, 0.019_908_218, 0.024_862_593),
+        (40, 43, 0.014_735_566, 0.026_664_861),
+        (60, 93, 0.006_591_093, 0.025_101_541),
+        (79, 192, 0.003_164_712, 0.024_925_340),
+    ] {
+        let row = &f[m * 201..(m + 1) * 201];
+        assert!((row[k] - peak).abs() < 1e-6, "filter {m} at {k}: {}", row[k]);
+        let total: f32 = row.iter().sum();
+        assert!((total - sum).abs() < 1e-6, "filter {m} sums to {total}");
+    }
+}
+
+#[test]
+fn a_file_that_is_not_a_ct2_model_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("model.bin"), b"\x06\x00\x00\x00garbage").unwrap();
+    std::fs::write(dir.path().join("vocabulary.txt"), "a\n").unwrap();
+    let err = super::convert::convert(dir.path(), &dir.path().join("out.bin")).unwrap_err();
+    assert!(err.to_string().contains("not a CTranslate2 Whisper model"), "{err}");
+    assert!(!dir.path().join("out.bin").exists(), "nothing half-written is left");
+}
+
+#[cfg(feature = "whisper")]
+mod whisper {
+    use super::*;
+    use crate::voice::stt::{self, Stt};
+
+    fn model() -> Stt {
+        let cfg = Config::defaults().unwrap().voice;
+        let models = crate::llm::tiers::models_dir(&|k| std::env::var(k).ok());
+        stt::install(&cfg, &models, false).expect("`bash .ci/setup` fetches the speech model");
+        Stt::load(&stt::model_path(&cfg, &models), "en", 2).unwrap()
+    }
+
+    #[test]
+    fn the_converted_model_transcribes_espeak_speech() {
+        let stt = model();
+        for said in ["turn on the kitchen lights", "unlock the front door"] {
+            let clip = audio::decode_wav(&espeak(said), "espeak").unwrap();
+            let heard = stt.transcribe(&clip.samples).unwrap();
+            let words = crate::router::normalize(&heard.text);
+            assert_eq!(words, said, "heard {:?}", heard.text);
+            assert!(heard.confidence > 0.5, "{heard:?}");
+            assert_eq!((heard.language.as_str(), heard.model.as_str()), ("en", "ggml-tiny.en.bin"));
+        }
+    }
+
+    #[test]
+    fn conversion_matches_the_model_it_came_from() {
+        // A second conversion into a fresh file is byte-identical, and
+        // holds every tensor whisper.cpp's tiny model has (4 + 4 layers).
+        let cfg = Config::defaults().unwrap().voice;
+        let models = crate::llm::tiers::models_dir(&|k| std::env::var(k).ok());
+        stt::install(&cfg, &models, false).expect("`bash .ci/setup` fetches the speech model");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("tiny.bin");
+        let done = super::super::convert::convert(&stt::source_path(&cfg, &models), &out).unwrap();
+        assert_eq!((done.n_vocab, done.audio_layers, done.text_layers, done.state), (51_864, 4, 4, 384));
+        // encoder: conv 4 + pos 1 + ln_post 2 + 4 × 15; decoder: pos, tokens, ln 2 + 4 × 24.
+        assert_eq!(done.tensors, 7 + 4 * 15 + 4 + 4 * 24);
+        let a = std::fs::read(&out).unwrap();
+        let b = std::fs::read(stt::model_path(&cfg, &models)).unwrap();
+        assert!(a == b, "the installed model differs from a fresh conversion");
+    }
+}
