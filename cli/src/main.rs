@@ -4,6 +4,7 @@
 mod bucket;
 mod output;
 mod reasoning;
+mod voice;
 
 use std::{
     fs,
@@ -100,6 +101,25 @@ enum Command {
     /// Signed receipts of governed actions: the public key, verification.
     #[command(subcommand)]
     Receipt(reasoning::ReceiptCommand),
+    /// Run rounds from speech in a WAV file (any rate, any channels): each
+    /// utterance transcribed by whisper and routed; the audio kept, its hash in the chain.
+    Voice {
+        #[command(flatten)]
+        conversation: ConversationArg,
+        /// Print what was heard and each round as one JSON object.
+        #[arg(long)]
+        json: bool,
+        file: PathBuf,
+    },
+    /// The audio voice rounds kept: list, show, pin, unpin, sweep.
+    #[command(subcommand)]
+    Audio(voice::AudioCommand),
+    /// The speech model: install (convert) it.
+    #[command(subcommand)]
+    Model(voice::ModelCommand),
+    /// LiveKit: tokens for clients joining a room.
+    #[command(subcommand)]
+    Livekit(voice::LivekitCommand),
     /// Check the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -357,6 +377,20 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Trace(command) => trace(&cli.data_dir, command)?,
         Command::Bucket(command) => bucket::run(&cli.data_dir, load_config()?.0, command)?,
+        Command::Voice {
+            conversation,
+            json,
+            file,
+        } => voice::voice(
+            &cli.data_dir,
+            load_config()?.0,
+            &conversation.conversation,
+            &file,
+            json,
+        )?,
+        Command::Audio(command) => voice::audio(&cli.data_dir, load_config()?.0, command)?,
+        Command::Model(command) => voice::model(&load_config()?.0, command)?,
+        Command::Livekit(command) => voice::livekit(command)?,
         Command::Reasoning(command) => reasoning::run(&cli.data_dir, command)?,
         Command::Receipt(command) => {
             if !reasoning::receipt(&cli.data_dir, command)? {

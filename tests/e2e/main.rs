@@ -9,3 +9,4 @@ mod safety;
 mod serve;
 mod support;
 mod trace;
+mod voice;

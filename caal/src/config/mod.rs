@@ -99,6 +99,9 @@ pub struct VoiceConfig {
     pub language: String,
     /// Threads whisper uses (0: as many as the machine has cores).
     pub threads: usize,
+    /// Words to expect (names of rooms and devices), given to whisper as
+    /// its initial prompt; empty for none.
+    pub prompt: String,
     /// A level-3 or level-4 command heard with a lower confidence (mean
     /// token probability) is asked again instead of confirmed.
     pub min_confidence: f32,

@@ -666,7 +666,7 @@ impl Engine {
                 (None, None) => Intent::Unsupported(*route),
             };
         }
-        if let Some(steps) = self.unsure_hearing(round, voice, &decision.intent, pending, channel)? {
+        if let Some(steps) = self.unsure_hearing(round, voice, &decision.intent, channel)? {
             return Ok(steps);
         }
         let source_rule = decision.source_rule.clone();

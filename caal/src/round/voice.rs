@@ -9,7 +9,6 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{Channel, Engine, OPERATOR_CONVERSATION, RoundError, RoundResult, Steps};
-use crate::auth::Pending;
 use crate::ids::{AudioId, BucketId, ConversationId};
 use crate::router::Intent;
 use crate::trace::{EventDraft, EventStatus, EventType, OpenRound, RoundSpec, StoreError};
@@ -108,8 +107,7 @@ impl Engine {
         stt::install(cfg, &self.voice.models_dir, false)?;
         let loaded = Arc::new(Stt::load(
             &stt::model_path(cfg, &self.voice.models_dir),
-            &cfg.language,
-            cfg.threads,
+            cfg,
         )?);
         *slot = Some(loaded.clone());
         Ok(loaded)
@@ -212,23 +210,21 @@ impl Engine {
         })
     }
 
-    /// A governed command (level 3–4, or the "yes" to one) heard less
-    /// surely than `voice.min_confidence` is asked again, not confirmed.
+    /// A level-3 or level-4 command heard less surely than
+    /// `voice.min_confidence` is asked again instead of offered for
+    /// confirmation. (The "yes" itself is not held to it: one short word
+    /// scores low on its own, and a confirmation only lets through what was
+    /// heard clearly in the first place.)
     pub(super) fn unsure_hearing(
         &self,
         round: &OpenRound,
         voice: Option<&VoiceInput>,
         intent: &Intent,
-        pending: Option<&Pending>,
         channel: Channel,
     ) -> Result<Option<Steps>, StoreError> {
         let Some(v) = voice else { return Ok(None) };
         let min = self.config.voice.min_confidence;
-        let governed = match intent {
-            Intent::Chain(chain) => chain.chain_level.get() >= 3,
-            Intent::Confirm => pending.is_some(),
-            _ => false,
-        };
+        let governed = matches!(intent, Intent::Chain(chain) if chain.chain_level.get() >= 3);
         if !governed || v.transcript.confidence >= min {
             return Ok(None);
         }

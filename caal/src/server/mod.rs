@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod bench;
 mod error;
+mod voice;
 
 use std::{convert::Infallible, future::Future, io, sync::Arc, time::Instant};
 
@@ -50,6 +51,8 @@ pub struct AppState {
     commits: watch::Receiver<i64>,
     closing: watch::Sender<bool>,
     started: Instant,
+    /// LiveKit's keys (`LIVEKIT_API_KEY`, `LIVEKIT_API_SECRET`), for its webhooks.
+    livekit: Option<Arc<crate::voice::livekit::Keys>>,
 }
 
 impl AppState {
@@ -66,6 +69,9 @@ impl AppState {
             commits,
             closing: watch::channel(false).0,
             started: Instant::now(),
+            livekit: crate::voice::livekit::Keys::from_env(&|k| std::env::var(k).ok())
+                .ok()
+                .map(Arc::new),
         }
     }
 }
@@ -96,7 +102,12 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     Router::new()
         .nest("/api", api)
+        // The socket's token comes in its first message; the webhook's
+        // signature is LiveKit's own.
+        .route("/voice/stream", get(voice::stream))
+        .route("/livekit/webhook", post(voice::livekit_webhook))
         .route("/", get(page))
+        .route("/voice", get(voice_page))
         .fallback(not_found)
         .layer(middleware::from_fn(log_request))
         .with_state(state)
@@ -518,6 +529,10 @@ pub const OPENAPI: &str = include_str!("../../../schemas/openapi.v1.json");
 
 async fn page() -> Html<&'static str> {
     Html(include_str!("page.html"))
+}
+
+async fn voice_page() -> Html<&'static str> {
+    Html(include_str!("voice.html"))
 }
 
 #[derive(Deserialize)]

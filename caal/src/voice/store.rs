@@ -46,6 +46,13 @@ impl AudioArtifact {
     }
 }
 
+/// Whether the file is there and still hashes to what was recorded.
+pub fn file_matches(a: &AudioArtifact) -> bool {
+    a.deleted_at.is_none()
+        && std::fs::read(&a.path)
+            .is_ok_and(|bytes| crate::trace::chain::sha256_tagged(&bytes) == a.sha256)
+}
+
 /// What a new clip is.
 pub struct NewClip<'a> {
     pub bytes: &'a [u8],
@@ -104,6 +111,8 @@ pub fn keep(
         source,
     };
     std::fs::create_dir_all(dir).map_err(io)?;
+    // Recorded absolute: the path means the same file from any working dir.
+    let dir = &dir.canonicalize().map_err(io)?;
     let id = AudioId::new();
     let path = dir.join(format!("{id}.wav"));
     {

@@ -90,10 +90,12 @@ mod engine {
         model: String,
         language: String,
         threads: i32,
+        prompt: String,
     }
 
     impl Stt {
-        pub fn load(path: &Path, language: &str, threads: usize) -> Result<Self, SttError> {
+        pub fn load(path: &Path, cfg: &crate::config::VoiceConfig) -> Result<Self, SttError> {
+            let (language, threads) = (cfg.language.as_str(), cfg.threads);
             static HOOKS: std::sync::Once = std::sync::Once::new();
             // whisper.cpp's own logging goes through `tracing`, not stderr.
             HOOKS.call_once(whisper_rs::install_logging_hooks);
@@ -121,6 +123,7 @@ mod engine {
                     .map_or(what.clone(), |n| n.to_string_lossy().into_owned()),
                 language: language.to_owned(),
                 threads: i32::try_from(threads).unwrap_or(2),
+                prompt: cfg.prompt.clone(),
             })
         }
 
@@ -146,6 +149,9 @@ mod engine {
             };
             let mut params = FullParams::new(SamplingStrategy::Greedy { best_of: 1 });
             params.set_n_threads(self.threads);
+            if !self.prompt.is_empty() {
+                params.set_initial_prompt(&self.prompt);
+            }
             let language = (self.language != "auto").then_some(self.language.as_str());
             params.set_language(language);
             params.set_print_progress(false);
@@ -182,8 +188,13 @@ mod engine {
             for segment in state.as_iter() {
                 text.push_str(&segment.to_str_lossy().map_err(|e| failed(e.to_string()))?);
                 for t in 0..segment.n_tokens() {
+                    // Words only: special tokens and punctuation say nothing
+                    // about how surely the words were heard.
                     if let Some(token) = segment.get_token(t)
                         && token.token_id() < eot
+                        && token
+                            .to_str_lossy()
+                            .is_ok_and(|s| s.chars().any(char::is_alphanumeric))
                     {
                         sum += token.token_probability();
                         count += 1;
@@ -228,7 +239,7 @@ mod engine {
     pub struct Stt(());
 
     impl Stt {
-        pub fn load(_path: &Path, _language: &str, _threads: usize) -> Result<Self, SttError> {
+        pub fn load(_path: &Path, _cfg: &crate::config::VoiceConfig) -> Result<Self, SttError> {
             Err(SttError::NotBuilt)
         }
 

@@ -204,7 +204,7 @@ mod whisper {
         let cfg = Config::defaults().unwrap().voice;
         let models = crate::llm::tiers::models_dir(&|k| std::env::var(k).ok());
         stt::install(&cfg, &models, false).expect("`bash .ci/setup` fetches the speech model");
-        Stt::load(&stt::model_path(&cfg, &models), "en", 2).unwrap()
+        Stt::load(&stt::model_path(&cfg, &models), &cfg).unwrap()
     }
 
     #[test]

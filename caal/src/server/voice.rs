@@ -1,0 +1,252 @@
+//! `GET /voice/stream`: speech over a WebSocket, and LiveKit's webhooks.
+//!
+//! The client sends JSON control messages and binary frames of 16-bit
+//! little-endian mono PCM:
+//!
+//! - `{"type":"start","token":T,"conversation_id":C,"sample_rate":R,"tts":B}`
+//!   first (the API token goes here: a browser cannot set headers on a
+//!   WebSocket); then PCM frames at rate R;
+//! - `{"type":"end"}` when the speaker is done (push-to-talk released): an
+//!   utterance under way ends there instead of after the silence.
+//!
+//! The server answers `ready`, then per utterance `speech_started`,
+//! `partial` transcripts while it goes on, `final` (text, confidence, audio
+//! id and hash), `result` (the round, as `POST /api/chat` returns it) or
+//! `no_speech`, and with `tts` a `reply_audio` message followed by the
+//! spoken reply as one binary WAV message. Errors are `error` messages with
+//! a code; a bad start closes the socket.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::{
+    body::Bytes,
+    extract::{
+        State,
+        ws::{Message, WebSocket, WebSocketUpgrade},
+    },
+    http::HeaderMap,
+    response::Response,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{AppError, AppState, auth};
+use crate::ids::ConversationId;
+use crate::voice::{Stt, Vad, VadEvent, audio};
+
+/// Longest a client may wait before sending `start`.
+const START_WITHIN: Duration = Duration::from_secs(10);
+/// Largest binary frame accepted (a second of 48 kHz audio is 96 KB).
+const MAX_FRAME: usize = 256 * 1024;
+
+#[derive(Deserialize)]
+struct Start {
+    token: String,
+    conversation_id: Option<String>,
+    sample_rate: Option<u32>,
+    #[serde(default)]
+    tts: bool,
+}
+
+pub(super) async fn stream(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+    ws.max_message_size(MAX_FRAME)
+        .on_upgrade(move |socket| session(state, socket))
+}
+
+async fn send(socket: &mut WebSocket, v: Value) -> bool {
+    socket.send(Message::Text(v.to_string().into())).await.is_ok()
+}
+
+async fn refuse(mut socket: WebSocket, code: &str, message: &str) {
+    let _ = send(&mut socket, json!({"type": "error", "code": code, "message": message})).await;
+    let _ = socket.send(Message::Close(None)).await;
+}
+
+/// One streaming voice conversation.
+async fn session(state: AppState, mut socket: WebSocket) {
+    let first = tokio::time::timeout(START_WITHIN, socket.recv()).await;
+    let start: Start = match first {
+        Ok(Some(Ok(Message::Text(t)))) => match serde_json::from_str(&t) {
+            Ok(s) => s,
+            Err(e) => {
+                return refuse(socket, "start.invalid", &format!("the first message must be {{\"type\":\"start\",\"token\":…}}: {e}")).await;
+            }
+        },
+        _ => return refuse(socket, "start.missing", "send {\"type\":\"start\",\"token\":…} first").await,
+    };
+    if !auth::authorized(Some(&format!("Bearer {}", start.token)), &state.token) {
+        return refuse(socket, "unauthorized", "the token is wrong; it is in the data dir's api_token").await;
+    }
+    let conversation: ConversationId =
+        match start.conversation_id.as_deref().unwrap_or("default").parse() {
+            Ok(c) => c,
+            Err(e) => return refuse(socket, "conversation_id.invalid", &format!("{e}")).await,
+        };
+    let rate = start.sample_rate.unwrap_or(audio::RATE);
+    if !(8_000..=192_000).contains(&rate) {
+        return refuse(socket, "sample_rate.invalid", "sample_rate must be between 8000 and 192000").await;
+    }
+    let engine = state.engine.clone();
+    let stt = match tokio::task::spawn_blocking(move || engine.stt()).await {
+        Ok(Ok(stt)) => stt,
+        Ok(Err(e)) => return refuse(socket, "stt.unavailable", &e.to_string()).await,
+        Err(e) => return refuse(socket, "stt.unavailable", &e.to_string()).await,
+    };
+    let cfg = state.engine.config().voice.clone();
+    if !send(&mut socket, json!({"type": "ready", "model": stt.model(), "sample_rate": rate})).await {
+        return;
+    }
+    let mut vad = Vad::new(cfg.vad.clone());
+    let mut heard_ms = 0u64;
+    let mut last_partial_ms = 0u64;
+    while let Some(Ok(message)) = socket.recv().await {
+        let events = match message {
+            Message::Binary(bytes) => {
+                let samples = audio::resample(&audio::pcm16_to_f32(&bytes), rate, audio::RATE);
+                heard_ms += samples.len() as u64 * 1000 / u64::from(audio::RATE);
+                vad.push(&samples)
+            }
+            Message::Text(t) => match serde_json::from_str::<Value>(&t).ok().and_then(|v| v["type"].as_str().map(str::to_owned)).as_deref() {
+                Some("end") => vad.finish().map(VadEvent::Ended).into_iter().collect(),
+                _ => {
+                    if !send(&mut socket, json!({"type": "error", "code": "message.unknown", "message": "send PCM frames, or {\"type\":\"end\"}"})).await {
+                        return;
+                    }
+                    continue;
+                }
+            },
+            Message::Close(_) => break,
+            _ => continue,
+        };
+        for event in events {
+            let ok = match event {
+                VadEvent::Started { at_ms } => {
+                    last_partial_ms = heard_ms;
+                    send(&mut socket, json!({"type": "speech_started", "at_ms": at_ms})).await
+                }
+                VadEvent::Ended(u) => {
+                    utterance(&state, &mut socket, &stt, &conversation, u, start.tts, &cfg.tts_voice).await
+                }
+            };
+            if !ok {
+                return;
+            }
+        }
+        // While someone speaks, now and then what was heard so far.
+        if cfg.partial_every_ms > 0
+            && vad.in_speech()
+            && heard_ms - last_partial_ms >= u64::from(cfg.partial_every_ms)
+            && let Some(so_far) = vad.current().map(<[f32]>::to_vec)
+        {
+            last_partial_ms = heard_ms;
+            let stt = stt.clone();
+            if let Ok(Ok(t)) = tokio::task::spawn_blocking(move || stt.transcribe(&so_far)).await
+                && !send(&mut socket, json!({"type": "partial", "text": crate::safety::global().scrub(&t.text)})).await
+            {
+                return;
+            }
+        }
+    }
+    // The stream closed mid-utterance: what was said still counts.
+    if let Some(u) = vad.finish() {
+        utterance(&state, &mut socket, &stt, &conversation, u, false, "").await;
+    }
+}
+
+/// An utterance ended: transcribe, keep the audio, run the round, answer.
+async fn utterance(
+    state: &AppState,
+    socket: &mut WebSocket,
+    stt: &Arc<Stt>,
+    conversation: &ConversationId,
+    u: crate::voice::Utterance,
+    tts: bool,
+    tts_voice: &str,
+) -> bool {
+    let ended = Instant::now();
+    let (engine, stt, conversation) = (state.engine.clone(), stt.clone(), conversation.clone());
+    let done = tokio::task::spawn_blocking(move || -> Result<_, crate::voice::VoiceError> {
+        let transcript = stt.transcribe(&u.samples)?;
+        let wav = audio::encode_wav(&u.samples);
+        let clip = crate::voice::Clip {
+            samples: u.samples,
+            source_rate: audio::RATE,
+            channels: 1,
+            bits: 16,
+            codec: "pcm_s16le".into(),
+        };
+        let artifact = engine.keep_audio(&wav, &clip)?;
+        let heard = engine.heard(&conversation, u.start_ms, u.end_ms, transcript, &artifact)?;
+        Ok((heard, artifact))
+    })
+    .await;
+    let (heard, artifact) = match done {
+        Ok(Ok(h)) => h,
+        Ok(Err(e)) => {
+            return send(socket, json!({"type": "error", "code": "voice.failed", "message": crate::safety::global().scrub(&e.to_string())})).await;
+        }
+        Err(e) => {
+            return send(socket, json!({"type": "error", "code": "voice.failed", "message": e.to_string()})).await;
+        }
+    };
+    let t = &heard.transcript;
+    let final_msg = json!({"type": "final", "text": crate::safety::global().scrub(&t.text), "confidence": t.confidence,
+        "language": t.language, "model": t.model, "stt_ms": t.stt_ms, "start_ms": heard.start_ms, "end_ms": heard.end_ms,
+        "audio_id": artifact.audio_id, "audio_sha256": artifact.sha256});
+    if !send(socket, final_msg).await {
+        return false;
+    }
+    let Some(round) = heard.round else {
+        return send(socket, json!({"type": "no_speech"})).await;
+    };
+    let reply = round.reply.clone();
+    let after_end_ms = ended.elapsed().as_secs_f64() * 1000.0;
+    if !send(socket, json!({"type": "result", "round": round, "ms_after_speech_ended": after_end_ms})).await {
+        return false;
+    }
+    if tts && !tts_voice.is_empty() && !reply.is_empty() {
+        let voice = tts_voice.to_owned();
+        match tokio::task::spawn_blocking(move || crate::voice::tts::speak(&reply, &voice)).await {
+            Ok(Ok(wav)) => {
+                if !send(socket, json!({"type": "reply_audio", "format": "wav", "bytes": wav.len()})).await {
+                    return false;
+                }
+                return socket.send(Message::Binary(Bytes::from(wav))).await.is_ok();
+            }
+            Ok(Err(e)) => {
+                return send(socket, json!({"type": "error", "code": "tts.failed", "message": e.to_string()})).await;
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// `POST /livekit/webhook`: a room event from LiveKit, recorded once its
+/// signature (the `Authorization` JWT and the body's SHA-256) holds.
+pub(super) async fn livekit_webhook(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<axum::Json<Value>, AppError> {
+    let keys = state.livekit.clone().ok_or_else(|| AppError::Conflict {
+        code: "livekit.not_configured",
+        message: crate::voice::livekit::LiveKitError::NoKeys.to_string(),
+    })?;
+    let authorization = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = String::from_utf8(body.to_vec())
+        .map_err(|_| AppError::bad_request("body.invalid", "the webhook body is not UTF-8"))?;
+    let event = crate::voice::livekit::receive(&keys, &body, &authorization).map_err(|e| {
+        tracing::warn!(error = %e, "livekit webhook refused");
+        AppError::Unauthorized
+    })?;
+    let engine = state.engine.clone();
+    let recorded = event.clone();
+    let round_id = super::blocking(move || Ok(engine.livekit_event(&recorded)?)).await?;
+    Ok(axum::Json(json!({"ok": true, "event": event.event, "round_id": round_id})))
+}

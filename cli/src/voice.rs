@@ -1,0 +1,259 @@
+//! `caal voice`, `caal audio`, `caal model`, `caal livekit`: speech in,
+//! the audio kept, the speech model, LiveKit tokens.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use caal::config::Config;
+use caal::round::AudioAction;
+use caal::state::StateDb;
+use caal::voice::{AudioArtifact, Listened, store};
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum AudioCommand {
+    /// The audio kept, newest first.
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One clip: file, hash, format, retention, loudness preview.
+    Show {
+        audio_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Keep a clip past its retention (sweeps leave it).
+    Pin { audio_id: String },
+    /// Let a pinned clip expire again.
+    Unpin { audio_id: String },
+    /// Delete expired, unpinned audio files (their hash and metadata stay).
+    Sweep {
+        /// List what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ModelCommand {
+    /// Convert the fetched CTranslate2 Whisper model (voice.model_source) into
+    /// the ggml file whisper.cpp loads (voice.model); nothing to do if it is there.
+    Install {
+        /// Convert again even if the model is there.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum LivekitCommand {
+    /// A token for a client to join a LiveKit room (LIVEKIT_API_KEY and
+    /// LIVEKIT_API_SECRET sign it).
+    Token {
+        #[arg(long)]
+        room: String,
+        #[arg(long)]
+        identity: String,
+        /// How long the token is valid, in minutes.
+        #[arg(long, default_value_t = 360)]
+        ttl_minutes: u64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `caal voice FILE.wav`: every utterance in the file, a round each.
+pub fn voice(
+    data_dir: &Path,
+    config: Config,
+    conversation: &str,
+    file: &Path,
+    json: bool,
+) -> Result<()> {
+    let conversation = crate::parse_conversation(conversation)?;
+    // The file is read and checked before the store is opened: a bad file records nothing.
+    let bytes = std::fs::read(file).with_context(|| {
+        format!(
+            "cannot read {}; give the path of a WAV file",
+            file.display()
+        )
+    })?;
+    let what = file.display().to_string();
+    caal::voice::audio::decode_wav(&bytes, &what)?;
+    let engine = crate::open_engine(data_dir, config, crate::Start::Lazy)?;
+    let listened: Listened = engine.listen_wav(&conversation, &bytes, &what)?;
+    if json {
+        println!("{}", serde_json::to_string(&listened)?);
+        return Ok(());
+    }
+    if listened.utterances.is_empty() {
+        eprintln!("no speech heard in {what}; nothing was recorded");
+    }
+    for u in &listened.utterances {
+        match &u.round {
+            Some(r) => println!(
+                "heard: {} ({:.0}% sure)\n{}",
+                u.transcript.text,
+                u.transcript.confidence * 100.0,
+                r.reply
+            ),
+            None => println!("heard nothing to act on ({})", u.transcript.text),
+        }
+    }
+    Ok(())
+}
+
+fn print_artifact(a: &AudioArtifact) {
+    let state = match (&a.deleted_at, a.pinned) {
+        (Some(at), _) => format!("deleted {at}"),
+        (None, true) => "pinned".into(),
+        (None, false) => format!("kept until {}", a.expires_at),
+    };
+    println!(
+        "{}  {}  {} ms  {} Hz × {}  {}  {}",
+        a.audio_id,
+        a.created_at,
+        a.duration_ms.unwrap_or(0),
+        a.sample_rate,
+        a.channels,
+        a.sha256,
+        state
+    );
+}
+
+pub fn audio(data_dir: &Path, config: Config, command: AudioCommand) -> Result<()> {
+    let state = || -> Result<StateDb> {
+        let path = data_dir.join("state.db");
+        if !path.exists() {
+            bail!(
+                "no data dir at {}: run `caal voice FILE.wav` or `caal say` first, or point --data-dir at one",
+                data_dir.display()
+            );
+        }
+        Ok(StateDb::open(&path)?)
+    };
+    let change = |action: AudioAction, json: bool| -> Result<()> {
+        let engine = crate::open_engine(data_dir, config.clone(), crate::Start::Lazy)?;
+        let sweeping = matches!(action, AudioAction::Sweep { dry_run: false });
+        let bar = std::cell::RefCell::new(None::<indicatif::ProgressBar>);
+        let report = engine.audio_retention(action, &|done, total| {
+            if sweeping {
+                let mut bar = bar.borrow_mut();
+                let b = bar.get_or_insert_with(|| crate::output::progress_bar(total, "deleting audio"));
+                b.set_position(done);
+            }
+        })?;
+        if let Some(b) = bar.borrow().as_ref() {
+            b.finish_and_clear();
+        }
+        if json {
+            println!("{}", serde_json::to_string(&report)?);
+        } else if report.action == "sweep" {
+            let verb = if report.dry_run { "would delete" } else { "deleted" };
+            println!(
+                "{verb} {} audio file(s), {} bytes; {} pinned past their time kept",
+                report.audio_ids.len(),
+                report.bytes_freed,
+                report.kept_pinned
+            );
+            for id in &report.audio_ids {
+                println!("  {id}");
+            }
+        } else {
+            println!("{} {}", report.action, report.audio_ids.join(", "));
+        }
+        Ok(())
+    };
+    match command {
+        AudioCommand::List { limit, json } => {
+            let list = store::list(&state()?, limit)?;
+            if json {
+                println!("{}", serde_json::to_string(&list)?);
+            } else if list.is_empty() {
+                println!("no audio kept yet");
+            } else {
+                list.iter().for_each(print_artifact);
+            }
+        }
+        AudioCommand::Show { audio_id, json } => {
+            let Some(a) = store::get(&state()?, &audio_id)? else {
+                bail!("no audio {audio_id}; `caal audio list` shows the audio ids");
+            };
+            if json {
+                let mut v = serde_json::to_value(&a)?;
+                v["file_present"] = a.file_present().into();
+                v["file_matches"] = store::file_matches(&a).into();
+                println!("{v}");
+            } else {
+                print_artifact(&a);
+                let file = match (a.file_present(), store::file_matches(&a)) {
+                    (false, _) => "deleted; its hash stays",
+                    (true, true) => "present, its hash matches",
+                    (true, false) => "present, BUT ITS HASH DOES NOT MATCH (changed since it was recorded)",
+                };
+                println!("file: {} ({file})", a.path);
+                println!("codec: {}, {} bytes, peak {:.3}", a.codec, a.bytes, a.peak);
+                let bars: String = a
+                    .rms_preview
+                    .iter()
+                    .map(|r| {
+                        let level = ((r / a.peak.max(1e-6)) * 7.0).round() as usize;
+                        ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'][level.min(7)]
+                    })
+                    .collect();
+                println!("loudness: {bars}");
+            }
+        }
+        AudioCommand::Pin { audio_id } => change(AudioAction::Pin(audio_id), false)?,
+        AudioCommand::Unpin { audio_id } => change(AudioAction::Unpin(audio_id), false)?,
+        AudioCommand::Sweep { dry_run, json } => change(AudioAction::Sweep { dry_run }, json)?,
+    }
+    Ok(())
+}
+
+pub fn model(config: &Config, command: ModelCommand) -> Result<()> {
+    let ModelCommand::Install { force } = command;
+    let models = caal::llm::tiers::models_dir(&|k| std::env::var(k).ok());
+    let target = caal::voice::stt::model_path(&config.voice, &models);
+    match caal::voice::stt::install(&config.voice, &models, force)? {
+        None => println!("{} is installed", target.display()),
+        Some(done) => println!(
+            "converted {} into {} ({} tensors, {} tokens, {} + {} layers)",
+            caal::voice::stt::source_path(&config.voice, &models).display(),
+            target.display(),
+            done.tensors,
+            done.n_vocab,
+            done.audio_layers,
+            done.text_layers
+        ),
+    }
+    Ok(())
+}
+
+pub fn livekit(command: LivekitCommand) -> Result<()> {
+    let LivekitCommand::Token {
+        room,
+        identity,
+        ttl_minutes,
+        json,
+    } = command;
+    let keys = caal::voice::livekit::Keys::from_env(&|k| std::env::var(k).ok())?;
+    let ttl = Duration::from_secs(ttl_minutes.max(1) * 60);
+    let token = caal::voice::livekit::token(&keys, &room, &identity, ttl)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"token": token, "room": room, "identity": identity,
+                               "api_key": keys.api_key, "ttl_seconds": ttl.as_secs()})
+        );
+    } else {
+        println!("{token}");
+    }
+    Ok(())
+}

@@ -1,0 +1,396 @@
+//! Voice end to end: espeak-ng speech through `caal voice`, the audio kept
+//! and its hash in the chain, sweeps, bad files, silence, the WebSocket
+//! stream with spoken replies, and LiveKit tokens and webhooks.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
+
+use crate::support::Sandbox;
+
+/// `text` said by espeak-ng (US English, 150 words a minute) into `dir/name`.
+pub fn espeak(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    let status = Command::new("espeak-ng")
+        .args(["-v", "en-us", "-s", "150", "-w"])
+        .arg(&path)
+        .arg(text)
+        .status()
+        .expect("espeak-ng is installed by .ci/setup");
+    assert!(status.success());
+    path
+}
+
+/// A WAV of `seconds` of silence at 16 kHz (sox).
+fn silence(dir: &Path, name: &str, seconds: &str) -> PathBuf {
+    let path = dir.join(name);
+    let status = Command::new("sox")
+        .args(["-n", "-r", "16000", "-c", "1"])
+        .arg(&path)
+        .args(["trim", "0", seconds])
+        .status()
+        .expect("sox is installed by .ci/setup");
+    assert!(status.success());
+    path
+}
+
+fn sha256_of(path: &Path) -> String {
+    format!("sha256:{:x}", Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+fn events_of(sb: &Sandbox, round_id: &str, event_type: &str) -> Vec<Value> {
+    let shown = sb.run(&["trace", "show", round_id, "--json"]).ok().json();
+    shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event_type"] == event_type)
+        .map(|e| e["payload"].clone())
+        .collect()
+}
+
+#[test]
+fn spoken_commands_are_transcribed_routed_and_their_audio_hash_chained() {
+    let sb = Sandbox::new();
+    let kitchen = espeak(sb.path(), "kitchen.wav", "turn on the kitchen lights");
+    // Another rate and two channels: resampled and mixed down on the way in.
+    let stereo = sb.path().join("kitchen-44k-stereo.wav");
+    assert!(Command::new("sox").arg(&kitchen).args(["-r", "44100", "-c", "2"]).arg(&stereo).status().unwrap().success());
+
+    let heard = sb.run(&["voice", "--json", stereo.to_str().unwrap()]).ok().json();
+    let u = &heard["utterances"][0];
+    assert_eq!(heard["utterances"].as_array().unwrap().len(), 1, "{heard}");
+    assert_eq!(u["round"]["command_id"], "lights.set", "{heard}");
+    let params = &u["round"]["reasoning"]["tool_decisions"][0]["parameters"];
+    assert_eq!((params["room"].as_str(), params["state"].as_str()), (Some("kitchen"), Some("on")));
+    assert_eq!(u["round"]["status"], "ok");
+    assert!(u["transcript"]["text"].as_str().unwrap().to_lowercase().contains("kitchen lights"));
+    assert!(u["transcript"]["confidence"].as_f64().unwrap() > 0.5);
+
+    // The audio kept is the file given, byte for byte; its hash is in the chain.
+    let audio = &heard["audio"];
+    let sha = sha256_of(&stereo);
+    assert_eq!(audio["sha256"], sha.as_str());
+    assert_eq!((audio["sample_rate"].as_u64(), audio["channels"].as_u64()), (Some(44_100), Some(2)));
+    assert_eq!(sha256_of(Path::new(audio["path"].as_str().unwrap())), sha);
+    let round_id = u["round"]["round_id"].as_str().unwrap();
+    let received = &events_of(&sb, round_id, "input.received")[0];
+    assert_eq!(received["audio_sha256"], sha.as_str());
+    assert_eq!(received["audio_id"], audio["audio_id"]);
+    assert_eq!(received["channel"], "voice");
+    assert_eq!(received["transcript"]["model"], "ggml-tiny.en.bin");
+    assert_eq!(received["transcript"]["language"], "en");
+    sb.run(&["trace", "verify"]).ok();
+
+    // Changing the recorded hash is caught.
+    let conn = rusqlite::Connection::open(sb.db()).unwrap();
+    conn.execute_batch(&format!(
+        "DROP TRIGGER events_append_only_update;
+         UPDATE events SET payload = json_set(payload, '$.audio_sha256', 'sha256:{}')
+         WHERE event_type = 'input.received';",
+        "0".repeat(64)
+    ))
+    .unwrap();
+    drop(conn);
+    let verify = sb.run(&["trace", "verify"]);
+    assert_eq!(verify.code, 1, "a changed audio hash breaks the chain: {}", verify.stdout);
+
+    // A level-3 command spoken: it waits for a "yes".
+    let door = espeak(sb.path(), "door.wav", "unlock the front door");
+    let sb2 = Sandbox::new();
+    let heard = sb2.run(&["voice", "--json", door.to_str().unwrap()]).ok().json();
+    let round = &heard["utterances"][0]["round"];
+    assert_eq!(round["command_id"], "door.unlock", "{heard}");
+    assert_eq!(round["auth_level"], 3);
+    assert!(round["pending_confirmation"].is_object(), "{round}");
+    // And the text lines say what was heard, how sure, and the reply.
+    let yes = espeak(sb2.path(), "yes.wav", "yes");
+    let said = sb2.run(&["voice", yes.to_str().unwrap()]).ok();
+    assert!(said.stdout.contains("heard: "), "{}", said.stdout);
+    assert!(said.stdout.to_lowercase().contains("unlocked"), "{}", said.stdout);
+    // The receipt of the governed action names the audio it was confirmed by.
+    let rounds = sb2.run(&["trace", "list", "--json"]).ok().json();
+    let last = rounds.as_array().unwrap().last().unwrap()["round_id"].as_str().unwrap().to_owned();
+    let receipt = &events_of(&sb2, &last, "receipt.issued")[0]["receipt"];
+    assert_eq!(receipt["audio_sha256"], sha256_of(&yes).as_str(), "{receipt}");
+    sb2.run(&["receipt", "verify", "--round", &last]).ok();
+}
+
+#[test]
+fn a_governed_command_heard_unsurely_is_asked_again_not_confirmed() {
+    let sb = Sandbox::new();
+    // Held to a bar no transcript reaches, so the outcome does not hang on one.
+    let config = sb.path().join("strict.toml");
+    std::fs::write(&config, "[voice]\nmin_confidence = 0.999\n").unwrap();
+    let config = config.to_str().unwrap();
+    let door = espeak(sb.path(), "door.wav", "unlock the front door");
+    let heard = sb.run(&["--config", config, "voice", "--json", door.to_str().unwrap()]).ok().json();
+    let round = &heard["utterances"][0]["round"];
+    assert!(round["reply"].as_str().unwrap().contains("Please say it again"), "{round}");
+    assert!(round["pending_confirmation"].is_null(), "nothing waits for a yes: {round}");
+    assert_eq!(round["commands"], json!([]));
+    let checked = events_of(&sb, round["round_id"].as_str().unwrap(), "validator.ran");
+    let low = checked.iter().find(|v| v["validator_id"] == "transcript_confidence").unwrap();
+    assert_eq!(low["code"], "validator.low_confidence");
+    assert!(low["message"].as_str().unwrap().contains("below voice.min_confidence 1.00"), "{low}");
+
+    // A level-1 command is not held to it.
+    let kitchen = espeak(sb.path(), "kitchen.wav", "turn on the kitchen lights");
+    let heard = sb.run(&["--config", config, "voice", "--json", kitchen.to_str().unwrap()]).ok().json();
+    assert_eq!(heard["utterances"][0]["round"]["commands"][0]["status"], "ok", "{heard}");
+}
+
+#[test]
+fn silence_runs_no_round_and_bad_files_exit_2_recording_nothing() {
+    let sb = Sandbox::new();
+    sb.say("default", "turn on the kitchen lights");
+    let before = sb.run(&["trace", "list", "--json"]).ok().json();
+
+    let quiet = silence(sb.path(), "quiet.wav", "3");
+    let run = sb.run(&["voice", "--json", quiet.to_str().unwrap()]).ok();
+    assert_eq!(run.json()["utterances"], json!([]));
+    let run = sb.run(&["voice", quiet.to_str().unwrap()]).ok();
+    assert!(run.stderr.contains("no speech heard"), "{}", run.stderr);
+
+    let text = sb.path().join("notes.wav");
+    std::fs::write(&text, "not audio at all").unwrap();
+    let run = sb.run(&["voice", text.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("is not a WAV file") && run.stderr.contains("sox"), "{}", run.stderr);
+
+    let whole = std::fs::read(espeak(sb.path(), "cut-me.wav", "turn off the porch light")).unwrap();
+    let cut = sb.path().join("cut.wav");
+    std::fs::write(&cut, &whole[..whole.len() / 3]).unwrap();
+    let run = sb.run(&["voice", cut.to_str().unwrap()]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("is cut short"), "{}", run.stderr);
+
+    let run = sb.run(&["voice", "missing.wav"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("cannot read missing.wav"), "{}", run.stderr);
+
+    // Nothing was recorded by any of them, and no audio kept; what was there stays.
+    assert_eq!(sb.run(&["trace", "list", "--json"]).ok().json(), before);
+    assert_eq!(sb.run(&["audio", "list", "--json"]).ok().json(), json!([]));
+    sb.run(&["trace", "verify"]).ok();
+}
+
+#[test]
+fn sweep_deletes_expired_audio_keeps_pinned_and_the_hashes() {
+    let sb = Sandbox::new();
+    let a = espeak(sb.path(), "a.wav", "turn on the kitchen lights");
+    let b = espeak(sb.path(), "b.wav", "what time is it");
+    // Kept for 0 days: expired as soon as they are written.
+    let expired = [("AUDIO_RETENTION_DAYS", "0")];
+    let first = sb.run_env(&["voice", "--json", a.to_str().unwrap()], &expired).ok().json();
+    let second = sb.run_env(&["voice", "--json", b.to_str().unwrap()], &expired).ok().json();
+    let kept_id = first["audio"]["audio_id"].as_str().unwrap().to_owned();
+    let swept_id = second["audio"]["audio_id"].as_str().unwrap().to_owned();
+    let kept_path = first["audio"]["path"].as_str().unwrap().to_owned();
+    let swept_path = second["audio"]["path"].as_str().unwrap().to_owned();
+    assert!(Path::new(&swept_path).is_file());
+    // Kept files are readable by their owner only.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&kept_path).unwrap().permissions().mode() & 0o777, 0o600);
+
+    sb.run(&["audio", "pin", &kept_id]).ok();
+    let dry = sb.run(&["audio", "sweep", "--dry-run", "--json"]).ok().json();
+    assert_eq!(dry["audio_ids"], json!([swept_id]));
+    assert!(Path::new(&swept_path).is_file(), "a dry run deletes nothing");
+
+    let swept = sb.run(&["audio", "sweep", "--json"]).ok().json();
+    assert_eq!(swept["audio_ids"], json!([swept_id]), "{swept}");
+    assert_eq!(swept["kept_pinned"], 1);
+    assert!(swept["bytes_freed"].as_u64().unwrap() > 10_000);
+    assert!(!Path::new(&swept_path).exists(), "the expired file is gone");
+    assert!(Path::new(&kept_path).is_file(), "the pinned file stays");
+
+    // The metadata and hash stay; the sweep is recorded in the chain.
+    let shown = sb.run(&["audio", "show", &swept_id, "--json"]).ok().json();
+    assert_eq!(shown["sha256"], sha256_of(&b).as_str());
+    assert!(shown["deleted_at"].is_string());
+    assert_eq!(shown["file_present"], false);
+    let shown = sb.run(&["audio", "show", &kept_id, "--json"]).ok().json();
+    assert_eq!((shown["pinned"].as_bool(), shown["file_matches"].as_bool()), (Some(true), Some(true)));
+    let round_id = swept["round_id"].as_str().unwrap();
+    let recorded = &events_of(&sb, round_id, "audio.retention")[0];
+    assert_eq!(recorded["action"], "sweep");
+    assert_eq!(recorded["sha256"], json!([sha256_of(&b)]));
+    sb.run(&["trace", "verify"]).ok();
+
+    // Nothing left to sweep; an unknown id is named.
+    let again = sb.run(&["audio", "sweep", "--json"]).ok().json();
+    assert_eq!(again["audio_ids"], json!([]));
+    let run = sb.run(&["audio", "pin", "01a2024f-0000-7000-8000-000000000000"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("caal audio list"), "{}", run.stderr);
+}
+
+type Socket = WebSocket<MaybeTlsStream<TcpStream>>;
+
+fn connect(url: &str) -> Socket {
+    let ws_url = format!("{}/voice/stream", url.replacen("http://", "ws://", 1));
+    let (socket, _) = tungstenite::connect(ws_url).expect("the voice socket accepts");
+    if let MaybeTlsStream::Plain(s) = socket.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    }
+    socket
+}
+
+fn next_json(socket: &mut Socket) -> Value {
+    loop {
+        match socket.read().expect("the server answers") {
+            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Message::Binary(b) => return json!({"binary": b.len(), "wav": b.starts_with(b"RIFF")}),
+            _ => continue,
+        }
+    }
+}
+
+/// 16-bit PCM frames of `path` at its own rate, 100 ms each.
+fn pcm_frames(path: &Path) -> (u32, Vec<Vec<u8>>) {
+    let mut reader = hound::WavReader::open(path).unwrap();
+    let rate = reader.spec().sample_rate;
+    let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
+    let frames = samples
+        .chunks(rate as usize / 10)
+        .map(|c| c.iter().flat_map(|s| s.to_le_bytes()).collect())
+        .collect();
+    (rate, frames)
+}
+
+#[test]
+fn the_voice_socket_streams_speech_to_a_round_and_speaks_the_reply() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[("CAAL_API_TOKEN", "voice-socket-token-0123456789")]);
+    let said = espeak(sb.path(), "kitchen.wav", "turn on the kitchen lights");
+
+    // A wrong token is refused before any audio is taken.
+    let mut socket = connect(&served.url);
+    socket
+        .send(Message::text(json!({"type": "start", "token": "wrong-token-wrong-token"}).to_string()))
+        .unwrap();
+    assert_eq!(next_json(&mut socket)["code"], "unauthorized");
+
+    let mut socket = connect(&served.url);
+    let (rate, frames) = pcm_frames(&said);
+    socket
+        .send(Message::text(
+            json!({"type": "start", "token": "voice-socket-token-0123456789", "conversation_id": "kitchen",
+                   "sample_rate": rate, "tts": true})
+            .to_string(),
+        ))
+        .unwrap();
+    let ready = next_json(&mut socket);
+    assert_eq!(ready["type"], "ready", "{ready}");
+    for f in &frames {
+        socket.send(Message::binary(f.clone())).unwrap();
+    }
+    // A second of quiet: the utterance ends by itself.
+    let quiet = vec![0u8; rate as usize / 10 * 2];
+    for _ in 0..10 {
+        socket.send(Message::binary(quiet.clone())).unwrap();
+    }
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    let result = loop {
+        let m = next_json(&mut socket);
+        seen.push(m["type"].as_str().unwrap_or("binary").to_owned());
+        if m["type"] == "result" {
+            break m;
+        }
+        assert!(m["type"] != "error", "{m}");
+        assert!(started.elapsed() < Duration::from_secs(60), "no result; saw {seen:?}");
+    };
+    assert!(seen.starts_with(&["speech_started".to_owned()]), "{seen:?}");
+    assert!(seen.contains(&"final".to_owned()), "{seen:?}");
+    assert_eq!(result["round"]["command_id"], "lights.set", "{result}");
+    assert_eq!(result["round"]["reply"], "Okay, the kitchen lights are on.");
+    assert_eq!(result["round"]["conversation_id"], "kitchen");
+    // The spoken reply: announced, then one WAV message.
+    let announced = next_json(&mut socket);
+    assert_eq!(announced["type"], "reply_audio", "{announced}");
+    let wav = next_json(&mut socket);
+    assert_eq!(wav["wav"], true);
+    assert_eq!(wav["binary"], announced["bytes"]);
+    socket.close(None).ok();
+
+    // The stream's audio was kept (16 kHz mono), its hash chained.
+    let token = "voice-socket-token-0123456789";
+    let listed: Value = ureq::get(&format!("{}/api/conversations/kitchen/rounds", served.url))
+        .header("Authorization", &format!("Bearer {token}"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap();
+    assert!(listed.to_string().contains("\"voice\""), "{listed}");
+    let (status, _) = served.terminate();
+    assert!(status.success());
+    let audio = sb.run(&["audio", "list", "--json"]).ok().json();
+    assert_eq!(audio[0]["sample_rate"], 16_000);
+    assert_eq!(audio[0]["codec"], "pcm_s16le");
+    sb.run(&["trace", "verify"]).ok();
+}
+
+#[test]
+fn livekit_tokens_verify_and_only_signed_webhooks_are_recorded() {
+    let keys = [("LIVEKIT_API_KEY", "APIcaaltest"), ("LIVEKIT_API_SECRET", "caal-livekit-secret-0123456789abcdef")];
+    let sb = Sandbox::new();
+    let minted = sb
+        .run_env(&["livekit", "token", "--room", "kitchen", "--identity", "alice", "--json"], &keys)
+        .ok()
+        .json();
+    let k = caal::voice::livekit::Keys::new(keys[0].1, keys[1].1);
+    let grant = caal::voice::livekit::verify(&k, minted["token"].as_str().unwrap()).unwrap();
+    assert_eq!((grant.identity.as_str(), grant.room.as_str(), grant.can_publish), ("alice", "kitchen", true));
+    let other = caal::voice::livekit::Keys::new(keys[0].1, "another-secret-entirely-000000");
+    assert!(caal::voice::livekit::verify(&other, minted["token"].as_str().unwrap()).is_err());
+
+    let run = sb.run(&["livekit", "token", "--room", "kitchen", "--identity", "alice"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("LIVEKIT_API_KEY"), "{}", run.stderr);
+
+    let mut env = keys.to_vec();
+    env.push(("CAAL_API_TOKEN", "livekit-test-token-0123456789"));
+    let served = sb.serve(&env);
+    let body = json!({"event": "participant_joined", "id": "EV_1", "createdAt": 1_763_800_000,
+                      "room": {"name": "kitchen", "sid": "RM_1"},
+                      "participant": {"identity": "alice", "sid": "PA_1"}})
+    .to_string();
+    let post = |auth: &str, body: &str| {
+        ureq::post(&format!("{}/livekit/webhook", served.url))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .header("Authorization", auth)
+            .header("Content-Type", "application/webhook+json")
+            .send(body)
+            .unwrap()
+    };
+    // Signed for another body, or with another secret: refused, nothing recorded.
+    let signed = caal::voice::livekit::sign_webhook(&k, &body).unwrap();
+    let tampered = body.replace("alice", "mallory");
+    assert_eq!(post(&signed, &tampered).status(), 401);
+    let forged = caal::voice::livekit::sign_webhook(&other, &body).unwrap();
+    assert_eq!(post(&forged, &body).status(), 401);
+    let mut ok = post(&signed, &body);
+    assert_eq!(ok.status(), 200);
+    let answer: Value = ok.body_mut().read_json().unwrap();
+    let (status, log) = served.terminate();
+    assert!(status.success());
+    // The secret never reached the log.
+    assert!(!log.join("\n").contains(keys[1].1));
+
+    let round_id = answer["round_id"].as_str().unwrap();
+    let recorded = &events_of(&sb, round_id, "livekit.webhook")[0];
+    assert_eq!(recorded["event"], "participant_joined");
+    assert_eq!((recorded["room"].as_str(), recorded["participant"].as_str()), (Some("kitchen"), Some("alice")));
+    let all = sb.run(&["trace", "list", "--json"]).ok().json();
+    assert_eq!(all.as_array().unwrap().len(), 1, "only the signed webhook was recorded");
+}
