@@ -266,6 +266,17 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Speech to text on espeak-ng speech: real-time factor on 3–10 s
+    /// utterances against bare whisper-rs, and end of speech to route
+    /// decision over the voice WebSocket of a real server.
+    Voice {
+        /// Timed runs of each measurement.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// `caal say` as a whole process (start, open, round, durable, exit).
     Say {
         /// Timed runs, after three untimed warm-up runs.
@@ -460,6 +471,26 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     "{}",
                     serde_json::to_string(&report).map_err(anyhow::Error::from)?
                 );
+            }
+        }
+        Command::Bench(BenchCommand::Voice { runs, json }) => {
+            #[cfg(feature = "whisper")]
+            {
+                let models = caal::llm::tiers::models_dir(&|k| std::env::var(k).ok());
+                let report = caal::voice::bench::run(&load_config()?.0, &models, runs.max(1))
+                    .map_err(anyhow::Error::msg)?;
+                output::print_voice_bench(&report);
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string(&report).map_err(anyhow::Error::from)?
+                    );
+                }
+            }
+            #[cfg(not(feature = "whisper"))]
+            {
+                let _ = (runs, json);
+                return Err(anyhow::Error::from(caal::voice::SttError::NotBuilt).into());
             }
         }
         Command::Bench(BenchCommand::Scan { lines, json }) => {

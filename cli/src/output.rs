@@ -397,3 +397,29 @@ pub fn print_memory_bench(r: &caal::memory::bench::MemoryBenchReport) {
         r.write_p50_ms
     );
 }
+
+#[cfg(feature = "whisper")]
+pub fn print_voice_bench(r: &caal::voice::bench::VoiceBenchReport) {
+    println!(
+        "voice benchmark: {} on {} threads, espeak-ng speech, medians of {} runs",
+        r.model, r.threads, r.runs
+    );
+    println!(
+        "  {:>7}  {:>9}  {:>9}  {:>9}  {:>6}  {:>8}  heard",
+        "audio", "caal", "(of it prep)", "bare", "RTF", "vs bare"
+    );
+    for u in &r.utterances {
+        println!(
+            "  {:>6.1}s  {:>7.0}ms  {:>10.1}ms  {:>7.0}ms  {:>6.3}  {:>7.2}×  {}",
+            u.audio_s, u.caal_ms, u.prep_ms, u.bare_ms, u.rtf, u.ratio_to_bare, u.heard
+        );
+    }
+    println!(
+        "  worst: RTF {:.3} (goal ≤ 0.3), {:.2}× bare whisper-rs (goal ≤ 1.1×)",
+        r.rtf_max, r.ratio_to_bare_max
+    );
+    println!(
+        "  end of speech to route decision, {:.1} s utterance streamed over the voice socket: p50 {:.0} ms, max {:.0} ms (goal ≤ 700 ms; {} ms of it is the silence that ends an utterance)",
+        r.streamed_audio_s, r.end_to_route_p50_ms, r.end_to_route_max_ms, r.vad_silence_ms
+    );
+}

@@ -145,7 +145,8 @@ pub fn audio(data_dir: &Path, config: Config, command: AudioCommand) -> Result<(
         let report = engine.audio_retention(action, &|done, total| {
             if sweeping {
                 let mut bar = bar.borrow_mut();
-                let b = bar.get_or_insert_with(|| crate::output::progress_bar(total, "deleting audio"));
+                let b =
+                    bar.get_or_insert_with(|| crate::output::progress_bar(total, "deleting audio"));
                 b.set_position(done);
             }
         })?;
@@ -155,7 +156,11 @@ pub fn audio(data_dir: &Path, config: Config, command: AudioCommand) -> Result<(
         if json {
             println!("{}", serde_json::to_string(&report)?);
         } else if report.action == "sweep" {
-            let verb = if report.dry_run { "would delete" } else { "deleted" };
+            let verb = if report.dry_run {
+                "would delete"
+            } else {
+                "deleted"
+            };
             println!(
                 "{verb} {} audio file(s), {} bytes; {} pinned past their time kept",
                 report.audio_ids.len(),
@@ -195,7 +200,9 @@ pub fn audio(data_dir: &Path, config: Config, command: AudioCommand) -> Result<(
                 let file = match (a.file_present(), store::file_matches(&a)) {
                     (false, _) => "deleted; its hash stays",
                     (true, true) => "present, its hash matches",
-                    (true, false) => "present, BUT ITS HASH DOES NOT MATCH (changed since it was recorded)",
+                    (true, false) => {
+                        "present, BUT ITS HASH DOES NOT MATCH (changed since it was recorded)"
+                    }
                 };
                 println!("file: {} ({file})", a.path);
                 println!("codec: {}, {} bytes, peak {:.3}", a.codec, a.bytes, a.peak);

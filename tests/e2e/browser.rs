@@ -47,17 +47,27 @@ struct Browser {
 }
 
 impl Browser {
-    fn start(driver_port: u16) -> Self {
+    fn start(driver_port: u16, extra_args: &[String]) -> Self {
         let base = format!("http://127.0.0.1:{driver_port}");
         let profile = tempfile::tempdir().unwrap().keep();
+        let mut args: Vec<String> = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-quic",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        args.push(format!("--user-data-dir={}", profile.display()));
+        args.extend_from_slice(extra_args);
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": "/usr/bin/chromium",
-                "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                         "--disable-quic", format!("--user-data-dir={}", profile.display())]
-            }
+            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}
         }}});
         let mut response = agent()
             .post(&format!("{base}/session"))
@@ -150,7 +160,7 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
         );
         thread::sleep(Duration::from_millis(100));
     }
-    let browser = Browser::start(driver_port);
+    let browser = Browser::start(driver_port, &[]);
     browser.command(
         "POST",
         "/url",
@@ -229,4 +239,88 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
     let pending: Value =
         serde_json::from_str(&pending.body_mut().read_to_string().unwrap()).unwrap();
     assert_eq!(pending["pending"], json!([]));
+}
+
+#[test]
+fn the_voice_page_streams_the_microphone_and_shows_the_round() {
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists()
+            && std::path::Path::new("/usr/bin/chromedriver").exists(),
+        "chromium and chromedriver are missing: run `bash .ci/setup`"
+    );
+    let sb = Sandbox::new();
+    // The fake microphone: espeak-ng speech with quiet before and after.
+    let said = crate::voice::espeak(sb.path(), "said.wav", "turn on the kitchen lights");
+    let mic = sb.path().join("mic.wav");
+    assert!(
+        Command::new("sox")
+            .arg(&said)
+            .args(["-r", "48000", "-c", "1"])
+            .arg(&mic)
+            .args(["pad", "0.5", "2.5"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
+    let url = served.url.clone();
+    let driver_port = free_port();
+    let _driver = Killed(
+        Command::new("chromedriver")
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs"),
+    );
+    let started = Instant::now();
+    while agent()
+        .get(&format!("http://127.0.0.1:{driver_port}/status"))
+        .call()
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "chromedriver did not start"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    let browser = Browser::start(
+        driver_port,
+        &[
+            "--use-fake-ui-for-media-stream".into(),
+            "--use-fake-device-for-media-stream".into(),
+            format!("--use-file-for-fake-audio-capture={}", mic.display()),
+            "--autoplay-policy=no-user-gesture-required".into(),
+        ],
+    );
+    browser.command(
+        "POST",
+        "/url",
+        json!({"url": format!("{url}/voice#token={TOKEN}&conversation=browser&autostart=1")}),
+    );
+    let found = browser.wait_for(
+        "the round from the microphone",
+        "return window.caal && window.caal.results.length > 0 && JSON.stringify({results: window.caal.results, finals: window.caal.finals})",
+    );
+    let seen: Value = serde_json::from_str(found.as_str().unwrap()).unwrap();
+    let round = &seen["results"][0];
+    assert_eq!(round["command_id"], "lights.set", "{seen}");
+    assert_eq!(round["conversation_id"], "browser");
+    assert_eq!(round["reply"], "Okay, the kitchen lights are on.");
+    assert!(
+        seen["finals"][0]["audio_sha256"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"),
+        "{seen}"
+    );
+    // The page shows it, and plays the spoken reply.
+    browser.wait_for(
+        "the reply on the page",
+        "return document.getElementById('turns').textContent.includes('Okay, the kitchen lights are on.')",
+    );
+    browser.wait_for("the spoken reply", "return window.caal.replyAudio > 0");
+    let errors = browser.script("return window.caal.errors");
+    assert_eq!(errors, json!([]), "{errors}");
 }

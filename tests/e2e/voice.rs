@@ -60,23 +60,46 @@ fn spoken_commands_are_transcribed_routed_and_their_audio_hash_chained() {
     let kitchen = espeak(sb.path(), "kitchen.wav", "turn on the kitchen lights");
     // Another rate and two channels: resampled and mixed down on the way in.
     let stereo = sb.path().join("kitchen-44k-stereo.wav");
-    assert!(Command::new("sox").arg(&kitchen).args(["-r", "44100", "-c", "2"]).arg(&stereo).status().unwrap().success());
+    assert!(
+        Command::new("sox")
+            .arg(&kitchen)
+            .args(["-r", "44100", "-c", "2"])
+            .arg(&stereo)
+            .status()
+            .unwrap()
+            .success()
+    );
 
-    let heard = sb.run(&["voice", "--json", stereo.to_str().unwrap()]).ok().json();
+    let heard = sb
+        .run(&["voice", "--json", stereo.to_str().unwrap()])
+        .ok()
+        .json();
     let u = &heard["utterances"][0];
     assert_eq!(heard["utterances"].as_array().unwrap().len(), 1, "{heard}");
     assert_eq!(u["round"]["command_id"], "lights.set", "{heard}");
     let params = &u["round"]["reasoning"]["tool_decisions"][0]["parameters"];
-    assert_eq!((params["room"].as_str(), params["state"].as_str()), (Some("kitchen"), Some("on")));
+    assert_eq!(
+        (params["room"].as_str(), params["state"].as_str()),
+        (Some("kitchen"), Some("on"))
+    );
     assert_eq!(u["round"]["status"], "ok");
-    assert!(u["transcript"]["text"].as_str().unwrap().to_lowercase().contains("kitchen lights"));
+    assert!(
+        u["transcript"]["text"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("kitchen lights")
+    );
     assert!(u["transcript"]["confidence"].as_f64().unwrap() > 0.5);
 
     // The audio kept is the file given, byte for byte; its hash is in the chain.
     let audio = &heard["audio"];
     let sha = sha256_of(&stereo);
     assert_eq!(audio["sha256"], sha.as_str());
-    assert_eq!((audio["sample_rate"].as_u64(), audio["channels"].as_u64()), (Some(44_100), Some(2)));
+    assert_eq!(
+        (audio["sample_rate"].as_u64(), audio["channels"].as_u64()),
+        (Some(44_100), Some(2))
+    );
     assert_eq!(sha256_of(Path::new(audio["path"].as_str().unwrap())), sha);
     let round_id = u["round"]["round_id"].as_str().unwrap();
     let received = &events_of(&sb, round_id, "input.received")[0];
@@ -98,12 +121,19 @@ fn spoken_commands_are_transcribed_routed_and_their_audio_hash_chained() {
     .unwrap();
     drop(conn);
     let verify = sb.run(&["trace", "verify"]);
-    assert_eq!(verify.code, 1, "a changed audio hash breaks the chain: {}", verify.stdout);
+    assert_eq!(
+        verify.code, 1,
+        "a changed audio hash breaks the chain: {}",
+        verify.stdout
+    );
 
     // A level-3 command spoken: it waits for a "yes".
     let door = espeak(sb.path(), "door.wav", "unlock the front door");
     let sb2 = Sandbox::new();
-    let heard = sb2.run(&["voice", "--json", door.to_str().unwrap()]).ok().json();
+    let heard = sb2
+        .run(&["voice", "--json", door.to_str().unwrap()])
+        .ok()
+        .json();
     let round = &heard["utterances"][0]["round"];
     assert_eq!(round["command_id"], "door.unlock", "{heard}");
     assert_eq!(round["auth_level"], 3);
@@ -112,12 +142,23 @@ fn spoken_commands_are_transcribed_routed_and_their_audio_hash_chained() {
     let yes = espeak(sb2.path(), "yes.wav", "yes");
     let said = sb2.run(&["voice", yes.to_str().unwrap()]).ok();
     assert!(said.stdout.contains("heard: "), "{}", said.stdout);
-    assert!(said.stdout.to_lowercase().contains("unlocked"), "{}", said.stdout);
+    assert!(
+        said.stdout.to_lowercase().contains("unlocked"),
+        "{}",
+        said.stdout
+    );
     // The receipt of the governed action names the audio it was confirmed by.
     let rounds = sb2.run(&["trace", "list", "--json"]).ok().json();
-    let last = rounds.as_array().unwrap().last().unwrap()["round_id"].as_str().unwrap().to_owned();
+    let last = rounds.as_array().unwrap().last().unwrap()["round_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let receipt = &events_of(&sb2, &last, "receipt.issued")[0]["receipt"];
-    assert_eq!(receipt["audio_sha256"], sha256_of(&yes).as_str(), "{receipt}");
+    assert_eq!(
+        receipt["audio_sha256"],
+        sha256_of(&yes).as_str(),
+        "{receipt}"
+    );
     sb2.run(&["receipt", "verify", "--round", &last]).ok();
 }
 
@@ -129,20 +170,59 @@ fn a_governed_command_heard_unsurely_is_asked_again_not_confirmed() {
     std::fs::write(&config, "[voice]\nmin_confidence = 0.999\n").unwrap();
     let config = config.to_str().unwrap();
     let door = espeak(sb.path(), "door.wav", "unlock the front door");
-    let heard = sb.run(&["--config", config, "voice", "--json", door.to_str().unwrap()]).ok().json();
+    let heard = sb
+        .run(&[
+            "--config",
+            config,
+            "voice",
+            "--json",
+            door.to_str().unwrap(),
+        ])
+        .ok()
+        .json();
     let round = &heard["utterances"][0]["round"];
-    assert!(round["reply"].as_str().unwrap().contains("Please say it again"), "{round}");
-    assert!(round["pending_confirmation"].is_null(), "nothing waits for a yes: {round}");
+    assert!(
+        round["reply"]
+            .as_str()
+            .unwrap()
+            .contains("Please say it again"),
+        "{round}"
+    );
+    assert!(
+        round["pending_confirmation"].is_null(),
+        "nothing waits for a yes: {round}"
+    );
     assert_eq!(round["commands"], json!([]));
     let checked = events_of(&sb, round["round_id"].as_str().unwrap(), "validator.ran");
-    let low = checked.iter().find(|v| v["validator_id"] == "transcript_confidence").unwrap();
+    let low = checked
+        .iter()
+        .find(|v| v["validator_id"] == "transcript_confidence")
+        .unwrap();
     assert_eq!(low["code"], "validator.low_confidence");
-    assert!(low["message"].as_str().unwrap().contains("below voice.min_confidence 1.00"), "{low}");
+    assert!(
+        low["message"]
+            .as_str()
+            .unwrap()
+            .contains("below voice.min_confidence 1.00"),
+        "{low}"
+    );
 
     // A level-1 command is not held to it.
     let kitchen = espeak(sb.path(), "kitchen.wav", "turn on the kitchen lights");
-    let heard = sb.run(&["--config", config, "voice", "--json", kitchen.to_str().unwrap()]).ok().json();
-    assert_eq!(heard["utterances"][0]["round"]["commands"][0]["status"], "ok", "{heard}");
+    let heard = sb
+        .run(&[
+            "--config",
+            config,
+            "voice",
+            "--json",
+            kitchen.to_str().unwrap(),
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        heard["utterances"][0]["round"]["commands"][0]["status"], "ok",
+        "{heard}"
+    );
 }
 
 #[test]
@@ -161,7 +241,11 @@ fn silence_runs_no_round_and_bad_files_exit_2_recording_nothing() {
     std::fs::write(&text, "not audio at all").unwrap();
     let run = sb.run(&["voice", text.to_str().unwrap()]);
     assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(run.stderr.contains("is not a WAV file") && run.stderr.contains("sox"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("is not a WAV file") && run.stderr.contains("sox"),
+        "{}",
+        run.stderr
+    );
 
     let whole = std::fs::read(espeak(sb.path(), "cut-me.wav", "turn off the porch light")).unwrap();
     let cut = sb.path().join("cut.wav");
@@ -172,7 +256,11 @@ fn silence_runs_no_round_and_bad_files_exit_2_recording_nothing() {
 
     let run = sb.run(&["voice", "missing.wav"]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("cannot read missing.wav"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot read missing.wav"),
+        "{}",
+        run.stderr
+    );
 
     // Nothing was recorded by any of them, and no audio kept; what was there stays.
     assert_eq!(sb.run(&["trace", "list", "--json"]).ok().json(), before);
@@ -187,8 +275,14 @@ fn sweep_deletes_expired_audio_keeps_pinned_and_the_hashes() {
     let b = espeak(sb.path(), "b.wav", "what time is it");
     // Kept for 0 days: expired as soon as they are written.
     let expired = [("AUDIO_RETENTION_DAYS", "0")];
-    let first = sb.run_env(&["voice", "--json", a.to_str().unwrap()], &expired).ok().json();
-    let second = sb.run_env(&["voice", "--json", b.to_str().unwrap()], &expired).ok().json();
+    let first = sb
+        .run_env(&["voice", "--json", a.to_str().unwrap()], &expired)
+        .ok()
+        .json();
+    let second = sb
+        .run_env(&["voice", "--json", b.to_str().unwrap()], &expired)
+        .ok()
+        .json();
     let kept_id = first["audio"]["audio_id"].as_str().unwrap().to_owned();
     let swept_id = second["audio"]["audio_id"].as_str().unwrap().to_owned();
     let kept_path = first["audio"]["path"].as_str().unwrap().to_owned();
@@ -196,12 +290,21 @@ fn sweep_deletes_expired_audio_keeps_pinned_and_the_hashes() {
     assert!(Path::new(&swept_path).is_file());
     // Kept files are readable by their owner only.
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&kept_path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&kept_path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
 
     sb.run(&["audio", "pin", &kept_id]).ok();
-    let dry = sb.run(&["audio", "sweep", "--dry-run", "--json"]).ok().json();
+    let dry = sb
+        .run(&["audio", "sweep", "--dry-run", "--json"])
+        .ok()
+        .json();
     assert_eq!(dry["audio_ids"], json!([swept_id]));
-    assert!(Path::new(&swept_path).is_file(), "a dry run deletes nothing");
+    assert!(
+        Path::new(&swept_path).is_file(),
+        "a dry run deletes nothing"
+    );
 
     let swept = sb.run(&["audio", "sweep", "--json"]).ok().json();
     assert_eq!(swept["audio_ids"], json!([swept_id]), "{swept}");
@@ -216,7 +319,10 @@ fn sweep_deletes_expired_audio_keeps_pinned_and_the_hashes() {
     assert!(shown["deleted_at"].is_string());
     assert_eq!(shown["file_present"], false);
     let shown = sb.run(&["audio", "show", &kept_id, "--json"]).ok().json();
-    assert_eq!((shown["pinned"].as_bool(), shown["file_matches"].as_bool()), (Some(true), Some(true)));
+    assert_eq!(
+        (shown["pinned"].as_bool(), shown["file_matches"].as_bool()),
+        (Some(true), Some(true))
+    );
     let round_id = swept["round_id"].as_str().unwrap();
     let recorded = &events_of(&sb, round_id, "audio.retention")[0];
     assert_eq!(recorded["action"], "sweep");
@@ -273,7 +379,9 @@ fn the_voice_socket_streams_speech_to_a_round_and_speaks_the_reply() {
     // A wrong token is refused before any audio is taken.
     let mut socket = connect(&served.url);
     socket
-        .send(Message::text(json!({"type": "start", "token": "wrong-token-wrong-token"}).to_string()))
+        .send(Message::text(
+            json!({"type": "start", "token": "wrong-token-wrong-token"}).to_string(),
+        ))
         .unwrap();
     assert_eq!(next_json(&mut socket)["code"], "unauthorized");
 
@@ -305,7 +413,10 @@ fn the_voice_socket_streams_speech_to_a_round_and_speaks_the_reply() {
             break m;
         }
         assert!(m["type"] != "error", "{m}");
-        assert!(started.elapsed() < Duration::from_secs(60), "no result; saw {seen:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no result; saw {seen:?}"
+        );
     };
     assert!(seen.starts_with(&["speech_started".to_owned()]), "{seen:?}");
     assert!(seen.contains(&"final".to_owned()), "{seen:?}");
@@ -340,19 +451,47 @@ fn the_voice_socket_streams_speech_to_a_round_and_speaks_the_reply() {
 
 #[test]
 fn livekit_tokens_verify_and_only_signed_webhooks_are_recorded() {
-    let keys = [("LIVEKIT_API_KEY", "APIcaaltest"), ("LIVEKIT_API_SECRET", "caal-livekit-secret-0123456789abcdef")];
+    let keys = [
+        ("LIVEKIT_API_KEY", "APIcaaltest"),
+        ("LIVEKIT_API_SECRET", "caal-livekit-secret-0123456789abcdef"),
+    ];
     let sb = Sandbox::new();
     let minted = sb
-        .run_env(&["livekit", "token", "--room", "kitchen", "--identity", "alice", "--json"], &keys)
+        .run_env(
+            &[
+                "livekit",
+                "token",
+                "--room",
+                "kitchen",
+                "--identity",
+                "alice",
+                "--json",
+            ],
+            &keys,
+        )
         .ok()
         .json();
     let k = caal::voice::livekit::Keys::new(keys[0].1, keys[1].1);
     let grant = caal::voice::livekit::verify(&k, minted["token"].as_str().unwrap()).unwrap();
-    assert_eq!((grant.identity.as_str(), grant.room.as_str(), grant.can_publish), ("alice", "kitchen", true));
+    assert_eq!(
+        (
+            grant.identity.as_str(),
+            grant.room.as_str(),
+            grant.can_publish
+        ),
+        ("alice", "kitchen", true)
+    );
     let other = caal::voice::livekit::Keys::new(keys[0].1, "another-secret-entirely-000000");
     assert!(caal::voice::livekit::verify(&other, minted["token"].as_str().unwrap()).is_err());
 
-    let run = sb.run(&["livekit", "token", "--room", "kitchen", "--identity", "alice"]);
+    let run = sb.run(&[
+        "livekit",
+        "token",
+        "--room",
+        "kitchen",
+        "--identity",
+        "alice",
+    ]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("LIVEKIT_API_KEY"), "{}", run.stderr);
 
@@ -390,7 +529,14 @@ fn livekit_tokens_verify_and_only_signed_webhooks_are_recorded() {
     let round_id = answer["round_id"].as_str().unwrap();
     let recorded = &events_of(&sb, round_id, "livekit.webhook")[0];
     assert_eq!(recorded["event"], "participant_joined");
-    assert_eq!((recorded["room"].as_str(), recorded["participant"].as_str()), (Some("kitchen"), Some("alice")));
+    assert_eq!(
+        (recorded["room"].as_str(), recorded["participant"].as_str()),
+        (Some("kitchen"), Some("alice"))
+    );
     let all = sb.run(&["trace", "list", "--json"]).ok().json();
-    assert_eq!(all.as_array().unwrap().len(), 1, "only the signed webhook was recorded");
+    assert_eq!(
+        all.as_array().unwrap().len(),
+        1,
+        "only the signed webhook was recorded"
+    );
 }

@@ -127,8 +127,12 @@ pub struct VadConfig {
     pub snr_db: f32,
     /// Speech shorter than this is a click, not an utterance.
     pub min_speech_ms: u32,
-    /// An utterance ends after this much quiet.
+    /// A streamed utterance ends after this much quiet (a short wait: the
+    /// reply is waiting on it).
     pub silence_ms: u32,
+    /// A WAV file is split where it is quiet this long (no one waits on a
+    /// file, so a pause mid-sentence stays inside its utterance).
+    pub file_silence_ms: u32,
     /// Audio kept from before speech was detected.
     pub pre_roll_ms: u32,
     /// An utterance is cut here.

@@ -276,7 +276,10 @@ impl Engine {
         let key = Arc::new(load_or_create_key(data_dir)?);
         let audio_dir = crate::voice::store::audio_dir(&config.voice, data_dir);
         let mut engine = Self::new(store, state, memory, key, config, options)?;
-        engine.voice = Arc::new(voice::VoiceParts::new(audio_dir, engine.voice.models_dir.clone()));
+        engine.voice = Arc::new(voice::VoiceParts::new(
+            audio_dir,
+            engine.voice.models_dir.clone(),
+        ));
         Ok(engine)
     }
 
@@ -408,7 +411,7 @@ impl Engine {
             bucket_id: BucketId::for_conversation(conversation),
             state_in: state_in.clone(),
             channel: channel.as_str().into(),
-            audio_id: voice.map(|v| v.audio_id.clone()),
+            audio_id: voice.map(|v| v.audio_id),
         })?;
         // Read after the round began: rounds of one conversation run one at
         // a time, so nothing changes this until the round ends.
@@ -1205,9 +1208,9 @@ mod reasoning;
 mod think;
 mod voice;
 
-pub use voice::{AudioAction, RetentionReport, VoiceInput};
 pub use memory::{OPERATOR_CONVERSATION, OperatorError, OperatorOutcome, OperatorWrite};
 pub use think::{LlmSummary, RetryNote};
+pub use voice::{AudioAction, RetentionReport, VoiceInput};
 
 #[cfg(test)]
 mod llm_tests;

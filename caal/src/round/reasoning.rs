@@ -352,7 +352,9 @@ impl Engine {
             override_reason: override_reason.map(str::to_owned),
             // A spoken command's receipt names the audio it was heard in.
             audio_sha256: match &round.header().audio_id {
-                Some(id) => crate::voice::store::get(&self.state, &id.to_string())?.map(|a| a.sha256),
+                Some(id) => {
+                    crate::voice::store::get(&self.state, &id.to_string())?.map(|a| a.sha256)
+                }
                 None => None,
             },
             issued_at: rfc3339_ms(self.clock.now_ms()),

@@ -52,7 +52,9 @@ pub enum AudioAction {
     Pin(String),
     Unpin(String),
     /// Delete expired, unpinned files (or only list them: `dry_run`).
-    Sweep { dry_run: bool },
+    Sweep {
+        dry_run: bool,
+    },
 }
 
 /// What a sweep, pin or unpin did.
@@ -166,7 +168,9 @@ impl Engine {
         what: &str,
     ) -> Result<Listened, VoiceError> {
         let clip = audio::decode_wav(bytes, what)?;
-        let utterances = vad::split(&clip.samples, &self.config.voice.vad);
+        let mut cfg = self.config.voice.vad.clone();
+        cfg.silence_ms = cfg.file_silence_ms.max(cfg.silence_ms);
+        let utterances = vad::split(&clip.samples, &cfg);
         if utterances.is_empty() {
             return Ok(Listened {
                 audio: None,
@@ -382,6 +386,83 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::speech_in;
+    use crate::config::Config;
+    use crate::round::{Engine, EngineOptions};
+    use crate::voice::{Transcript, audio};
+    use std::sync::Arc;
+
+    /// A transcript is input like typed text: every secret kind spoken (as
+    /// whisper would write it) reaches no file, WAL or export, and the audio
+    /// and its hash are kept all the same.
+    #[test]
+    fn secrets_in_a_transcript_reach_no_file_and_no_export() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(
+            dir.path(),
+            Config::defaults().unwrap(),
+            EngineOptions {
+                library_id: Some("lib-voice".into()),
+                env: Arc::new(|_| None),
+                clock: Arc::new(crate::state::SystemClock),
+                llm: None,
+            },
+        )
+        .unwrap();
+        let samples: Vec<f32> = (0..16_000).map(|i| (i as f32 * 0.05).sin() * 0.3).collect();
+        let wav = audio::encode_wav(&samples);
+        let clip = audio::decode_wav(&wav, "tone").unwrap();
+        let artifact = engine.keep_audio(&wav, &clip).unwrap();
+        let conversation = "spoken".parse().unwrap();
+        let secrets = crate::safety::corpus::every_secret(0x7A1C);
+        for (kind, secret, _) in &secrets {
+            let transcript = Transcript {
+                text: format!("remember that my {kind} is {secret}"),
+                model: "ggml-tiny.en.bin".into(),
+                language: "en".into(),
+                confidence: 0.9,
+                audio_ms: 1_000,
+                stt_ms: 100.0,
+            };
+            let heard = engine
+                .heard(&conversation, 0, 1_000, transcript, &artifact)
+                .unwrap();
+            let round = heard.round.expect("a round");
+            assert!(
+                !round.reply.contains(secret.as_str()),
+                "{kind} in the reply"
+            );
+        }
+        let mut export = Vec::new();
+        engine
+            .store()
+            .reader()
+            .export(None, &mut export, &mut |_| {})
+            .unwrap();
+        let export = String::from_utf8(export).unwrap();
+        assert!(
+            export.contains(&artifact.sha256),
+            "the audio hash is in the chain"
+        );
+        let mut files = vec![String::from_utf8_lossy(export.as_bytes()).into_owned()];
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                files.push(String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned());
+            }
+        }
+        for (kind, secret, body) in &secrets {
+            for (i, f) in files.iter().enumerate() {
+                assert!(
+                    !f.contains(secret.as_str()),
+                    "{kind} found whole in file {i}"
+                );
+                assert!(
+                    !f.contains(body.as_str()),
+                    "{kind}'s random body found in file {i}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn whisper_non_speech_markers_are_not_speech() {

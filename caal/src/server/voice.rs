@@ -55,11 +55,18 @@ pub(super) async fn stream(State(state): State<AppState>, ws: WebSocketUpgrade) 
 }
 
 async fn send(socket: &mut WebSocket, v: Value) -> bool {
-    socket.send(Message::Text(v.to_string().into())).await.is_ok()
+    socket
+        .send(Message::Text(v.to_string().into()))
+        .await
+        .is_ok()
 }
 
 async fn refuse(mut socket: WebSocket, code: &str, message: &str) {
-    let _ = send(&mut socket, json!({"type": "error", "code": code, "message": message})).await;
+    let _ = send(
+        &mut socket,
+        json!({"type": "error", "code": code, "message": message}),
+    )
+    .await;
     let _ = socket.send(Message::Close(None)).await;
 }
 
@@ -70,22 +77,48 @@ async fn session(state: AppState, mut socket: WebSocket) {
         Ok(Some(Ok(Message::Text(t)))) => match serde_json::from_str(&t) {
             Ok(s) => s,
             Err(e) => {
-                return refuse(socket, "start.invalid", &format!("the first message must be {{\"type\":\"start\",\"token\":…}}: {e}")).await;
+                return refuse(
+                    socket,
+                    "start.invalid",
+                    &format!("the first message must be {{\"type\":\"start\",\"token\":…}}: {e}"),
+                )
+                .await;
             }
         },
-        _ => return refuse(socket, "start.missing", "send {\"type\":\"start\",\"token\":…} first").await,
+        _ => {
+            return refuse(
+                socket,
+                "start.missing",
+                "send {\"type\":\"start\",\"token\":…} first",
+            )
+            .await;
+        }
     };
     if !auth::authorized(Some(&format!("Bearer {}", start.token)), &state.token) {
-        return refuse(socket, "unauthorized", "the token is wrong; it is in the data dir's api_token").await;
+        return refuse(
+            socket,
+            "unauthorized",
+            "the token is wrong; it is in the data dir's api_token",
+        )
+        .await;
     }
-    let conversation: ConversationId =
-        match start.conversation_id.as_deref().unwrap_or("default").parse() {
-            Ok(c) => c,
-            Err(e) => return refuse(socket, "conversation_id.invalid", &format!("{e}")).await,
-        };
+    let conversation: ConversationId = match start
+        .conversation_id
+        .as_deref()
+        .unwrap_or("default")
+        .parse()
+    {
+        Ok(c) => c,
+        Err(e) => return refuse(socket, "conversation_id.invalid", &format!("{e}")).await,
+    };
     let rate = start.sample_rate.unwrap_or(audio::RATE);
     if !(8_000..=192_000).contains(&rate) {
-        return refuse(socket, "sample_rate.invalid", "sample_rate must be between 8000 and 192000").await;
+        return refuse(
+            socket,
+            "sample_rate.invalid",
+            "sample_rate must be between 8000 and 192000",
+        )
+        .await;
     }
     let engine = state.engine.clone();
     let stt = match tokio::task::spawn_blocking(move || engine.stt()).await {
@@ -94,7 +127,12 @@ async fn session(state: AppState, mut socket: WebSocket) {
         Err(e) => return refuse(socket, "stt.unavailable", &e.to_string()).await,
     };
     let cfg = state.engine.config().voice.clone();
-    if !send(&mut socket, json!({"type": "ready", "model": stt.model(), "sample_rate": rate})).await {
+    if !send(
+        &mut socket,
+        json!({"type": "ready", "model": stt.model(), "sample_rate": rate}),
+    )
+    .await
+    {
         return;
     }
     let mut vad = Vad::new(cfg.vad.clone());
@@ -107,7 +145,11 @@ async fn session(state: AppState, mut socket: WebSocket) {
                 heard_ms += samples.len() as u64 * 1000 / u64::from(audio::RATE);
                 vad.push(&samples)
             }
-            Message::Text(t) => match serde_json::from_str::<Value>(&t).ok().and_then(|v| v["type"].as_str().map(str::to_owned)).as_deref() {
+            Message::Text(t) => match serde_json::from_str::<Value>(&t)
+                .ok()
+                .and_then(|v| v["type"].as_str().map(str::to_owned))
+                .as_deref()
+            {
                 Some("end") => vad.finish().map(VadEvent::Ended).into_iter().collect(),
                 _ => {
                     if !send(&mut socket, json!({"type": "error", "code": "message.unknown", "message": "send PCM frames, or {\"type\":\"end\"}"})).await {
@@ -123,10 +165,23 @@ async fn session(state: AppState, mut socket: WebSocket) {
             let ok = match event {
                 VadEvent::Started { at_ms } => {
                     last_partial_ms = heard_ms;
-                    send(&mut socket, json!({"type": "speech_started", "at_ms": at_ms})).await
+                    send(
+                        &mut socket,
+                        json!({"type": "speech_started", "at_ms": at_ms}),
+                    )
+                    .await
                 }
                 VadEvent::Ended(u) => {
-                    utterance(&state, &mut socket, &stt, &conversation, u, start.tts, &cfg.tts_voice).await
+                    utterance(
+                        &state,
+                        &mut socket,
+                        &stt,
+                        &conversation,
+                        u,
+                        start.tts,
+                        &cfg.tts_voice,
+                    )
+                    .await
                 }
             };
             if !ok {
@@ -142,7 +197,11 @@ async fn session(state: AppState, mut socket: WebSocket) {
             last_partial_ms = heard_ms;
             let stt = stt.clone();
             if let Ok(Ok(t)) = tokio::task::spawn_blocking(move || stt.transcribe(&so_far)).await
-                && !send(&mut socket, json!({"type": "partial", "text": crate::safety::global().scrub(&t.text)})).await
+                && !send(
+                    &mut socket,
+                    json!({"type": "partial", "text": crate::safety::global().scrub(&t.text)}),
+                )
+                .await
             {
                 return;
             }
@@ -187,7 +246,11 @@ async fn utterance(
             return send(socket, json!({"type": "error", "code": "voice.failed", "message": crate::safety::global().scrub(&e.to_string())})).await;
         }
         Err(e) => {
-            return send(socket, json!({"type": "error", "code": "voice.failed", "message": e.to_string()})).await;
+            return send(
+                socket,
+                json!({"type": "error", "code": "voice.failed", "message": e.to_string()}),
+            )
+            .await;
         }
     };
     let t = &heard.transcript;
@@ -202,20 +265,34 @@ async fn utterance(
     };
     let reply = round.reply.clone();
     let after_end_ms = ended.elapsed().as_secs_f64() * 1000.0;
-    if !send(socket, json!({"type": "result", "round": round, "ms_after_speech_ended": after_end_ms})).await {
+    if !send(
+        socket,
+        json!({"type": "result", "round": round, "ms_after_speech_ended": after_end_ms}),
+    )
+    .await
+    {
         return false;
     }
     if tts && !tts_voice.is_empty() && !reply.is_empty() {
         let voice = tts_voice.to_owned();
         match tokio::task::spawn_blocking(move || crate::voice::tts::speak(&reply, &voice)).await {
             Ok(Ok(wav)) => {
-                if !send(socket, json!({"type": "reply_audio", "format": "wav", "bytes": wav.len()})).await {
+                if !send(
+                    socket,
+                    json!({"type": "reply_audio", "format": "wav", "bytes": wav.len()}),
+                )
+                .await
+                {
                     return false;
                 }
                 return socket.send(Message::Binary(Bytes::from(wav))).await.is_ok();
             }
             Ok(Err(e)) => {
-                return send(socket, json!({"type": "error", "code": "tts.failed", "message": e.to_string()})).await;
+                return send(
+                    socket,
+                    json!({"type": "error", "code": "tts.failed", "message": e.to_string()}),
+                )
+                .await;
             }
             Err(_) => return false,
         }
@@ -248,5 +325,7 @@ pub(super) async fn livekit_webhook(
     let engine = state.engine.clone();
     let recorded = event.clone();
     let round_id = super::blocking(move || Ok(engine.livekit_event(&recorded)?)).await?;
-    Ok(axum::Json(json!({"ok": true, "event": event.event, "round_id": round_id})))
+    Ok(axum::Json(
+        json!({"ok": true, "event": event.event, "round_id": round_id}),
+    ))
 }

@@ -355,11 +355,21 @@ pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
         let conv = |w: &mut GgmlWriter, n: usize| -> Result<(), ConvertError> {
             let weight = format!("encoder/conv{n}/weight");
             let dims = get(&weight)?.dims.clone();
-            w.tensor(&format!("encoder.conv{n}.weight"), &dims, &floats(&weight)?, true)
-                .map_err(write_err)?;
+            w.tensor(
+                &format!("encoder.conv{n}.weight"),
+                &dims,
+                &floats(&weight)?,
+                true,
+            )
+            .map_err(write_err)?;
             let bias = floats(&format!("encoder/conv{n}/bias"))?;
-            w.tensor(&format!("encoder.conv{n}.bias"), &[bias.len(), 1], &bias, false)
-                .map_err(write_err)
+            w.tensor(
+                &format!("encoder.conv{n}.bias"),
+                &[bias.len(), 1],
+                &bias,
+                false,
+            )
+            .map_err(write_err)
         };
         conv(&mut w, 1)?;
         conv(&mut w, 2)?;
@@ -374,12 +384,41 @@ pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
         for i in 0..audio_layers {
             let from = format!("encoder/layer_{i}");
             let to = format!("encoder.blocks.{i}");
-            w.norm(&floats, &format!("{from}/self_attention/layer_norm"), &format!("{to}.attn_ln"))?;
-            w.fused(&floats, &format!("{from}/self_attention/linear_0"), &format!("{to}.attn"), &["query", "key", "value"], audio_state)?;
-            w.linear(&floats, &format!("{from}/self_attention/linear_1"), &format!("{to}.attn.out"), audio_state)?;
-            w.norm(&floats, &format!("{from}/ffn/layer_norm"), &format!("{to}.mlp_ln"))?;
-            w.linear(&floats, &format!("{from}/ffn/linear_0"), &format!("{to}.mlp.0"), audio_state)?;
-            w.linear(&floats, &format!("{from}/ffn/linear_1"), &format!("{to}.mlp.2"), 4 * audio_state)?;
+            w.norm(
+                &floats,
+                &format!("{from}/self_attention/layer_norm"),
+                &format!("{to}.attn_ln"),
+            )?;
+            w.fused(
+                &floats,
+                &format!("{from}/self_attention/linear_0"),
+                &format!("{to}.attn"),
+                &["query", "key", "value"],
+                audio_state,
+            )?;
+            w.linear(
+                &floats,
+                &format!("{from}/self_attention/linear_1"),
+                &format!("{to}.attn.out"),
+                audio_state,
+            )?;
+            w.norm(
+                &floats,
+                &format!("{from}/ffn/layer_norm"),
+                &format!("{to}.mlp_ln"),
+            )?;
+            w.linear(
+                &floats,
+                &format!("{from}/ffn/linear_0"),
+                &format!("{to}.mlp.0"),
+                audio_state,
+            )?;
+            w.linear(
+                &floats,
+                &format!("{from}/ffn/linear_1"),
+                &format!("{to}.mlp.2"),
+                4 * audio_state,
+            )?;
         }
         w.norm(&floats, "encoder/layer_norm", "encoder.ln_post")?;
 
@@ -393,21 +432,75 @@ pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
         )
         .map_err(write_err)?;
         let embeddings = floats("decoder/embeddings/weight")?;
-        w.tensor("decoder.token_embedding.weight", &[n_vocab, state], &embeddings, true)
-            .map_err(write_err)?;
+        w.tensor(
+            "decoder.token_embedding.weight",
+            &[n_vocab, state],
+            &embeddings,
+            true,
+        )
+        .map_err(write_err)?;
         for i in 0..text_layers {
             let from = format!("decoder/layer_{i}");
             let to = format!("decoder.blocks.{i}");
-            w.norm(&floats, &format!("{from}/self_attention/layer_norm"), &format!("{to}.attn_ln"))?;
-            w.fused(&floats, &format!("{from}/self_attention/linear_0"), &format!("{to}.attn"), &["query", "key", "value"], state)?;
-            w.linear(&floats, &format!("{from}/self_attention/linear_1"), &format!("{to}.attn.out"), state)?;
-            w.norm(&floats, &format!("{from}/attention/layer_norm"), &format!("{to}.cross_attn_ln"))?;
-            w.linear(&floats, &format!("{from}/attention/linear_0"), &format!("{to}.cross_attn.query"), state)?;
-            w.fused(&floats, &format!("{from}/attention/linear_1"), &format!("{to}.cross_attn"), &["key", "value"], state)?;
-            w.linear(&floats, &format!("{from}/attention/linear_2"), &format!("{to}.cross_attn.out"), state)?;
-            w.norm(&floats, &format!("{from}/ffn/layer_norm"), &format!("{to}.mlp_ln"))?;
-            w.linear(&floats, &format!("{from}/ffn/linear_0"), &format!("{to}.mlp.0"), state)?;
-            w.linear(&floats, &format!("{from}/ffn/linear_1"), &format!("{to}.mlp.2"), 4 * state)?;
+            w.norm(
+                &floats,
+                &format!("{from}/self_attention/layer_norm"),
+                &format!("{to}.attn_ln"),
+            )?;
+            w.fused(
+                &floats,
+                &format!("{from}/self_attention/linear_0"),
+                &format!("{to}.attn"),
+                &["query", "key", "value"],
+                state,
+            )?;
+            w.linear(
+                &floats,
+                &format!("{from}/self_attention/linear_1"),
+                &format!("{to}.attn.out"),
+                state,
+            )?;
+            w.norm(
+                &floats,
+                &format!("{from}/attention/layer_norm"),
+                &format!("{to}.cross_attn_ln"),
+            )?;
+            w.linear(
+                &floats,
+                &format!("{from}/attention/linear_0"),
+                &format!("{to}.cross_attn.query"),
+                state,
+            )?;
+            w.fused(
+                &floats,
+                &format!("{from}/attention/linear_1"),
+                &format!("{to}.cross_attn"),
+                &["key", "value"],
+                state,
+            )?;
+            w.linear(
+                &floats,
+                &format!("{from}/attention/linear_2"),
+                &format!("{to}.cross_attn.out"),
+                state,
+            )?;
+            w.norm(
+                &floats,
+                &format!("{from}/ffn/layer_norm"),
+                &format!("{to}.mlp_ln"),
+            )?;
+            w.linear(
+                &floats,
+                &format!("{from}/ffn/linear_0"),
+                &format!("{to}.mlp.0"),
+                state,
+            )?;
+            w.linear(
+                &floats,
+                &format!("{from}/ffn/linear_1"),
+                &format!("{to}.mlp.2"),
+                4 * state,
+            )?;
         }
         w.norm(&floats, "decoder/layer_norm", "decoder.ln")?;
         w.out.flush().map_err(write_err)?;
@@ -447,7 +540,13 @@ impl GgmlWriter {
 
     /// One tensor: dims as PyTorch has them (outermost first), written
     /// innermost first as ggml wants; f16 for matrices, f32 otherwise.
-    fn tensor(&mut self, name: &str, dims: &[usize], data: &[f32], f16: bool) -> std::io::Result<()> {
+    fn tensor(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        data: &[f32],
+        f16: bool,
+    ) -> std::io::Result<()> {
         self.i32(dims.len())?;
         self.i32(name.len())?;
         self.i32(usize::from(f16))?;
@@ -476,10 +575,21 @@ impl GgmlWriter {
     }
 
     /// A linear layer whose weight is `[rows, cols]`.
-    fn linear(&mut self, floats: &Floats<'_>, from: &str, to: &str, cols: usize) -> Result<(), ConvertError> {
+    fn linear(
+        &mut self,
+        floats: &Floats<'_>,
+        from: &str,
+        to: &str,
+        cols: usize,
+    ) -> Result<(), ConvertError> {
         let weight = floats(&format!("{from}/weight"))?;
         let bias = floats(&format!("{from}/bias"))?;
-        self.write(&format!("{to}.weight"), &[weight.len() / cols, cols], &weight, true)?;
+        self.write(
+            &format!("{to}.weight"),
+            &[weight.len() / cols, cols],
+            &weight,
+            true,
+        )?;
         self.write(&format!("{to}.bias"), &[bias.len()], &bias, false)
     }
 
@@ -506,7 +616,13 @@ impl GgmlWriter {
         Ok(())
     }
 
-    fn write(&mut self, name: &str, dims: &[usize], data: &[f32], f16: bool) -> Result<(), ConvertError> {
+    fn write(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        data: &[f32],
+        f16: bool,
+    ) -> Result<(), ConvertError> {
         self.tensor(name, dims, data, f16)
             .map_err(|source| ConvertError::Write {
                 path: name.to_owned(),

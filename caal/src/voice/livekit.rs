@@ -48,7 +48,12 @@ impl Keys {
 }
 
 /// A token to join `room` as `identity`, publishing and subscribing, valid for `ttl`.
-pub fn token(keys: &Keys, room: &str, identity: &str, ttl: Duration) -> Result<String, LiveKitError> {
+pub fn token(
+    keys: &Keys,
+    room: &str,
+    identity: &str,
+    ttl: Duration,
+) -> Result<String, LiveKitError> {
     if room.trim().is_empty() {
         return Err(LiveKitError::Empty("--room"));
     }
@@ -89,7 +94,8 @@ pub fn receive(keys: &Keys, body: &str, authorization: &str) -> Result<RoomEvent
         .strip_prefix("Bearer ")
         .unwrap_or(authorization)
         .trim();
-    let receiver = WebhookReceiver::new(TokenVerifier::with_api_key(&keys.api_key, &keys.api_secret));
+    let receiver =
+        WebhookReceiver::new(TokenVerifier::with_api_key(&keys.api_key, &keys.api_secret));
     let event = receiver
         .receive(body, token)
         .map_err(|e| LiveKitError::Refused(e.to_string()))?;
@@ -130,7 +136,8 @@ pub fn verify(keys: &Keys, token: &str) -> Result<Grant, LiveKitError> {
 pub fn sign_webhook(keys: &Keys, body: &str) -> Result<String, LiveKitError> {
     use base64::Engine as _;
     use sha2::Digest as _;
-    let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body.as_bytes()));
+    let hash =
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body.as_bytes()));
     AccessToken::with_api_key(&keys.api_key, &keys.api_secret)
         .with_sha256(&hash)
         .to_jwt()

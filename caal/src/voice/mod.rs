@@ -9,6 +9,8 @@
 //! from what was heard.
 
 pub mod audio;
+#[cfg(feature = "whisper")]
+pub mod bench;
 pub mod convert;
 pub mod livekit;
 pub mod store;

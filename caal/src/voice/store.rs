@@ -64,7 +64,8 @@ pub struct NewClip<'a> {
     pub samples: &'a [f32],
 }
 
-const COLUMNS: &str = "audio_id, schema_version, path, sha256, bytes, duration_ms, codec, sample_rate, channels,
+const COLUMNS: &str =
+    "audio_id, schema_version, path, sha256, bytes, duration_ms, codec, sample_rate, channels,
     created_at, retention_days, expires_at_ms, pinned, rms_preview, peak, deleted_at";
 
 fn artifact(r: &Row<'_>) -> rusqlite::Result<AudioArtifact> {

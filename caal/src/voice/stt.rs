@@ -76,6 +76,16 @@ pub fn install(
     Ok(Some(super::convert::convert(&source, &model)?))
 }
 
+/// Encoder context for `n` samples: 50 positions a second plus 128 as
+/// margin, in steps of 64, at least 384, at most the full 1500. (tiny.en
+/// repeated itself without end at 192 positions on 1.7 s; from 256 up it
+/// transcribed what the full context did.)
+pub fn audio_ctx(n: usize) -> i32 {
+    let seconds = n as f64 / f64::from(super::audio::RATE);
+    let ctx = ((seconds * 50.0 + 128.0) / 64.0).ceil() as i32 * 64;
+    ctx.clamp(384, 1500)
+}
+
 #[cfg(feature = "whisper")]
 mod engine {
     use super::{SttError, Transcript};
@@ -107,9 +117,9 @@ mod engine {
             let what = path.display().to_string();
             let ctx = WhisperContext::new_with_params(&what, WhisperContextParameters::default())
                 .map_err(|e| SttError::Whisper {
-                    what: what.clone(),
-                    detail: e.to_string(),
-                })?;
+                what: what.clone(),
+                detail: e.to_string(),
+            })?;
             let threads = if threads == 0 {
                 std::thread::available_parallelism().map_or(2, |n| n.get())
             } else {
@@ -138,11 +148,7 @@ mod engine {
                 what: self.model.clone(),
                 detail,
             };
-            let pooled = self
-                .states
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop();
+            let pooled = self.states.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let mut state = match pooled {
                 Some(s) => s,
                 None => self.ctx.create_state().map_err(|e| failed(e.to_string()))?,
@@ -165,7 +171,7 @@ mod engine {
             // The encoder attends to 30 s windows; a short utterance needs
             // only its share of them (plus a margin), which is most of the
             // speed on commands a few seconds long.
-            params.set_audio_ctx(audio_ctx(samples.len()));
+            params.set_audio_ctx(super::audio_ctx(samples.len()));
             // A bound on a decoder that does not stop (about 15 tokens a second is plenty).
             params.set_max_tokens(i32::try_from(samples.len() / 1_000 + 16).unwrap_or(i32::MAX));
             // whisper needs at least a second of audio; pad short utterances with silence.
@@ -217,16 +223,6 @@ mod engine {
                 stt_ms: started.elapsed().as_secs_f64() * 1000.0,
             })
         }
-    }
-
-    /// Encoder context for `n` samples: 50 positions a second plus 128 as
-    /// margin, in steps of 64, at least 384, at most the full 1500. (tiny.en
-    /// repeated itself without end at 192 positions on 1.7 s; from 256 up it
-    /// transcribed what the full context did.)
-    fn audio_ctx(n: usize) -> i32 {
-        let seconds = n as f64 / f64::from(super::super::audio::RATE);
-        let ctx = ((seconds * 50.0 + 128.0) / 64.0).ceil() as i32 * 64;
-        ctx.clamp(384, 1500)
     }
 }
 

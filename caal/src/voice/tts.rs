@@ -4,7 +4,9 @@ use std::process::{Command, Stdio};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TtsError {
-    #[error("cannot run espeak-ng ({0}); install it (`bash .ci/setup` does) or set voice.tts_voice = \"\"")]
+    #[error(
+        "cannot run espeak-ng ({0}); install it (`bash .ci/setup` does) or set voice.tts_voice = \"\""
+    )]
     Missing(std::io::Error),
     #[error("espeak-ng failed: {0}")]
     Failed(String),
@@ -39,7 +41,8 @@ fn fix_sizes(mut wav: Vec<u8>) -> Vec<u8> {
     wav[4..8].copy_from_slice(&u32::try_from(len - 8).unwrap_or(u32::MAX).to_le_bytes());
     let mut at = 12;
     while at + 8 <= len {
-        let size = u32::from_le_bytes([wav[at + 4], wav[at + 5], wav[at + 6], wav[at + 7]]) as usize;
+        let size =
+            u32::from_le_bytes([wav[at + 4], wav[at + 5], wav[at + 6], wav[at + 7]]) as usize;
         if &wav[at..at + 4] == b"data" {
             let actual = u32::try_from(len - at - 8).unwrap_or(u32::MAX);
             wav[at + 4..at + 8].copy_from_slice(&actual.to_le_bytes());

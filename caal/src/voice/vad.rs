@@ -145,7 +145,9 @@ impl Vad {
         }
         if self.speech_run >= frames(self.cfg.min_speech_ms) {
             let samples: Vec<f32> = self.history.drain(..).flatten().collect();
-            let start = self.at_ms().saturating_sub(samples.len() as u64 * 1000 / u64::from(RATE));
+            let start = self
+                .at_ms()
+                .saturating_sub(samples.len() as u64 * 1000 / u64::from(RATE));
             events.push(VadEvent::Started { at_ms: start });
             self.utterance = Some((start, samples));
             self.silence_run = 0;

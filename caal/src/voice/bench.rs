@@ -1,0 +1,353 @@
+//! `caal bench voice`: speech to text on this machine, on espeak-ng speech.
+//!
+//! - Real-time factor of CAAL's whole path (WAV decoded, resampled, voice
+//!   activity found, transcribed) on utterances of 3–10 s, against bare
+//!   `whisper-rs` (the same model and decoding parameters, on the same
+//!   samples, in the same run, alternating).
+//! - End of speech to route decision: a 2 s utterance streamed over the
+//!   voice WebSocket of a real server on 127.0.0.1 at real-time pace, then
+//!   silence; timed from the moment the last spoken sample was sent to the
+//!   moment the round's result arrived (the voice-activity hangover,
+//!   transcription and the round all inside).
+
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::{audio, stt, vad};
+use crate::config::Config;
+use crate::round::{Engine, EngineOptions};
+use crate::server::{AppState, serve};
+use crate::state::SystemClock;
+use crate::stats::percentile;
+
+/// Sentences espeak-ng says in about 3, 5, 8 and 10 seconds.
+const SENTENCES: [&str; 4] = [
+    "turn on the kitchen lights and the hall lights",
+    "set the thermostat to twenty one degrees and remind me to water the plants tonight",
+    "what is the weather going to be like tomorrow morning, and should I take an umbrella when I walk the dog before work",
+    "please lock the front door, turn off every light downstairs, set the alarm for six thirty, and tell me if any windows are still open before I go to bed",
+];
+/// About 2 s.
+const STREAMED: &str = "turn on the kitchen lights please";
+const TOKEN: &str = "bench-voice-token-0123456789";
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Utterance {
+    pub text: String,
+    pub heard: String,
+    pub audio_s: f64,
+    /// Medians over the runs.
+    pub caal_ms: f64,
+    /// Of `caal_ms`: decoding, resampling and finding the speech.
+    pub prep_ms: f64,
+    pub bare_ms: f64,
+    pub rtf: f64,
+    pub ratio_to_bare: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VoiceBenchReport {
+    pub model: String,
+    pub threads: usize,
+    pub runs: usize,
+    pub utterances: Vec<Utterance>,
+    /// Worst of the utterances' median real-time factors, and ratios to bare whisper-rs.
+    pub rtf_max: f64,
+    pub ratio_to_bare_max: f64,
+    /// The streamed utterance's length, and end of speech to route decision.
+    pub streamed_audio_s: f64,
+    pub end_to_route_p50_ms: f64,
+    pub end_to_route_max_ms: f64,
+    pub vad_silence_ms: u32,
+}
+
+fn espeak(text: &str) -> Result<Vec<u8>, String> {
+    let dir = tempfile_dir()?;
+    let path = dir.join("said.wav");
+    let status = std::process::Command::new("espeak-ng")
+        .args(["-v", "en-us", "-s", "150", "-w"])
+        .arg(&path)
+        .arg(text)
+        .status()
+        .map_err(|e| format!("cannot run espeak-ng ({e}); run `bash .ci/setup`"))?;
+    if !status.success() {
+        return Err("espeak-ng failed".into());
+    }
+    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(bytes)
+}
+
+fn tempfile_dir() -> Result<std::path::PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "caal-bench-voice-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    percentile(&v, 0.5)
+}
+
+/// Bare whisper-rs: the same model and parameters CAAL uses, nothing else.
+fn bare(
+    state: &mut whisper_rs::WhisperState,
+    samples: &[f32],
+    threads: i32,
+) -> Result<f64, String> {
+    use whisper_rs::{FullParams, SamplingStrategy};
+    let started = Instant::now();
+    let mut params = FullParams::new(SamplingStrategy::Greedy { best_of: 1 });
+    params.set_n_threads(threads);
+    params.set_language(Some("en"));
+    params.set_print_progress(false);
+    params.set_print_realtime(false);
+    params.set_print_special(false);
+    params.set_print_timestamps(false);
+    params.set_no_context(true);
+    params.set_single_segment(true);
+    params.set_no_timestamps(true);
+    params.set_suppress_nst(true);
+    params.set_audio_ctx(stt::audio_ctx(samples.len()));
+    params.set_max_tokens(i32::try_from(samples.len() / 1_000 + 16).unwrap_or(i32::MAX));
+    state.full(params, samples).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    for segment in state.as_iter() {
+        text.push_str(&segment.to_str_lossy().map_err(|e| e.to_string())?);
+    }
+    std::hint::black_box(text);
+    Ok(started.elapsed().as_secs_f64() * 1000.0)
+}
+
+pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBenchReport, String> {
+    let cfg = &config.voice;
+    stt::install(cfg, models_dir, false).map_err(|e| e.to_string())?;
+    let model_path = stt::model_path(cfg, models_dir);
+    let ours = stt::Stt::load(&model_path, cfg).map_err(|e| e.to_string())?;
+    let ctx = whisper_rs::WhisperContext::new_with_params(
+        &model_path.display().to_string(),
+        whisper_rs::WhisperContextParameters::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut state = ctx.create_state().map_err(|e| e.to_string())?;
+    let threads = if cfg.threads == 0 {
+        thread::available_parallelism().map_or(2, |n| n.get())
+    } else {
+        cfg.threads
+    };
+
+    let mut utterances = Vec::new();
+    for text in SENTENCES {
+        let wav = espeak(text)?;
+        let clip = audio::decode_wav(&wav, "espeak").map_err(|e| e.to_string())?;
+        let samples = clip.samples.clone();
+        // One untimed run of each warms caches.
+        let mut heard = ours.transcribe(&samples).map_err(|e| e.to_string())?.text;
+        bare(&mut state, &samples, threads as i32)?;
+        let (mut caal_ms, mut bare_ms, mut prep_ms) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let started = Instant::now();
+            let clip = audio::decode_wav(&wav, "espeak").map_err(|e| e.to_string())?;
+            let mut file_vad = cfg.vad.clone();
+            file_vad.silence_ms = file_vad.file_silence_ms.max(file_vad.silence_ms);
+            let found = vad::split(&clip.samples, &file_vad);
+            let speech: Vec<f32> = found.into_iter().flat_map(|u| u.samples).collect();
+            prep_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            heard = ours.transcribe(&speech).map_err(|e| e.to_string())?.text;
+            caal_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            bare_ms.push(bare(&mut state, &samples, threads as i32)?);
+        }
+        let audio_s = samples.len() as f64 / f64::from(audio::RATE);
+        let (caal, bare) = (median(caal_ms), median(bare_ms));
+        utterances.push(Utterance {
+            text: text.into(),
+            heard,
+            audio_s,
+            caal_ms: caal,
+            prep_ms: median(prep_ms),
+            bare_ms: bare,
+            rtf: caal / 1000.0 / audio_s,
+            ratio_to_bare: caal / bare,
+        });
+    }
+    drop(state);
+
+    let (streamed_audio_s, latencies) = streamed(config, runs)?;
+    let mut sorted = latencies.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok(VoiceBenchReport {
+        model: ours.model().to_owned(),
+        threads,
+        runs,
+        rtf_max: utterances.iter().map(|u| u.rtf).fold(0.0, f64::max),
+        ratio_to_bare_max: utterances
+            .iter()
+            .map(|u| u.ratio_to_bare)
+            .fold(0.0, f64::max),
+        utterances,
+        streamed_audio_s,
+        end_to_route_p50_ms: percentile(&sorted, 0.5),
+        end_to_route_max_ms: sorted.last().copied().unwrap_or(0.0),
+        vad_silence_ms: cfg.vad.silence_ms,
+    })
+}
+
+/// A 2 s utterance over the voice socket at real-time pace, `runs` times.
+fn streamed(config: &Config, runs: usize) -> Result<(f64, Vec<f64>), String> {
+    let dir = tempfile_dir()?;
+    let result = streamed_in(config, &dir, runs);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<(f64, Vec<f64>), String> {
+    let options = EngineOptions {
+        library_id: Some("bench".into()),
+        env: Arc::new(|k| std::env::var(k).ok()),
+        clock: Arc::new(SystemClock),
+        llm: None,
+    };
+    let engine = Engine::open(dir, config.clone(), options).map_err(|e| e.to_string())?;
+    engine.stt().map_err(|e| e.to_string())?;
+    let state = AppState::new(engine, TOKEN.into());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (ready, bound) = mpsc::channel();
+    let server = thread::spawn(move || -> Result<(), String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = ready.send(listener.local_addr().map_err(|e| e.to_string()));
+            serve(listener, state, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .map_err(|e| e.to_string())
+        })
+    });
+    let addr = bound
+        .recv()
+        .map_err(|_| "the server did not start".to_owned())??;
+
+    let clip = audio::decode_wav(&espeak(STREAMED)?, "espeak").map_err(|e| e.to_string())?;
+    // Where the speech ends: the last sample louder than -50 dBFS.
+    let end = clip
+        .samples
+        .iter()
+        .rposition(|s| s.abs() > 0.003)
+        .unwrap_or(clip.samples.len());
+    let speech = &clip.samples[..end];
+    let frame = audio::RATE as usize / 50; // 20 ms, as a browser sends
+    let mut latencies = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        let (mut socket, _) =
+            tungstenite::connect(format!("ws://{addr}/voice/stream")).map_err(|e| e.to_string())?;
+        if let tungstenite::stream::MaybeTlsStream::Plain(s) = socket.get_ref() {
+            s.set_read_timeout(Some(Duration::from_millis(5)))
+                .map_err(|e| e.to_string())?;
+        }
+        socket
+            .send(tungstenite::Message::text(
+                json!({"type": "start", "token": TOKEN, "conversation_id": "bench", "sample_rate": audio::RATE}).to_string(),
+            ))
+            .map_err(|e| e.to_string())?;
+        wait_for(&mut socket, "ready", Duration::from_secs(30))?;
+        let pcm = |samples: &[f32]| -> Vec<u8> {
+            samples
+                .iter()
+                .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32_767.0) as i16).to_le_bytes())
+                .collect()
+        };
+        let started = Instant::now();
+        let mut sent = 0usize;
+        let mut speech_ended = None;
+        let silence = vec![0.0f32; frame];
+        let total = speech.len() + audio::RATE as usize * 2;
+        let mut result = None;
+        while sent < total && result.is_none() {
+            let due = started + Duration::from_secs_f64(sent as f64 / f64::from(audio::RATE));
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                thread::sleep(wait);
+            }
+            let chunk = if sent < speech.len() {
+                &speech[sent..(sent + frame).min(speech.len())]
+            } else {
+                &silence[..]
+            };
+            socket
+                .send(tungstenite::Message::binary(pcm(chunk)))
+                .map_err(|e| e.to_string())?;
+            sent += chunk.len();
+            if sent >= speech.len() && speech_ended.is_none() {
+                speech_ended = Some(Instant::now());
+            }
+            result = poll(&mut socket, "result")?;
+        }
+        let arrived = match result {
+            Some(at) => at,
+            None => wait_for(&mut socket, "result", Duration::from_secs(30))?,
+        };
+        let ended = speech_ended.ok_or("the speech never ended")?;
+        latencies.push(arrived.duration_since(ended).as_secs_f64() * 1000.0);
+        let _ = socket.close(None);
+    }
+    let _ = stop.send(());
+    server
+        .join()
+        .map_err(|_| "the server panicked".to_owned())??;
+    Ok((speech.len() as f64 / f64::from(audio::RATE), latencies))
+}
+
+type Socket = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
+
+/// Reads what has arrived; the time a message of `kind` arrived, if one did.
+fn poll(socket: &mut Socket, kind: &str) -> Result<Option<Instant>, String> {
+    loop {
+        match socket.read() {
+            Ok(tungstenite::Message::Text(t)) => {
+                let v: Value = serde_json::from_str(&t).map_err(|e| e.to_string())?;
+                if v["type"] == "error" {
+                    return Err(format!("the voice socket said: {v}"));
+                }
+                if v["type"] == kind {
+                    return Ok(Some(Instant::now()));
+                }
+            }
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+fn wait_for(socket: &mut Socket, kind: &str, within: Duration) -> Result<Instant, String> {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if let Some(at) = poll(socket, kind)? {
+            return Ok(at);
+        }
+    }
+    Err(format!("no {kind} from the voice socket within {within:?}"))
+}
