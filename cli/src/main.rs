@@ -930,7 +930,7 @@ fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
             .with_context(|| format!("cannot listen on {addr}; is another caal serve running? choose another with --bind"))?;
         let local = listener.local_addr()?;
         eprintln!(
-            "caal serve: listening on http://{local}/ (API token in {}; the web page asks for it once)",
+            "caal serve: listening on http://{local}/ (API token in {}; the web page asks for it once; http://{local}/voice talks through the microphone)",
             data_dir.join(caal::server::auth::TOKEN_FILE).display()
         );
         caal::server::serve(listener, caal::server::AppState::new(engine, token), shutdown_signal()).await?;

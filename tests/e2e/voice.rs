@@ -420,6 +420,8 @@ fn the_voice_socket_streams_speech_to_a_round_and_speaks_the_reply() {
     };
     assert!(seen.starts_with(&["speech_started".to_owned()]), "{seen:?}");
     assert!(seen.contains(&"final".to_owned()), "{seen:?}");
+    // More than a second of speech: a partial transcript came while it went on.
+    assert!(seen.contains(&"partial".to_owned()), "{seen:?}");
     assert_eq!(result["round"]["command_id"], "lights.set", "{result}");
     assert_eq!(result["round"]["reply"], "Okay, the kitchen lights are on.");
     assert_eq!(result["round"]["conversation_id"], "kitchen");
@@ -538,5 +540,72 @@ fn livekit_tokens_verify_and_only_signed_webhooks_are_recorded() {
         all.as_array().unwrap().len(),
         1,
         "only the signed webhook was recorded"
+    );
+}
+
+#[test]
+fn model_install_converts_once_and_names_what_is_missing() {
+    let sb = Sandbox::new();
+    let models = sb.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let models_env = [("CAAL_MODELS_DIR", models.to_str().unwrap())];
+    // Nothing fetched: the error says what to run.
+    let run = sb.run_env(&["model", "install"], &models_env);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("bash .ci/setup"), "{}", run.stderr);
+
+    // The source the setup fetched, seen from this models dir.
+    let home = std::env::var("CAAL_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::env::var("XDG_DATA_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|_| {
+                    PathBuf::from(std::env::var("HOME").unwrap()).join(".local/share")
+                })
+                .join("caal/models")
+        });
+    std::os::unix::fs::symlink(
+        home.join("whisper-tiny.en-ct2"),
+        models.join("whisper-tiny.en-ct2"),
+    )
+    .unwrap();
+    let run = sb.run_env(&["model", "install"], &models_env).ok();
+    assert!(
+        run.stdout.contains("converted") && run.stdout.contains("51864 tokens, 4 + 4 layers"),
+        "{}",
+        run.stdout
+    );
+    let installed = models.join("ggml-tiny.en.bin");
+    assert_eq!(
+        sha256_of(&installed),
+        sha256_of(&home.join("ggml-tiny.en.bin")),
+        "the same bytes as the setup's"
+    );
+    let run = sb.run_env(&["model", "install"], &models_env).ok();
+    assert!(run.stdout.contains("is installed"), "{}", run.stdout);
+}
+
+#[test]
+fn the_voice_benchmark_prints_its_figures_as_a_last_json_line() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["bench", "voice", "--runs", "1", "--json"]).ok();
+    assert!(
+        run.stdout.contains("end of speech to route decision"),
+        "{}",
+        run.stdout
+    );
+    let last: Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
+    let utterances = last["utterances"].as_array().unwrap();
+    assert_eq!(utterances.len(), 4);
+    for u in utterances {
+        let audio = u["audio_s"].as_f64().unwrap();
+        assert!((2.5..=11.0).contains(&audio), "{u}");
+        assert!(u["rtf"].as_f64().unwrap() > 0.0 && u["bare_ms"].as_f64().unwrap() > 0.0);
+    }
+    assert!(last["streamed_audio_s"].as_f64().unwrap() > 1.5);
+    assert!(
+        last["end_to_route_p50_ms"].as_f64().unwrap() >= f64::from(300),
+        "it includes the silence that ends an utterance"
     );
 }
