@@ -47,6 +47,39 @@ struct Browser {
 }
 
 impl Browser {
+    /// chromedriver on a free port and a headless Chromium session through
+    /// it. Bind as `let (_driver, browser)`: locals drop in reverse order, so
+    /// the session ends before its driver is killed.
+    fn launch(extra_args: &[String]) -> (Killed, Self) {
+        assert!(
+            std::path::Path::new("/usr/bin/chromium").exists()
+                && std::path::Path::new("/usr/bin/chromedriver").exists(),
+            "chromium and chromedriver are missing: run `bash .ci/setup`"
+        );
+        let driver_port = free_port();
+        let driver = Killed(
+            Command::new("chromedriver")
+                .arg(format!("--port={driver_port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("chromedriver runs"),
+        );
+        let started = Instant::now();
+        while agent()
+            .get(&format!("http://127.0.0.1:{driver_port}/status"))
+            .call()
+            .is_err()
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "chromedriver did not start"
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+        (driver, Self::start(driver_port, extra_args))
+    }
+
     fn start(driver_port: u16, extra_args: &[String]) -> Self {
         let base = format!("http://127.0.0.1:{driver_port}");
         let profile = tempfile::tempdir().unwrap().keep();
@@ -130,37 +163,11 @@ impl Drop for Browser {
 
 #[test]
 fn the_page_shows_rounds_live_and_confirms_with_a_click() {
-    assert!(
-        std::path::Path::new("/usr/bin/chromium").exists()
-            && std::path::Path::new("/usr/bin/chromedriver").exists(),
-        "chromium and chromedriver are missing: run `bash .ci/setup`"
-    );
     let sb = Sandbox::new();
     let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
     let url = served.url.clone();
 
-    let driver_port = free_port();
-    let _driver = Killed(
-        Command::new("chromedriver")
-            .arg(format!("--port={driver_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver runs"),
-    );
-    let started = Instant::now();
-    while agent()
-        .get(&format!("http://127.0.0.1:{driver_port}/status"))
-        .call()
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "chromedriver did not start"
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
-    let browser = Browser::start(driver_port, &[]);
+    let (_driver, browser) = Browser::launch(&[]);
     browser.command(
         "POST",
         "/url",
@@ -243,11 +250,6 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
 
 #[test]
 fn the_voice_page_streams_the_microphone_and_shows_the_round() {
-    assert!(
-        std::path::Path::new("/usr/bin/chromium").exists()
-            && std::path::Path::new("/usr/bin/chromedriver").exists(),
-        "chromium and chromedriver are missing: run `bash .ci/setup`"
-    );
     let sb = Sandbox::new();
     // The fake microphone: espeak-ng speech with quiet before and after.
     let said = crate::voice::espeak(sb.path(), "said.wav", "turn on the kitchen lights");
@@ -264,36 +266,12 @@ fn the_voice_page_streams_the_microphone_and_shows_the_round() {
     );
     let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
     let url = served.url.clone();
-    let driver_port = free_port();
-    let _driver = Killed(
-        Command::new("chromedriver")
-            .arg(format!("--port={driver_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver runs"),
-    );
-    let started = Instant::now();
-    while agent()
-        .get(&format!("http://127.0.0.1:{driver_port}/status"))
-        .call()
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "chromedriver did not start"
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
-    let browser = Browser::start(
-        driver_port,
-        &[
-            "--use-fake-ui-for-media-stream".into(),
-            "--use-fake-device-for-media-stream".into(),
-            format!("--use-file-for-fake-audio-capture={}", mic.display()),
-            "--autoplay-policy=no-user-gesture-required".into(),
-        ],
-    );
+    let (_driver, browser) = Browser::launch(&[
+        "--use-fake-ui-for-media-stream".into(),
+        "--use-fake-device-for-media-stream".into(),
+        format!("--use-file-for-fake-audio-capture={}", mic.display()),
+        "--autoplay-policy=no-user-gesture-required".into(),
+    ]);
     browser.command(
         "POST",
         "/url",

@@ -10,10 +10,10 @@ use serde_json::json;
 
 use crate::{
     config::MemoryOp,
-    ids::{BucketId, ConversationId},
+    ids::BucketId,
     memory::{ContextPackage, ItemMetadata, ItemRef, Match, MemoryError, Signal, Tier, Written},
     router::normalize,
-    trace::{EventDraft, EventStatus, EventType, OpenRound, RoundSpec, StoreError},
+    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
 };
 
 use super::{Channel, Engine, Steps};
@@ -377,17 +377,6 @@ impl Engine {
         write: OperatorWrite,
         channel: Channel,
     ) -> Result<OperatorOutcome, OperatorError> {
-        let conversation: ConversationId = OPERATOR_CONVERSATION
-            .parse()
-            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
-        let state = self.conversation_state(&conversation)?;
-        let round = self.store.begin_round(RoundSpec {
-            conversation_id: conversation,
-            bucket_id: bucket.clone(),
-            state_in: state.clone(),
-            channel: channel.as_str().into(),
-            audio_id: None,
-        })?;
         let now = self.clock.now_ms();
         let said = match &write {
             OperatorWrite::Add { content, pin, .. } => format!(
@@ -399,10 +388,8 @@ impl Engine {
             OperatorWrite::Unpin { item_id } => format!("caal bucket unpin {bucket} {item_id}"),
             OperatorWrite::Forget { item_id } => format!("caal bucket forget {bucket} {item_id}"),
         };
-        round.append(EventDraft::new(
-            EventType::InputReceived,
-            json!({"raw_text": said, "channel": channel.as_str()}),
-        ))?;
+        let (round, state) =
+            self.recorded_round(OPERATOR_CONVERSATION, Some(bucket), channel, &said)?;
         let done = match write {
             OperatorWrite::Add { content, refs, pin } => {
                 let metadata = ItemMetadata {

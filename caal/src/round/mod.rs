@@ -483,6 +483,38 @@ impl Engine {
         Ok(result)
     }
 
+    /// A round the engine records of something done to it rather than said
+    /// to the assistant (an operator's command, a service's webhook): begun
+    /// in `conversation` (in `bucket`, else the conversation's own) with
+    /// `said` as its input. Returns the open round and the conversation's
+    /// state, which such a round leaves as it is.
+    pub(crate) fn recorded_round(
+        &self,
+        conversation: &str,
+        bucket: Option<&BucketId>,
+        channel: Channel,
+        said: &str,
+    ) -> Result<(OpenRound, String), StoreError> {
+        let conversation: ConversationId = conversation
+            .parse()
+            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
+        let state = self.conversation_state(&conversation)?;
+        let round = self.store.begin_round(RoundSpec {
+            bucket_id: bucket
+                .cloned()
+                .unwrap_or_else(|| BucketId::for_conversation(&conversation)),
+            conversation_id: conversation,
+            state_in: state.clone(),
+            channel: channel.as_str().into(),
+            audio_id: None,
+        })?;
+        round.append(EventDraft::new(
+            EventType::InputReceived,
+            json!({"raw_text": said, "channel": channel.as_str()}),
+        ))?;
+        Ok((round, state))
+    }
+
     /// The round is durable: now the conversation may change.
     fn apply_boundary(
         &self,

@@ -9,9 +9,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{Channel, Engine, OPERATOR_CONVERSATION, RoundError, RoundResult, Steps};
-use crate::ids::{AudioId, BucketId, ConversationId};
+use crate::ids::{AudioId, ConversationId};
 use crate::router::Intent;
-use crate::trace::{EventDraft, EventStatus, EventType, OpenRound, RoundSpec, StoreError};
+use crate::trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError};
 use crate::voice::{
     AudioArtifact, Clip, Heard, Listened, Stt, SttError, Transcript, VoiceError, audio, store, stt,
     vad,
@@ -287,21 +287,8 @@ impl Engine {
             report.bytes_freed = due.iter().map(|a| a.bytes).sum();
             return Ok(report);
         }
-        let conversation: ConversationId = OPERATOR_CONVERSATION
-            .parse()
-            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
-        let state = self.conversation_state(&conversation)?;
-        let round = self.store.begin_round(RoundSpec {
-            conversation_id: conversation.clone(),
-            bucket_id: BucketId::for_conversation(&conversation),
-            state_in: state.clone(),
-            channel: Channel::Cli.as_str().into(),
-            audio_id: None,
-        })?;
-        round.append(EventDraft::new(
-            EventType::InputReceived,
-            json!({"raw_text": said, "channel": Channel::Cli.as_str()}),
-        ))?;
+        let (round, state) =
+            self.recorded_round(OPERATOR_CONVERSATION, None, Channel::Cli, &said)?;
         let total = due.len() as u64;
         for (i, a) in due.iter().enumerate() {
             let done = match &action {
@@ -349,27 +336,13 @@ impl Engine {
         &self,
         event: &crate::voice::livekit::RoomEvent,
     ) -> Result<String, StoreError> {
-        let conversation: ConversationId = "livekit"
-            .parse()
-            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
-        let state = self.conversation_state(&conversation)?;
-        let round = self.store.begin_round(RoundSpec {
-            conversation_id: conversation.clone(),
-            bucket_id: BucketId::for_conversation(&conversation),
-            state_in: state.clone(),
-            channel: Channel::System.as_str().into(),
-            audio_id: None,
-        })?;
         let scrub = |s: &str| crate::safety::global().scrub(s).into_owned();
         let said = format!(
             "livekit webhook: {} in room {}",
             scrub(&event.event),
             scrub(event.room.as_deref().unwrap_or("-"))
         );
-        round.append(EventDraft::new(
-            EventType::InputReceived,
-            json!({"raw_text": said, "channel": Channel::System.as_str()}),
-        ))?;
+        let (round, state) = self.recorded_round("livekit", None, Channel::System, &said)?;
         round.append(EventDraft::new(
             EventType::LivekitWebhook,
             json!({"event": scrub(&event.event), "event_id": scrub(&event.event_id),

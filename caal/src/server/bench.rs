@@ -43,6 +43,51 @@ pub struct ServeBenchReport {
 
 const TOKEN: &str = "bench-token-0123456789abcdef";
 
+/// A server on 127.0.0.1 (a port of its own) in a thread of its own, for
+/// benchmarks that measure it from outside, as a client would.
+pub(crate) struct Running {
+    pub addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: thread::JoinHandle<Result<(), String>>,
+}
+
+impl Running {
+    pub(crate) fn start(state: AppState) -> Result<Self, String> {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready, bound) = mpsc::channel();
+        let thread = thread::spawn(move || -> Result<(), String> {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let _ = ready.send(listener.local_addr().map_err(|e| e.to_string()));
+                serve(listener, state, async move {
+                    let _ = stopped.await;
+                })
+                .await
+                .map_err(|e| e.to_string())
+            })
+        });
+        let addr = bound
+            .recv()
+            .map_err(|_| "the server did not start".to_owned())??;
+        Ok(Self { addr, stop, thread })
+    }
+
+    /// Stops it (requests in flight finish) and waits until it has.
+    pub(crate) fn stop(self) -> Result<(), String> {
+        let _ = self.stop.send(());
+        self.thread
+            .join()
+            .map_err(|_| "the server panicked".to_owned())?
+    }
+}
+
 pub fn run(
     config: &Config,
     data_dir: &Path,
@@ -70,30 +115,8 @@ fn run_in(
         llm: None,
     };
     let engine = Engine::open(dir, config, options).map_err(|e| e.to_string())?;
-    let state = AppState::new(engine.clone(), TOKEN.into());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (ready, bound) = mpsc::channel();
-    let server = thread::spawn(move || -> Result<(), String> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|e| e.to_string())?;
-            let _ = ready.send(listener.local_addr().map_err(|e| e.to_string()));
-            serve(listener, state, async move {
-                let _ = stopped.await;
-            })
-            .await
-            .map_err(|e| e.to_string())
-        })
-    });
-    let addr = bound
-        .recv()
-        .map_err(|_| "the server did not start".to_owned())??;
+    let running = Running::start(AppState::new(engine.clone(), TOKEN.into()))?;
+    let addr = running.addr;
     let base = format!("http://{addr}");
     let auth = format!("Bearer {TOKEN}");
 
@@ -201,8 +224,7 @@ fn run_in(
     {
         thread::sleep(Duration::from_millis(10));
     }
-    let _ = stop.send(());
-    let _ = server.join();
+    let _ = running.stop();
     let _ = follower.join();
 
     latencies.sort_by(f64::total_cmp);

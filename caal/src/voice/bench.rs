@@ -12,7 +12,7 @@
 
 use std::net::TcpStream;
 use std::path::Path;
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 use super::{audio, stt, vad};
 use crate::config::Config;
 use crate::round::{Engine, EngineOptions};
-use crate::server::{AppState, serve};
+use crate::server::AppState;
+use crate::server::bench::Running;
 use crate::state::SystemClock;
 use crate::stats::percentile;
 
@@ -219,30 +220,8 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<(f64, Vec<f64
     };
     let engine = Engine::open(dir, config.clone(), options).map_err(|e| e.to_string())?;
     engine.stt().map_err(|e| e.to_string())?;
-    let state = AppState::new(engine, TOKEN.into());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (ready, bound) = mpsc::channel();
-    let server = thread::spawn(move || -> Result<(), String> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|e| e.to_string())?;
-            let _ = ready.send(listener.local_addr().map_err(|e| e.to_string()));
-            serve(listener, state, async move {
-                let _ = stopped.await;
-            })
-            .await
-            .map_err(|e| e.to_string())
-        })
-    });
-    let addr = bound
-        .recv()
-        .map_err(|_| "the server did not start".to_owned())??;
+    let running = Running::start(AppState::new(engine, TOKEN.into()))?;
+    let addr = running.addr;
 
     let clip = audio::decode_wav(&espeak(STREAMED)?, "espeak").map_err(|e| e.to_string())?;
     // Where the speech ends: the last sample louder than -50 dBFS.
@@ -306,10 +285,7 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<(f64, Vec<f64
         latencies.push(arrived.duration_since(ended).as_secs_f64() * 1000.0);
         let _ = socket.close(None);
     }
-    let _ = stop.send(());
-    server
-        .join()
-        .map_err(|_| "the server panicked".to_owned())??;
+    running.stop()?;
     Ok((speech.len() as f64 / f64::from(audio::RATE), latencies))
 }
 
