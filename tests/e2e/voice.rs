@@ -236,6 +236,30 @@ fn silence_runs_no_round_and_bad_files_exit_2_recording_nothing() {
     assert_eq!(run.json()["utterances"], json!([]));
     let run = sb.run(&["voice", quiet.to_str().unwrap()]).ok();
     assert!(run.stderr.contains("no speech heard"), "{}", run.stderr);
+    // Loud noise (dropped before whisper) and a beep (that whisper makes
+    // words of, unsurely) run no round either.
+    for (name, synth) in [("hiss.wav", "whitenoise"), ("beep.wav", "sine")] {
+        let path = sb.path().join(name);
+        let made = Command::new("sox")
+            .args(["-R", "-n", "-r", "16000", "-c", "1"])
+            .arg(&path)
+            .args(["synth", "1.5", synth, "vol", "0.3", "pad", "0.5", "1"])
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let heard = sb
+            .run(&["voice", "--json", path.to_str().unwrap()])
+            .ok()
+            .json();
+        assert!(heard["audio"].is_null(), "{name}: {heard}");
+        let rounds: Vec<&Value> = heard["utterances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|u| !u["round"].is_null())
+            .collect();
+        assert!(rounds.is_empty(), "{name}: {heard}");
+    }
 
     let text = sb.path().join("notes.wav");
     std::fs::write(&text, "not audio at all").unwrap();

@@ -97,6 +97,9 @@ pub struct VoiceConfig {
     pub model_source: String,
     /// Spoken language (`en`), or `auto` to detect it.
     pub language: String,
+    /// A transcript heard less surely than this is taken for noise that
+    /// whisper made words of: no round, no audio kept.
+    pub min_speech_confidence: f32,
     /// Threads whisper uses (0: as many as the machine has cores).
     pub threads: usize,
     /// Words to expect (names of rooms and devices), given to whisper as
@@ -127,6 +130,8 @@ pub struct VadConfig {
     pub snr_db: f32,
     /// Speech shorter than this is a click, not an utterance.
     pub min_speech_ms: u32,
+    /// An utterance with less voiced sound than this is noise (a fan, a hiss).
+    pub min_voiced_ms: u32,
     /// A streamed utterance ends after this much quiet (a short wait: the
     /// reply is waiting on it).
     pub silence_ms: u32,

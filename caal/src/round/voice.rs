@@ -178,39 +178,52 @@ impl Engine {
             });
         }
         let stt = self.stt()?;
-        let artifact = self.keep_audio(bytes, &clip)?;
+        // The clip is kept once, and only if something in it was speech.
+        let mut kept: Option<AudioArtifact> = None;
         let mut heard = Vec::with_capacity(utterances.len());
         for u in utterances {
             let transcript = stt.transcribe(&u.samples)?;
-            heard.push(self.heard(conversation, u.start_ms, u.end_ms, transcript, &artifact)?);
+            let mut keep = || -> Result<AudioArtifact, StoreError> {
+                if kept.is_none() {
+                    kept = Some(self.keep_audio(bytes, &clip)?);
+                }
+                Ok(kept.clone().expect("kept just now"))
+            };
+            heard.push(self.heard(conversation, u.start_ms, u.end_ms, transcript, &mut keep)?);
         }
         Ok(Listened {
-            audio: Some(artifact),
+            audio: kept,
             utterances: heard,
         })
     }
 
-    /// One transcribed utterance: a round when it holds speech.
+    /// One transcribed utterance: when it holds speech, its audio is kept
+    /// (`keep`) and it is run as a round; noise keeps nothing.
     pub fn heard(
         &self,
         conversation: &ConversationId,
         start_ms: u64,
         end_ms: u64,
         mut transcript: Transcript,
-        artifact: &AudioArtifact,
+        keep: &mut dyn FnMut() -> Result<AudioArtifact, StoreError>,
     ) -> Result<Heard, VoiceError> {
-        let round = match speech_in(&transcript.text) {
+        let heard_surely = transcript.confidence >= self.config.voice.min_speech_confidence;
+        let (round, audio) = match speech_in(&transcript.text).filter(|_| heard_surely) {
             Some(text) => {
                 transcript.text = text;
-                Some(self.voice_round(conversation, &transcript, artifact)?)
+                let artifact = keep()?;
+                let round = self.voice_round(conversation, &transcript, &artifact)?;
+                (Some(round), Some(artifact))
             }
-            None => None,
+            None => (None, None),
         };
         Ok(Heard {
             start_ms,
             end_ms,
             transcript,
             round,
+            audio_id: audio.as_ref().map(|a| a.audio_id.clone()),
+            audio_sha256: audio.map(|a| a.sha256),
         })
     }
 
@@ -395,9 +408,12 @@ mod tests {
                 confidence: 0.9,
                 audio_ms: 1_000,
                 stt_ms: 100.0,
+                no_speech: 0.01,
             };
             let heard = engine
-                .heard(&conversation, 0, 1_000, transcript, &artifact)
+                .heard(&conversation, 0, 1_000, transcript, &mut || {
+                    Ok(artifact.clone())
+                })
                 .unwrap();
             let round = heard.round.expect("a round");
             assert!(

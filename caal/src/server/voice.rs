@@ -171,6 +171,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
                     )
                     .await
                 }
+                VadEvent::Dropped { .. } => send(&mut socket, json!({"type": "no_speech"})).await,
                 VadEvent::Ended(u) => {
                     utterance(
                         &state,
@@ -227,20 +228,21 @@ async fn utterance(
     let (engine, stt, conversation) = (state.engine.clone(), stt.clone(), conversation.clone());
     let done = tokio::task::spawn_blocking(move || -> Result<_, crate::voice::VoiceError> {
         let transcript = stt.transcribe(&u.samples)?;
-        let wav = audio::encode_wav(&u.samples);
-        let clip = crate::voice::Clip {
-            samples: u.samples,
-            source_rate: audio::RATE,
-            channels: 1,
-            bits: 16,
-            codec: "pcm_s16le".into(),
+        let mut keep = || {
+            let wav = audio::encode_wav(&u.samples);
+            let clip = crate::voice::Clip {
+                samples: u.samples.clone(),
+                source_rate: audio::RATE,
+                channels: 1,
+                bits: 16,
+                codec: "pcm_s16le".into(),
+            };
+            engine.keep_audio(&wav, &clip)
         };
-        let artifact = engine.keep_audio(&wav, &clip)?;
-        let heard = engine.heard(&conversation, u.start_ms, u.end_ms, transcript, &artifact)?;
-        Ok((heard, artifact))
+        engine.heard(&conversation, u.start_ms, u.end_ms, transcript, &mut keep)
     })
     .await;
-    let (heard, artifact) = match done {
+    let heard = match done {
         Ok(Ok(h)) => h,
         Ok(Err(e)) => {
             return send(socket, json!({"type": "error", "code": "voice.failed", "message": crate::safety::global().scrub(&e.to_string())})).await;
@@ -256,7 +258,7 @@ async fn utterance(
     let t = &heard.transcript;
     let final_msg = json!({"type": "final", "text": crate::safety::global().scrub(&t.text), "confidence": t.confidence,
         "language": t.language, "model": t.model, "stt_ms": t.stt_ms, "start_ms": heard.start_ms, "end_ms": heard.end_ms,
-        "audio_id": artifact.audio_id, "audio_sha256": artifact.sha256});
+        "audio_id": heard.audio_id, "audio_sha256": heard.audio_sha256});
     if !send(socket, final_msg).await {
         return false;
     }

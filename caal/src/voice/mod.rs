@@ -45,11 +45,15 @@ pub struct Heard {
     pub start_ms: u64,
     pub end_ms: u64,
     pub transcript: Transcript,
-    /// None when the transcript was empty (nothing worth a round).
+    /// None when the transcript held no speech (nothing worth a round, and
+    /// no audio kept for it).
     pub round: Option<crate::round::RoundResult>,
+    pub audio_id: Option<String>,
+    pub audio_sha256: Option<String>,
 }
 
-/// A clip heard: the artifact kept and each utterance's round.
+/// A clip heard: the artifact kept (none if nothing in it was speech) and
+/// each utterance's round.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Listened {
     pub audio: Option<AudioArtifact>,

@@ -10,8 +10,10 @@ pub struct Transcript {
     /// The model file's name (`ggml-tiny.en.bin`).
     pub model: String,
     pub language: String,
-    /// Mean probability of the transcript's tokens, 0–1.
+    /// Mean probability of the transcript's words' tokens, 0–1.
     pub confidence: f32,
+    /// Whisper's own estimate that the audio held no speech at all, 0–1.
+    pub no_speech: f32,
     pub audio_ms: u64,
     /// How long transcribing took.
     pub stt_ms: f64,
@@ -191,7 +193,9 @@ mod engine {
             let eot = self.ctx.token_eot();
             let mut text = String::new();
             let (mut sum, mut count) = (0.0f32, 0u32);
+            let mut no_speech = 0.0f32;
             for segment in state.as_iter() {
+                no_speech = no_speech.max(segment.no_speech_probability());
                 text.push_str(&segment.to_str_lossy().map_err(|e| failed(e.to_string()))?);
                 for t in 0..segment.n_tokens() {
                     // Words only: special tokens and punctuation say nothing
@@ -219,6 +223,7 @@ mod engine {
                 model: self.model.clone(),
                 language,
                 confidence: if count == 0 { 0.0 } else { sum / count as f32 },
+                no_speech,
                 audio_ms: samples.len() as u64 * 1000 / u64::from(super::super::audio::RATE),
                 stt_ms: started.elapsed().as_secs_f64() * 1000.0,
             })

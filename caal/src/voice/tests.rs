@@ -158,6 +158,41 @@ fn vad_finds_two_utterances_and_nothing_in_silence() {
 }
 
 #[test]
+fn vad_drops_loud_noise_and_keeps_voiced_sound() {
+    let cfg = Config::defaults().unwrap().voice.vad;
+    // A loud hiss (a fan, rain): energy enough, but it crosses zero all the time.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut noise = vec![0.0f32; 8_000];
+    noise.extend((0..24_000).map(|_| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 24) as f32 * 0.6 - 0.3
+    }));
+    noise.extend(vec![0.0f32; 8_000]);
+    assert!(
+        vad::split(&noise, &cfg).is_empty(),
+        "noise is not an utterance"
+    );
+    let mut v = vad::Vad::new(cfg.clone());
+    let events = v.push(&noise);
+    assert!(
+        matches!(events.first(), Some(vad::VadEvent::Started { .. })),
+        "{events:?}"
+    );
+    assert!(
+        matches!(events.last(), Some(vad::VadEvent::Dropped { .. })),
+        "{events:?}"
+    );
+
+    // A voiced sound (low frequencies) at the same loudness is one.
+    let mut voiced = vec![0.0f32; 8_000];
+    voiced.extend(sine(180.0, RATE, 1.5, 0.3));
+    voiced.extend(vec![0.0f32; 8_000]);
+    assert_eq!(vad::split(&voiced, &cfg).len(), 1);
+}
+
+#[test]
 fn vad_streams_frame_by_frame_like_the_whole_clip() {
     let cfg = Config::defaults().unwrap().voice.vad;
     let mut stream = vec![0.0f32; 8_000];

@@ -5,6 +5,12 @@
 //! by a margin. An utterance starts after `min_speech_ms` of speech (a click
 //! is not one), keeps `pre_roll_ms` before it (the start of a word is quiet)
 //! and ends after `silence_ms` of quiet, or at `max_utterance_ms`.
+//!
+//! Loud is not enough: a fan, rain or a hiss is loud too, and whisper
+//! turns such noise into words ("I'm", "you"). Voiced speech crosses zero
+//! rarely (its energy is in the low hundreds of hertz); noise crosses it
+//! about every other sample. An utterance with less than `min_voiced_ms` of
+//! loud, rarely-crossing frames is dropped as noise.
 
 use super::audio::RATE;
 use crate::config::VadConfig;
@@ -26,7 +32,12 @@ pub enum VadEvent {
     Started { at_ms: u64 },
     /// Speech ended: the utterance, ready to transcribe.
     Ended(Utterance),
+    /// What started was loud but not voiced (noise): nothing to transcribe.
+    Dropped { at_ms: u64 },
 }
+
+/// Zero crossings per sample above which a frame is not voiced speech.
+const VOICED_MAX_ZCR: f32 = 0.25;
 
 /// A streaming detector: push 16 kHz mono samples as they arrive.
 pub struct Vad {
@@ -37,6 +48,8 @@ pub struct Vad {
     noise_db: f32,
     frames_seen: u64,
     speech_run: usize,
+    /// Voiced frames in `speech_run`, then in the utterance.
+    voiced: usize,
     silence_run: usize,
     utterance: Option<(u64, Vec<f32>)>,
 }
@@ -54,6 +67,7 @@ impl Vad {
             noise_db: -60.0,
             frames_seen: 0,
             speech_run: 0,
+            voiced: 0,
             silence_run: 0,
             utterance: None,
         }
@@ -92,6 +106,9 @@ impl Vad {
     pub fn finish(&mut self) -> Option<Utterance> {
         let pending = std::mem::take(&mut self.pending);
         let (start, mut samples) = self.utterance.take()?;
+        if !self.was_voiced() {
+            return None;
+        }
         samples.extend_from_slice(&pending);
         Some(Utterance {
             start_ms: start,
@@ -100,13 +117,23 @@ impl Vad {
         })
     }
 
+    fn was_voiced(&self) -> bool {
+        self.voiced >= frames(self.cfg.min_voiced_ms)
+    }
+
     fn frame(&mut self, frame: Vec<f32>, events: &mut Vec<VadEvent>) {
         let energy = frame.iter().map(|s| s * s).sum::<f32>() / frame.len() as f32;
         let db = 10.0 * energy.max(1e-12).log10();
         let loud = db > self.cfg.threshold_db && db > self.noise_db + self.cfg.snr_db;
+        let crossings = frame
+            .windows(2)
+            .filter(|w| (w[0] >= 0.0) != (w[1] >= 0.0))
+            .count();
+        let voiced = loud && (crossings as f32 / frame.len() as f32) < VOICED_MAX_ZCR;
         self.frames_seen += 1;
         if let Some((start, samples)) = &mut self.utterance {
             samples.extend_from_slice(&frame);
+            self.voiced += usize::from(voiced);
             self.silence_run = if loud { 0 } else { self.silence_run + 1 };
             let long = samples.len() as u64 * 1000 / u64::from(RATE)
                 >= u64::from(self.cfg.max_utterance_ms);
@@ -119,18 +146,28 @@ impl Vad {
                 self.utterance = None;
                 self.silence_run = 0;
                 self.speech_run = 0;
-                events.push(VadEvent::Ended(Utterance {
-                    start_ms: start,
-                    end_ms: self.at_ms(),
-                    samples,
-                }));
+                let voiced = self.was_voiced();
+                self.voiced = 0;
+                events.push(if voiced {
+                    VadEvent::Ended(Utterance {
+                        start_ms: start,
+                        end_ms: self.at_ms(),
+                        samples,
+                    })
+                } else {
+                    VadEvent::Dropped {
+                        at_ms: self.at_ms(),
+                    }
+                });
             }
             return;
         }
         if loud {
             self.speech_run += 1;
+            self.voiced += usize::from(voiced);
         } else {
             self.speech_run = 0;
+            self.voiced = 0;
             // The floor follows quiet quickly down and slowly up.
             self.noise_db = if db < self.noise_db {
                 db
@@ -163,7 +200,7 @@ pub fn split(samples: &[f32], cfg: &VadConfig) -> Vec<Utterance> {
         .into_iter()
         .filter_map(|e| match e {
             VadEvent::Ended(u) => Some(u),
-            VadEvent::Started { .. } => None,
+            VadEvent::Started { .. } | VadEvent::Dropped { .. } => None,
         })
         .collect();
     out.extend(vad.finish());
