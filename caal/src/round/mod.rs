@@ -275,12 +275,9 @@ impl Engine {
         )?);
         let key = Arc::new(load_or_create_key(data_dir)?);
         let audio_dir = crate::voice::store::audio_dir(&config.voice, data_dir);
-        let mut engine = Self::new(store, state, memory, key, config, options)?;
-        engine.voice = Arc::new(voice::VoiceParts::new(
-            audio_dir,
-            engine.voice.models_dir.clone(),
-        ));
-        Ok(engine)
+        Ok(Self::new(
+            store, state, memory, key, audio_dir, config, options,
+        )?)
     }
 
     fn new(
@@ -288,6 +285,7 @@ impl Engine {
         state: Arc<StateDb>,
         memory: Arc<MemoryStore>,
         receipt_key: Arc<ed25519_dalek::SigningKey>,
+        audio_dir: std::path::PathBuf,
         config: Config,
         options: EngineOptions,
     ) -> Result<Self, ConfigError> {
@@ -308,10 +306,7 @@ impl Engine {
             safety.seed("livekit_api_secret", &secret);
         }
         let models_dir = crate::llm::tiers::models_dir(&*options.env);
-        let voice = Arc::new(voice::VoiceParts::new(
-            std::path::PathBuf::from("audio"),
-            models_dir,
-        ));
+        let voice = Arc::new(voice::VoiceParts::new(audio_dir, models_dir));
         let tools = Tools::new(state.clone(), &config.executors, options.env);
         let toolbox = Toolbox::new(&router, &config.reasoning);
         Ok(Self {

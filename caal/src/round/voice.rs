@@ -288,11 +288,10 @@ impl Engine {
         let due = match &action {
             AudioAction::Sweep { .. } => store::expired(&self.state, now)?,
             AudioAction::Pin(id) | AudioAction::Unpin(id) => {
-                vec![store::get(&self.state, id)?.ok_or_else(|| {
-                    StoreError::Sqlite(format!(
-                        "no audio {id}; `caal audio list` shows the audio ids"
-                    ))
-                })?]
+                vec![
+                    store::get(&self.state, id)?
+                        .ok_or_else(|| VoiceError::NoSuchAudio { id: id.clone() })?,
+                ]
             }
         };
         if report.dry_run {

@@ -37,6 +37,8 @@ pub enum VoiceError {
     Round(#[from] crate::round::RoundError),
     #[error(transparent)]
     Store(#[from] crate::trace::StoreError),
+    #[error("no audio {id}; `caal audio list` shows the audio ids")]
+    NoSuchAudio { id: String },
 }
 
 /// One utterance heard and what came of it.
