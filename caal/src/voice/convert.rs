@@ -382,43 +382,9 @@ pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
         )
         .map_err(write_err)?;
         for i in 0..audio_layers {
-            let from = format!("encoder/layer_{i}");
-            let to = format!("encoder.blocks.{i}");
-            w.norm(
-                &floats,
-                &format!("{from}/self_attention/layer_norm"),
-                &format!("{to}.attn_ln"),
-            )?;
-            w.fused(
-                &floats,
-                &format!("{from}/self_attention/linear_0"),
-                &format!("{to}.attn"),
-                &["query", "key", "value"],
-                audio_state,
-            )?;
-            w.linear(
-                &floats,
-                &format!("{from}/self_attention/linear_1"),
-                &format!("{to}.attn.out"),
-                audio_state,
-            )?;
-            w.norm(
-                &floats,
-                &format!("{from}/ffn/layer_norm"),
-                &format!("{to}.mlp_ln"),
-            )?;
-            w.linear(
-                &floats,
-                &format!("{from}/ffn/linear_0"),
-                &format!("{to}.mlp.0"),
-                audio_state,
-            )?;
-            w.linear(
-                &floats,
-                &format!("{from}/ffn/linear_1"),
-                &format!("{to}.mlp.2"),
-                4 * audio_state,
-            )?;
+            let (from, to) = (format!("encoder/layer_{i}"), format!("encoder.blocks.{i}"));
+            w.self_attention(&floats, &from, &to, audio_state)?;
+            w.feed_forward(&floats, &from, &to, audio_state)?;
         }
         w.norm(&floats, "encoder/layer_norm", "encoder.ln_post")?;
 
@@ -440,26 +406,8 @@ pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
         )
         .map_err(write_err)?;
         for i in 0..text_layers {
-            let from = format!("decoder/layer_{i}");
-            let to = format!("decoder.blocks.{i}");
-            w.norm(
-                &floats,
-                &format!("{from}/self_attention/layer_norm"),
-                &format!("{to}.attn_ln"),
-            )?;
-            w.fused(
-                &floats,
-                &format!("{from}/self_attention/linear_0"),
-                &format!("{to}.attn"),
-                &["query", "key", "value"],
-                state,
-            )?;
-            w.linear(
-                &floats,
-                &format!("{from}/self_attention/linear_1"),
-                &format!("{to}.attn.out"),
-                state,
-            )?;
+            let (from, to) = (format!("decoder/layer_{i}"), format!("decoder.blocks.{i}"));
+            w.self_attention(&floats, &from, &to, state)?;
             w.norm(
                 &floats,
                 &format!("{from}/attention/layer_norm"),
@@ -484,23 +432,7 @@ pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
                 &format!("{to}.cross_attn.out"),
                 state,
             )?;
-            w.norm(
-                &floats,
-                &format!("{from}/ffn/layer_norm"),
-                &format!("{to}.mlp_ln"),
-            )?;
-            w.linear(
-                &floats,
-                &format!("{from}/ffn/linear_0"),
-                &format!("{to}.mlp.0"),
-                state,
-            )?;
-            w.linear(
-                &floats,
-                &format!("{from}/ffn/linear_1"),
-                &format!("{to}.mlp.2"),
-                4 * state,
-            )?;
+            w.feed_forward(&floats, &from, &to, state)?;
         }
         w.norm(&floats, "decoder/layer_norm", "decoder.ln")?;
         w.out.flush().map_err(write_err)?;
@@ -565,6 +497,61 @@ impl GgmlWriter {
         }
         self.tensors += 1;
         Ok(())
+    }
+
+    /// A layer's self-attention: its norm, the fused query/key/value, the output.
+    fn self_attention(
+        &mut self,
+        floats: &Floats<'_>,
+        from: &str,
+        to: &str,
+        state: usize,
+    ) -> Result<(), ConvertError> {
+        self.norm(
+            floats,
+            &format!("{from}/self_attention/layer_norm"),
+            &format!("{to}.attn_ln"),
+        )?;
+        self.fused(
+            floats,
+            &format!("{from}/self_attention/linear_0"),
+            &format!("{to}.attn"),
+            &["query", "key", "value"],
+            state,
+        )?;
+        self.linear(
+            floats,
+            &format!("{from}/self_attention/linear_1"),
+            &format!("{to}.attn.out"),
+            state,
+        )
+    }
+
+    /// A layer's feed-forward block: its norm and the two linear layers.
+    fn feed_forward(
+        &mut self,
+        floats: &Floats<'_>,
+        from: &str,
+        to: &str,
+        state: usize,
+    ) -> Result<(), ConvertError> {
+        self.norm(
+            floats,
+            &format!("{from}/ffn/layer_norm"),
+            &format!("{to}.mlp_ln"),
+        )?;
+        self.linear(
+            floats,
+            &format!("{from}/ffn/linear_0"),
+            &format!("{to}.mlp.0"),
+            state,
+        )?;
+        self.linear(
+            floats,
+            &format!("{from}/ffn/linear_1"),
+            &format!("{to}.mlp.2"),
+            4 * state,
+        )
     }
 
     fn norm(&mut self, floats: &Floats<'_>, from: &str, to: &str) -> Result<(), ConvertError> {
