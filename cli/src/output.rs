@@ -258,6 +258,10 @@ pub fn print_scan_bench(r: &ScanBenchReport) {
         "  throughput, one core: {:.0} MB/s over the corpus; {:.0} MB/s on lines without secrets, {:.0} MB/s on lines with one",
         r.mb_per_s, r.clean_mb_per_s, r.secret_mb_per_s
     );
+    println!(
+        "  worst case, a megabyte of one anchor repeated: {:.0} MB/s ({})",
+        r.worst_case_mb_per_s, r.worst_case
+    );
     for (kind, n) in &r.missed {
         println!("  missed {kind}: {n}");
     }

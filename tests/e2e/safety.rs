@@ -270,4 +270,5 @@ fn the_scan_benchmark_prints_recall_and_false_alterations() {
         "{last}"
     );
     assert!(last["mb_per_s"].as_f64().unwrap() > 0.0);
+    assert!(last["worst_case_mb_per_s"].as_f64().unwrap() > 0.0);
 }

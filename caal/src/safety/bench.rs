@@ -24,9 +24,30 @@ pub struct ScanBenchReport {
     pub clean_mb_per_s: f64,
     /// Lines with a secret only: finding, checking and replacing it.
     pub secret_mb_per_s: f64,
+    /// The slowest of the pathological texts (a megabyte each of one anchor
+    /// repeated, so that every anchor's window overlaps the next).
+    pub worst_case_mb_per_s: f64,
+    /// Which of them that was.
+    pub worst_case: String,
     /// Kinds that missed at least once, with how often.
     pub missed: Vec<(String, usize)>,
 }
+
+/// Texts made to be slow: one anchor repeated, each inside the last one's
+/// window (a scanner that walks each window anew does quadratic work).
+const PATHOLOGICAL: &[(&str, &str)] = &[
+    (
+        "PEM headers without an end line",
+        "-----BEGIN RSA PRIVATE KEY-----",
+    ),
+    ("JWT starts in one long run", "-eyJ"),
+    ("password assignments", "password="),
+    ("URL user parts", "://a:"),
+    ("OpenAI prefixes", "sk-"),
+    ("Slack prefixes", "xoxb-"),
+    ("Azure keys", "AccountKey="),
+    ("a random token", "aB3x9Qz7"),
+];
 
 pub fn run(lines: usize, seed: u64) -> ScanBenchReport {
     let safety = Safety::new();
@@ -65,8 +86,19 @@ pub fn run(lines: usize, seed: u64) -> ScanBenchReport {
         mb_per_s: bytes as f64 / 1e6 / secs,
         clean_mb_per_s,
         secret_mb_per_s,
+        worst_case_mb_per_s: f64::INFINITY,
+        worst_case: String::new(),
         missed: Vec::new(),
     };
+    for (name, unit) in PATHOLOGICAL {
+        let text = unit.repeat(1_000_000 / unit.len());
+        let started = Instant::now();
+        std::hint::black_box(safety.scrub(&text));
+        let rate = text.len() as f64 / 1e6 / started.elapsed().as_secs_f64();
+        if rate < report.worst_case_mb_per_s {
+            (report.worst_case_mb_per_s, report.worst_case) = (rate, (*name).to_owned());
+        }
+    }
     let mut missed = std::collections::BTreeMap::<String, usize>::new();
     for (line, out) in corpus.iter().zip(&scrubbed) {
         match &line.secret {

@@ -21,7 +21,6 @@ mod scanner;
 use std::{
     borrow::Cow,
     collections::HashMap,
-    fmt::Write as _,
     sync::{OnceLock, RwLock},
 };
 
@@ -45,7 +44,7 @@ pub struct Safety {
     /// HMAC keyed once with this process's random key; cloned per ref.
     mac: Hmac<Sha256>,
     /// Secret values by the 48-bit id in their ref.
-    refs: RwLock<HashMap<u64, String>>,
+    refs: RwLock<RefMap>,
     known: RwLock<Known>,
 }
 
@@ -70,7 +69,7 @@ impl Safety {
             scanner: Scanner::new(),
             mac: <Hmac<Sha256> as Mac>::new_from_slice(&key)
                 .expect("HMAC takes a key of any length"),
-            refs: RwLock::new(HashMap::new()),
+            refs: RwLock::new(RefMap::default()),
             known: RwLock::new(Known {
                 matcher: None,
                 values: Vec::new(),
@@ -136,41 +135,51 @@ impl Safety {
 
     /// `text` with every secret replaced by its ref.
     pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        self.scrub_counted(text).0
+        self.scrub_with(text, |_| {})
     }
 
     /// The scrubbed text and the kinds replaced, in order.
     pub fn scrub_counted<'a>(&self, text: &'a str) -> (Cow<'a, str>, Vec<&'static str>) {
+        let mut kinds = Vec::new();
+        let clean = self.scrub_with(text, |kind| kinds.push(kind));
+        (clean, kinds)
+    }
+
+    /// `text` with every secret replaced by its ref, telling `replaced` each kind.
+    fn scrub_with<'a>(
+        &self,
+        text: &'a str,
+        mut replaced: impl FnMut(&'static str),
+    ) -> Cow<'a, str> {
         let findings = self.findings(text);
         if findings.is_empty() {
-            return (Cow::Borrowed(text), Vec::new());
+            return Cow::Borrowed(text);
         }
-        let mut out = String::with_capacity(text.len());
+        let mut out = String::with_capacity(text.len() + 32 * findings.len());
         let mut at = 0;
-        let mut kinds = Vec::with_capacity(findings.len());
-        let mut new_refs = Vec::new();
+        let mut new_refs: Vec<(u64, &str)> = Vec::new();
         {
             let refs = self.refs.read().unwrap_or_else(|p| p.into_inner());
             for (kind, start, end) in findings {
                 out.push_str(&text[at..start]);
                 let value = &text[start..end];
                 let id = self.ref_id(value);
-                let _ = write!(out, "{REF_PREFIX}{kind}:{id:012x}");
+                push_ref(&mut out, kind, id);
                 if !refs.contains_key(&id) {
-                    new_refs.push((id, value.to_owned()));
+                    new_refs.push((id, value));
                 }
                 at = end;
-                kinds.push(kind);
+                replaced(kind);
             }
         }
         if !new_refs.is_empty() {
-            self.refs
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend(new_refs);
+            let mut refs = self.refs.write().unwrap_or_else(|p| p.into_inner());
+            for (id, value) in new_refs {
+                refs.entry(id).or_insert_with(|| value.to_owned());
+            }
         }
         out.push_str(&text[at..]);
-        (Cow::Owned(out), kinds)
+        Cow::Owned(out)
     }
 
     /// Scrubs every string in a JSON value, in place; returns the kinds replaced.
@@ -236,6 +245,40 @@ impl Safety {
         });
     }
 }
+
+/// Appends `secret_ref:<kind>:<12 hex digits of id>`.
+fn push_ref(out: &mut String, kind: &str, id: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push_str(REF_PREFIX);
+    out.push_str(kind);
+    out.push(':');
+    for shift in (0..12).rev() {
+        out.push(char::from(HEX[((id >> (shift * 4)) & 0xf) as usize]));
+    }
+}
+
+/// Ref ids are HMAC outputs under a key no one else holds: already uniform
+/// and unpredictable, so the map uses them as their own hash.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id;
+    }
+}
+
+type RefMap = HashMap<u64, String, std::hash::BuildHasherDefault<IdHasher>>;
 
 fn visit_strings(value: &mut Value, f: &mut dyn FnMut(&mut String)) {
     match value {
