@@ -78,6 +78,8 @@ static NAME: Class = class(b"A-Za-z_");
 static SPACE: Class = class(b" \t\n\r\x0b\x0c");
 static BEARER: Class = class(b"A-Za-z0-9._~+/-");
 static EQUALS: Class = class(b"=");
+/// Base64, base64url and most token alphabets.
+static TOKEN_BYTES: Class = class(b"A-Za-z0-9_+/=-");
 /// A value after `password=`: up to whitespace, a quote, a comma or a semicolon.
 static VALUE: Class = except(b" \t\n\r\x0b\x0c\"',;");
 static URL_USER: Class = except(b" \t\n\r\x0b\x0c:/@?#");
@@ -770,10 +772,15 @@ impl Scanner {
             walked,
         };
         let shape_end = matcher.parts(DETECTORS[d].shape, at)?;
-        let (start, end) = (
+        let (start, mut end) = (
             matcher.marks[0].unwrap_or(at),
             matcher.marks[1].unwrap_or(shape_end),
         );
+        // A secret that runs into its window's edge goes on to the end of its
+        // token: a 6 KB bearer token is removed whole, not cut at 4 KB.
+        if end == edge && edge < bytes.len() {
+            end = walked.run_end(&TOKEN_BYTES, bytes, end);
+        }
         // Runs of ASCII classes end on ASCII bytes; one of `VALUE` may stop at
         // the window's edge, which is a character boundary too.
         if start >= end
@@ -1252,6 +1259,15 @@ mod tests {
         assert_eq!(kinds(text), ["api_key_assignment"]);
         let text = "b40987accAccountKey=ZF25gmU3L5vZxN/ic7rLHmNbaI2JIjT2XNrVva96ntxc40rTy==";
         assert_eq!(kinds(text), ["azure_storage_key"]);
+    }
+
+    #[test]
+    fn a_secret_longer_than_its_window_is_found_whole() {
+        let token = "aB3dE5gH7jK9".repeat(500); // 6,000 characters; the window is 4 KB
+        let text = format!("Authorization: Bearer {token}\nnext line");
+        let found = Scanner::new().scan(&text);
+        assert_eq!(found.len(), 1);
+        assert_eq!(&text[found[0].start..found[0].end], token);
     }
 
     #[test]
