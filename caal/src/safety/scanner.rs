@@ -114,6 +114,8 @@ use Part::*;
 
 const OPT_QUOTE: Part = Alt(&[&[Lit(&["\"", "'"])], &[]]);
 const SPACES: Part = Run(&SPACE, 0, MAX);
+/// What joins a key's name to its value: `=`, `: `, `" = "`, `':'`.
+const ASSIGNED: Part = Alt(&[&[OPT_QUOTE, SPACES, Lit(&[":", "="]), SPACES, OPT_QUOTE]]);
 
 struct Detector {
     kind: &'static str,
@@ -158,11 +160,7 @@ static DETECTORS: &[Detector] = &[
         anchors: &["aws_secret_access_key", "aws_secret_key", "secretaccesskey"],
         shape: &[
             Run(&NAME, 1, MAX),
-            OPT_QUOTE,
-            SPACES,
-            Lit(&[":", "="]),
-            SPACES,
-            OPT_QUOTE,
+            ASSIGNED,
             Begin,
             Run(&B64, 40, 40),
             Boundary,
@@ -452,11 +450,7 @@ static DETECTORS: &[Detector] = &[
                 "client_secret",
                 "private_key",
             ]),
-            OPT_QUOTE,
-            SPACES,
-            Lit(&[":", "="]),
-            SPACES,
-            OPT_QUOTE,
+            ASSIGNED,
             Begin,
             Run(&VALUE, 8, MAX),
         ],
@@ -467,11 +461,7 @@ static DETECTORS: &[Detector] = &[
         anchors: &["token", "secret"],
         shape: &[
             Word(&["token", "secret"]),
-            OPT_QUOTE,
-            SPACES,
-            Lit(&[":", "="]),
-            SPACES,
-            OPT_QUOTE,
+            ASSIGNED,
             Begin,
             Run(&VALUE, 8, MAX),
         ],
