@@ -22,4 +22,5 @@ pub mod stats;
 pub(crate) mod testing;
 pub mod tools;
 pub mod trace;
+pub mod understand;
 pub mod voice;

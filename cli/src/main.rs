@@ -55,6 +55,18 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },
+    /// Show what the router understands in TEXT, layer by layer, without
+    /// running anything: the decision, and every sentence template that matched.
+    Understand {
+        /// Where it is said (an area of the home), for "the lights here".
+        #[arg(long)]
+        area: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
     /// Serve the HTTP API, the live event stream and the web page.
     Serve {
         /// Address to listen on. A non-loopback address needs CAAL_API_TOKEN set.
@@ -277,6 +289,25 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// How well the router understands what people say: command and
+    /// parameter accuracy on Home Assistant's English intent tests (the
+    /// default home's domains), CAAL's paraphrases and out-of-domain talk;
+    /// proposals, confirmations asked, and decision time per layer.
+    Understand {
+        /// A suite of your own: JSON lines {"text", "command", "params"}
+        /// ("command": "-" for no command).
+        #[arg(long)]
+        suite: Option<PathBuf>,
+        /// Say each line with espeak-ng and transcribe it with whisper first.
+        #[arg(long)]
+        spoken: bool,
+        /// Lines listed that were not understood right, per suite.
+        #[arg(long, default_value_t = 10)]
+        misses: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// `caal say` as a whole process (start, open, round, durable, exit).
     Say {
         /// Timed runs, after three untimed warm-up runs.
@@ -423,6 +454,24 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
         }
         Command::Serve { bind } => serve(&cli.data_dir, load_config()?.0, &bind)?,
+        Command::Understand { area, json, text } => {
+            let config = load_config()?.0;
+            let env = |k: &str| std::env::var(k).ok();
+            let library = caal::understand::library::load_configured(&config.understand, &env);
+            let router = caal::router::Router::compile_with(&config, library)
+                .map_err(anyhow::Error::from)?;
+            let text = text.join(" ");
+            let context = caal::understand::Context {
+                area: area.map(|a| caal::understand::normalize(&a)),
+            };
+            let normalized = caal::router::normalize(&text);
+            let decision =
+                router.route_in(&normalized, &config.conversation.default_state, &context);
+            let matches = router
+                .library()
+                .understand(&normalized, router.home(), &context);
+            output::print_understanding(&text, &decision, &matches, json);
+        }
         Command::Config(ConfigCommand::Check) => {
             let (config, file) = load_config()?;
             let origin = file.map_or("built-in defaults".to_owned(), |f| {
@@ -491,6 +540,51 @@ fn run(cli: Cli) -> Result<(), Failure> {
             {
                 let _ = (runs, json);
                 return Err(anyhow::Error::from(caal::voice::SttError::NotBuilt).into());
+            }
+        }
+        Command::Bench(BenchCommand::Understand {
+            suite,
+            spoken,
+            misses,
+            json,
+        }) => {
+            let config = load_config()?.0;
+            let env = |k: &str| std::env::var(k).ok();
+            let library = caal::understand::library::load_configured(&config.understand, &env);
+            let router = caal::router::Router::compile_with(&config, library)
+                .map_err(anyhow::Error::from)?;
+            let given = match &suite {
+                Some(path) => Some((
+                    path.display().to_string(),
+                    std::fs::read_to_string(path).map_err(|e| {
+                        anyhow::anyhow!("cannot read the suite {}: {e}", path.display())
+                    })?,
+                )),
+                None => None,
+            };
+            let given = given.as_ref().map(|(n, t)| (n.as_str(), t.as_str()));
+            let report = if spoken {
+                #[cfg(feature = "whisper")]
+                {
+                    let models = caal::llm::tiers::models_dir(&env);
+                    let hear = caal::voice::bench::hearing(&config, &models)
+                        .map_err(anyhow::Error::msg)?;
+                    caal::understand::bench::run(&router, given, Some(&hear))
+                }
+                #[cfg(not(feature = "whisper"))]
+                {
+                    return Err(anyhow::Error::from(caal::voice::SttError::NotBuilt).into());
+                }
+            } else {
+                caal::understand::bench::run(&router, given, None)
+            }
+            .map_err(anyhow::Error::msg)?;
+            output::print_understand_bench(&report, misses);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).map_err(anyhow::Error::from)?
+                );
             }
         }
         Command::Bench(BenchCommand::Scan { lines, json }) => {

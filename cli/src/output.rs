@@ -203,6 +203,158 @@ pub fn print_router_bench(r: &RouterBenchReport) {
     );
 }
 
+pub fn print_understanding(
+    text: &str,
+    d: &caal::router::RouteDecision,
+    matches: &[caal::understand::Understood],
+    json: bool,
+) {
+    let commands: Vec<serde_json::Value> = match &d.intent {
+        caal::router::Intent::Chain(chain) => chain
+            .commands
+            .iter()
+            .map(|c| serde_json::json!({"command_id": c.command_id, "params": c.params, "auth_level": c.auth_level, "summary": c.summary}))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"text": text, "route_code": d.route_code, "layer": d.layer, "source_rule": d.source_rule,
+                "commands": commands, "understood": d.understood, "templates": matches})
+        );
+        return;
+    }
+    println!("{text:?}");
+    println!(
+        "  decision: {} by {} ({})",
+        d.route_code,
+        d.layer,
+        d.source_rule.as_deref().unwrap_or("-")
+    );
+    for c in &commands {
+        println!(
+            "  command: {} {} (level {})",
+            c["command_id"].as_str().unwrap_or(""),
+            c["params"],
+            c["auth_level"]
+        );
+    }
+    if let caal::router::Intent::Reply(r)
+    | caal::router::Intent::Invalid {
+        problem: caal::router::ParamProblem { message: r, .. },
+        ..
+    } = &d.intent
+    {
+        println!("  reply: {r}");
+    }
+    if let caal::router::Intent::Ambiguous { candidates } = &d.intent {
+        println!("  asks which: {}", candidates.join(" | "));
+    }
+    if matches.is_empty() {
+        println!("  no sentence template matched");
+    }
+    for m in matches.iter().take(5) {
+        let slots: Vec<String> = m
+            .slots
+            .iter()
+            .map(|(k, s)| format!("{k}={}", s.value))
+            .collect();
+        println!(
+            "  template {} [{}] {:.2}: {:?} {}",
+            m.intent,
+            m.source,
+            m.confidence,
+            m.template,
+            slots.join(" ")
+        );
+    }
+}
+
+pub fn print_understand_bench(r: &caal::understand::bench::UnderstandReport, misses: usize) {
+    println!(
+        "understanding benchmark: {} ({} sentences){}",
+        r.library,
+        r.sentences,
+        if r.spoken {
+            ", spoken: espeak-ng -> whisper -> router"
+        } else {
+            ""
+        }
+    );
+    let pct = |x: f64| {
+        if x.is_nan() {
+            "   -  ".to_owned()
+        } else {
+            format!("{:5.1}%", x * 100.0)
+        }
+    };
+    for s in &r.suites {
+        println!("  {} ({} lines)", s.suite, s.lines);
+        if s.commands_expected > 0 {
+            println!(
+                "    command right {}   command and parameters right {}   ({} expecting a command)",
+                pct(s.command_accuracy),
+                pct(s.command_params_accuracy),
+                s.commands_expected
+            );
+            println!(
+                "    level-1/2 commands understood that would ask for confirmation: {} of {}",
+                s.low_level_asked, s.low_level_right
+            );
+        }
+        if s.out_of_domain > 0 {
+            println!(
+                "    out of domain ({} lines): {} proposed, {} would run",
+                s.out_of_domain, s.ood_proposed, s.ood_executed
+            );
+        }
+        for l in &s.latency {
+            println!(
+                "    decision time, {:<9} ({:>3}): p50 {:>8.1} µs   p90 {:>8.1} µs",
+                l.layer, l.count, l.p50_us, l.p90_us
+            );
+        }
+        for m in s.misses.iter().take(misses) {
+            let shown = |v: &[caal::understand::bench::Expected]| {
+                if v.is_empty() {
+                    "-".to_owned()
+                } else {
+                    v.iter()
+                        .map(|e| {
+                            format!(
+                                "{} {}",
+                                e.command,
+                                serde_json::to_string(&e.params).unwrap_or_default()
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                }
+            };
+            let heard = if m.heard != m.text {
+                format!(" (heard {:?})", m.heard)
+            } else {
+                String::new()
+            };
+            println!(
+                "    miss: {:?}{heard}: wanted {}, got {} [{} {}]",
+                m.text,
+                shown(&m.expected),
+                shown(&m.decided),
+                m.layer,
+                m.route_code
+            );
+        }
+        if s.misses.len() > misses {
+            println!(
+                "    … {} more misses (--misses N lists more)",
+                s.misses.len() - misses
+            );
+        }
+    }
+}
+
 pub fn print_pending(pending: &[(String, Pending)]) {
     if pending.is_empty() {
         println!("nothing is waiting for a confirmation");

@@ -39,6 +39,11 @@ pub struct Config {
     pub macros: BTreeMap<String, MacroConfig>,
     #[serde(default)]
     pub rules: Vec<RuleConfig>,
+    /// The home: areas and devices that parameters resolve against.
+    #[serde(default)]
+    pub home: HomeConfig,
+    /// The layers below the rules: sentence templates and what their intents run.
+    pub understand: UnderstandConfig,
     /// `sha256:` of the effective configuration (defaults, file and
     /// environment merged, canonical JSON): receipts name the rules they ran under.
     #[serde(skip)]
@@ -394,6 +399,10 @@ pub enum ParamKind {
     Duration,
     /// The name of a configured conversation state.
     State,
+    /// An area of the home (or "all"); an unknown one is refused naming the areas there are.
+    Area,
+    /// A device of the home, of the kinds in `values` (domains) if given.
+    Device,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -429,6 +438,94 @@ pub struct MacroConfig {
 #[serde(deny_unknown_fields)]
 pub struct MacroStep {
     pub command: String,
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+}
+
+/// The home model: areas (rooms) and devices, with the other names people use.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HomeConfig {
+    #[serde(default)]
+    pub areas: Vec<AreaConfig>,
+    #[serde(default)]
+    pub devices: Vec<DeviceConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AreaConfig {
+    pub name: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    pub floor: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    pub name: String,
+    /// Home Assistant's domain: light, lock, cover, climate, switch, fan, ...
+    pub domain: String,
+    pub area: Option<String>,
+    /// What commands receive for it (e.g. `front` for the front door's lock); default: the name.
+    pub id: Option<String>,
+    pub device_class: Option<String>,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+}
+
+/// The understanding layers below the rules.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnderstandConfig {
+    /// Match Home Assistant's sentence library (installed by the setup).
+    pub templates: bool,
+    /// The library's language (and the number words'): "en" or "de".
+    pub language: String,
+    /// Rules of this priority or below yield to a template match.
+    pub priority: i32,
+    /// Words dropped before matching, on top of the library's own.
+    #[serde(default)]
+    pub skip_words: Vec<String>,
+    /// Several requests in one sentence, split at these words.
+    #[serde(default)]
+    pub split_words: Vec<String>,
+    /// Said before a request that is not to be done ("don't unlock the door").
+    #[serde(default)]
+    pub negations: Vec<String>,
+    /// Expansion rules (`<turn>`) set over the library's own.
+    #[serde(default)]
+    pub rules: BTreeMap<String, String>,
+    /// CAAL's own sentences, in the same template syntax.
+    #[serde(default)]
+    pub sentences: Vec<SentenceConfig>,
+    /// What an understood intent runs.
+    #[serde(default)]
+    pub intents: Vec<IntentMapConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SentenceConfig {
+    pub intent: String,
+    pub sentences: Vec<String>,
+    /// Slots every one of these sentences fills.
+    #[serde(default)]
+    pub slots: BTreeMap<String, String>,
+}
+
+/// An intent (with slot conditions) mapped to a command and its parameters.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntentMapConfig {
+    pub intent: String,
+    /// Slot values that must hold (`domain = "light"`); `*` for "present", `-` for "absent".
+    #[serde(default)]
+    pub when: BTreeMap<String, String>,
+    pub command: String,
+    /// Parameters as templates over the slots: `{area}`; `{minutes|0}` with
+    /// a default; a parameter whose slot is missing is left to its default.
     #[serde(default)]
     pub params: BTreeMap<String, String>,
 }

@@ -226,6 +226,15 @@ fn parameters_schema(
             }
             ParamKind::Integer => json!({"type": "integer"}),
             ParamKind::Number => json!({"type": "number"}),
+            // The home's own names: a model may only pick one that is there.
+            ParamKind::Area => {
+                let mut areas: Vec<&str> = router.home().area_names();
+                areas.push("all");
+                json!({"type": "string", "enum": areas})
+            }
+            ParamKind::Device => json!({"type": "string", "enum": router.home().devices.iter()
+                .filter(|d| p.values.is_empty() || p.values.contains(&d.domain))
+                .map(|d| d.name.as_str()).collect::<Vec<_>>()}),
         };
         if matches!(p.kind, ParamKind::Integer | ParamKind::Number) {
             if let Some(min) = p.min {

@@ -289,7 +289,9 @@ impl Engine {
         config: Config,
         options: EngineOptions,
     ) -> Result<Self, ConfigError> {
-        let router = Router::compile(&config)?;
+        let library =
+            crate::understand::library::load_configured(&config.understand, &*options.env);
+        let router = Router::compile_with(&config, library)?;
         // Known secrets are scrubbed wherever they appear, whatever their shape.
         let safety = crate::safety::global();
         let token_env = config
@@ -630,6 +632,8 @@ impl Engine {
                 "state": state_in,
                 "state_policy": policy.map(|p| json!({"unmatched": p.unmatched, "escalation": p.escalation, "prefer_local": p.prefer_local})),
                 "candidates": candidates,
+                "layer": decision.layer,
+                "understood": decision.understood,
             }),
         ))?;
         result.route_code = decision.route_code.clone();

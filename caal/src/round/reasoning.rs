@@ -107,7 +107,15 @@ impl Engine {
                 .router
                 .command(&command.command_id)
                 .is_some_and(|spec| governed(spec, &self.config.reasoning));
+            // A chain of several requests: each command names its own rule or template.
+            let own = command.source_rule.clone();
+            let rule = rule.or(own.as_deref());
             let rationale = match (rule, &chain.macro_name) {
+                (Some(rule), _) if rule.starts_with("template:") => format!(
+                    "Understood '{words}' as {} (sentence template): {}.",
+                    &rule["template:".len()..],
+                    command.summary
+                ),
                 (Some(rule), Some(m)) => format!(
                     "Rule {rule} matched '{words}': macro {m}, step {}.",
                     command.summary

@@ -9,6 +9,7 @@
 
 pub mod bench;
 mod params;
+mod understood;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -16,16 +17,20 @@ use regex::{Regex, RegexSet};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-pub use params::{ParamProblem, ParamValue, human_duration, parse_duration, parse_params};
+pub use params::{Known, ParamProblem, ParamValue, human_duration, parse_duration, parse_params};
 
 use crate::{
     auth::{AuthLevel, Command, CommandChain, StoredChain},
     config::{
-        CommandConfig, Config, ConfigError, MacroConfig, MemoryOp, ParamKind, RouteType,
-        RuleConfig, StateConfig, Unmatched,
+        CommandConfig, Config, ConfigError, IntentMapConfig, MacroConfig, MemoryOp, ParamKind,
+        RouteType, RuleConfig, StateConfig, Unmatched,
     },
     tools,
+    understand::{Context, Home, Lang, Library},
 };
+
+/// A template match at least this sure is taken over a split of the sentence.
+const SURE: f64 = 0.5;
 
 #[derive(Clone, Debug)]
 enum Target {
@@ -58,6 +63,13 @@ pub struct Router {
     state_names: BTreeSet<String>,
     fallback_reply: String,
     chat_reply: String,
+    home: Home,
+    library: Library,
+    intent_maps: Vec<IntentMapConfig>,
+    /// Rules of this priority or below yield to the templates.
+    template_priority: i32,
+    split_words: Vec<String>,
+    negations: Vec<String>,
 }
 
 /// What the round should do, as the router sees it.
@@ -108,10 +120,18 @@ pub struct RouteDecision {
     /// Typed parameters of a single command (raw text if they were refused).
     pub params: Value,
     pub intent: Intent,
+    /// Which layer decided: `rule`, `template`, `split` (several requests),
+    /// `negation`, `home` (a room or device that is not there), `none`.
+    pub layer: &'static str,
+    /// What the understanding layers matched and how sure they were.
+    pub understood: Option<Value>,
+    /// How sure the deciding layer is, 0–1 (rules: 1).
+    pub confidence: f64,
 }
 
 impl RouteDecision {
     fn simple(route_code: &str, source_rule: Option<String>, intent: Intent) -> Self {
+        let source_rule_is_some = source_rule.is_some();
         Self {
             route_code: route_code.into(),
             source_rule,
@@ -121,17 +141,61 @@ impl RouteDecision {
             command_id: None,
             params: json!({}),
             intent,
+            layer: if source_rule_is_some { "rule" } else { "none" },
+            understood: None,
+            confidence: 1.0,
         }
     }
 }
 
 impl Router {
+    /// The router with CAAL's own sentences only (checks, tools that need no library).
     pub fn compile(config: &Config) -> Result<Self, ConfigError> {
+        Self::compile_with(config, None)
+    }
+
+    /// The router over a loaded sentence library (Home Assistant's), with
+    /// CAAL's own sentences and skip words added to it.
+    pub fn compile_with(config: &Config, library: Option<Library>) -> Result<Self, ConfigError> {
         let state_names: BTreeSet<String> = config.states.keys().cloned().collect();
-        let commands = compile_commands(config, &state_names)?;
+        let home = Home::from_config(&config.home)?;
+        let known = Known {
+            states: &state_names,
+            home: &home,
+        };
+        let commands = compile_commands(config, known)?;
         for (name, m) in &config.macros {
-            check_macro(name, m, &commands, &state_names)?;
+            check_macro(name, m, &commands, known)?;
         }
+        let u = &config.understand;
+        let lang = Lang::parse(&u.language).ok_or_else(|| ConfigError::Value {
+            key: "understand.language".into(),
+            problem: format!(
+                "{:?} has no number reader here; use \"en\" or \"de\"",
+                u.language
+            ),
+        })?;
+        let mut library = library.unwrap_or_else(|| Library::empty(lang));
+        for w in &u.skip_words {
+            library.add_skip_word(w);
+        }
+        for (name, body) in &u.rules {
+            library
+                .set_rule(name, body)
+                .map_err(|e| ConfigError::Value {
+                    key: format!("understand.rules.{name}"),
+                    problem: e.to_string(),
+                })?;
+        }
+        for s in &u.sentences {
+            library
+                .add_sentences(&s.intent, &s.sentences, &s.slots)
+                .map_err(|e| ConfigError::Value {
+                    key: format!("understand.sentences ({})", s.intent),
+                    problem: e.to_string(),
+                })?;
+        }
+        understood::check_maps(&u.intents, &commands)?;
         let mut seen = HashSet::new();
         let mut rules = Vec::with_capacity(config.rules.len());
         for rule in &config.rules {
@@ -258,7 +322,30 @@ impl Router {
             state_names,
             fallback_reply: config.router.fallback_reply.clone(),
             chat_reply: config.router.chat_reply.clone(),
+            home,
+            library,
+            intent_maps: u.intents.clone(),
+            template_priority: u.priority,
+            split_words: u.split_words.iter().map(|w| normalize(w)).collect(),
+            negations: u.negations.iter().map(|w| normalize(w)).collect(),
         })
+    }
+
+    /// The home model parameters resolve against.
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// The sentence library in use.
+    pub fn library(&self) -> &Library {
+        &self.library
+    }
+
+    fn known(&self) -> Known<'_> {
+        Known {
+            states: &self.state_names,
+            home: &self.home,
+        }
     }
 
     pub fn command(&self, id: &str) -> Option<&CommandSpec> {
@@ -307,6 +394,45 @@ impl Router {
 
     /// Routes one normalised utterance in conversation state `state`.
     pub fn route(&self, text: &str, state: &str) -> RouteDecision {
+        self.route_in(text, state, &Context::default())
+    }
+
+    /// Routes in layers: rules above the template priority; a negated
+    /// request (never run); the sentence templates; several requests in one
+    /// sentence; the remaining rules; a room or device that is not in the
+    /// home (a reply naming what is); else the state's unmatched route.
+    pub fn route_in(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
+        let ruled = self.by_rules(text);
+        if let Some((priority, decision)) = ruled {
+            if priority > self.template_priority {
+                return decision;
+            }
+            return self.understood(text, context).unwrap_or(decision);
+        }
+        self.understood(text, context)
+            .or_else(|| self.unknown_target(text, context))
+            .unwrap_or_else(|| self.unmatched(state))
+    }
+
+    /// The layers below the strong rules, without the catch-alls. A
+    /// template whose wildcards took most of the sentence yields to a split
+    /// into requests that each match whole ("turn off the lights then set a
+    /// timer" is not a timer named "turn off the lights then").
+    fn understood(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        if let Some(d) = self.negated(text, context) {
+            return Some(d);
+        }
+        let by_template = self.by_templates(text, context);
+        if by_template.as_ref().is_none_or(|d| d.confidence < SURE) {
+            if let Some(several) = self.several(text, context) {
+                return Some(several);
+            }
+        }
+        by_template
+    }
+
+    /// The configured rules' decision and the winning priority, if any rule matched.
+    fn by_rules(&self, text: &str) -> Option<(i32, RouteDecision)> {
         let matches = self.set.matches(text);
         let top = matches.iter().map(|i| self.rules[i].config.priority).max();
         let winners: Vec<&CompiledRule> = matches
@@ -314,9 +440,8 @@ impl Router {
             .map(|i| &self.rules[i])
             .filter(|r| Some(r.config.priority) == top)
             .collect();
-        let Some(rule) = winners.first().copied() else {
-            return self.unmatched(state);
-        };
+        let rule = winners.first().copied()?;
+        let priority = rule.config.priority;
         let distinct: Vec<&CompiledRule> = winners.iter().fold(Vec::new(), |mut kept, r| {
             if !kept.iter().any(|k: &&CompiledRule| same_target(k, r)) {
                 kept.push(r);
@@ -325,11 +450,10 @@ impl Router {
         });
         if distinct.len() > 1 {
             let candidates = distinct.iter().map(|r| self.describe(r, text)).collect();
-            return RouteDecision::simple(
-                "intent.ambiguous",
-                None,
-                Intent::Ambiguous { candidates },
-            );
+            return Some((
+                priority,
+                RouteDecision::simple("intent.ambiguous", None, Intent::Ambiguous { candidates }),
+            ));
         }
         let captures = captures(&rule.regex, text);
         let topic = rule
@@ -377,7 +501,7 @@ impl Router {
             }
         };
         decision.topic = topic;
-        decision
+        Some((priority, decision))
     }
 
     fn unmatched(&self, state: &str) -> RouteDecision {
@@ -413,6 +537,17 @@ impl Router {
             Target::Macro(name) => self.resolve_macro(name, source.clone(), rule.level),
             Target::None => unreachable!("command routes have a target (checked at compile)"),
         };
+        self.chain_decision(route_code, source, built, captures)
+    }
+
+    /// A decision to run `built`, or to refuse it naming the problem.
+    fn chain_decision(
+        &self,
+        route_code: &str,
+        source: Option<String>,
+        built: Result<CommandChain, (String, ParamProblem)>,
+        captures: &BTreeMap<String, String>,
+    ) -> RouteDecision {
         match built {
             Ok(chain) => RouteDecision {
                 route_code: route_code.into(),
@@ -426,6 +561,9 @@ impl Router {
                     _ => json!({}),
                 },
                 intent: Intent::Chain(chain),
+                layer: "rule",
+                understood: None,
+                confidence: 1.0,
             },
             Err((command_id, problem)) => RouteDecision {
                 route_code: route_code.into(),
@@ -442,6 +580,9 @@ impl Router {
                     command_id,
                     problem,
                 },
+                layer: "rule",
+                understood: None,
+                confidence: 1.0,
             },
         }
     }
@@ -465,7 +606,7 @@ impl Router {
             .into_iter()
             .filter(|(k, _)| spec.config.params.contains_key(k))
             .collect();
-        let params = parse_params(&spec.config.params, &raw, &self.state_names)?;
+        let params = parse_params(&spec.config.params, &raw, self.known())?;
         Ok(Command {
             command_id: id.to_owned(),
             auth_level: raise_to.map_or(spec.level, |r| r.max(spec.level)),
@@ -567,7 +708,7 @@ fn captures(regex: &Regex, text: &str) -> BTreeMap<String, String> {
 
 fn compile_commands(
     config: &Config,
-    states: &BTreeSet<String>,
+    known: Known<'_>,
 ) -> Result<BTreeMap<String, CommandSpec>, ConfigError> {
     let mut out = BTreeMap::new();
     for (id, c) in &config.commands {
@@ -588,7 +729,7 @@ fn compile_commands(
             if let Some(default) = &p.default {
                 let spec = BTreeMap::from([(name.clone(), p.clone())]);
                 let raw = BTreeMap::from([(name.clone(), default.clone())]);
-                parse_params(&spec, &raw, states)
+                parse_params(&spec, &raw, known)
                     .map_err(|e| problem(format!("default of {name}: {}", e.message)))?;
             }
         }
@@ -637,7 +778,7 @@ fn check_macro(
     name: &str,
     m: &MacroConfig,
     commands: &BTreeMap<String, CommandSpec>,
-    states: &BTreeSet<String>,
+    known: Known<'_>,
 ) -> Result<(), ConfigError> {
     let problem = |problem: String| ConfigError::Item {
         what: "macro",
@@ -655,7 +796,7 @@ fn check_macro(
                 step.command
             ))
         })?;
-        parse_params(&spec.config.params, &step.params, states)
+        parse_params(&spec.config.params, &step.params, known)
             .map_err(|e| problem(format!("step {} ({}): {}", i + 1, step.command, e.message)))?;
     }
     Ok(())

@@ -10,6 +10,14 @@ use std::{
 use serde::Serialize;
 
 use crate::config::{ParamKind, ParamSpec};
+use crate::understand::Home;
+
+/// What parameters are checked against: the conversation states and the home.
+#[derive(Clone, Copy)]
+pub struct Known<'a> {
+    pub states: &'a BTreeSet<String>,
+    pub home: &'a Home,
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -59,20 +67,11 @@ pub fn human_duration(seconds: u64) -> String {
     }
 }
 
-/// "10 minutes", "10 min", "1 hour", "90 seconds", "2 days" -> seconds.
+/// "10 minutes", "ten minutes", "an hour and a half", "1h30", "90 secs" -> seconds
+/// (English, and German where the words are German).
 pub fn parse_duration(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number.parse().ok()?;
-    let scale = match unit.trim() {
-        "s" | "sec" | "secs" | "second" | "seconds" => 1,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60,
-        "h" | "hr" | "hrs" | "hour" | "hours" => 3_600,
-        "d" | "day" | "days" => 86_400,
-        _ => return None,
-    };
-    n.checked_mul(scale)
+    use crate::understand::{Lang, numbers};
+    numbers::parse_duration(Lang::En, text).or_else(|| numbers::parse_duration(Lang::De, text))
 }
 
 /// Why a command's parameters were refused; `code` is a `validator.*` code.
@@ -87,7 +86,7 @@ pub struct ParamProblem {
 pub fn parse_params(
     specs: &BTreeMap<String, ParamSpec>,
     raw: &BTreeMap<String, String>,
-    states: &BTreeSet<String>,
+    known: Known<'_>,
 ) -> Result<BTreeMap<String, ParamValue>, ParamProblem> {
     let mut out = BTreeMap::new();
     for (name, spec) in specs {
@@ -99,7 +98,7 @@ pub fn parse_params(
                 message: format!("I need the {name}"),
             });
         };
-        out.insert(name.clone(), parse_one(name, spec, text, states)?);
+        out.insert(name.clone(), parse_one(name, spec, text, known)?);
     }
     Ok(out)
 }
@@ -108,7 +107,7 @@ fn parse_one(
     name: &str,
     spec: &ParamSpec,
     text: &str,
-    states: &BTreeSet<String>,
+    known: Known<'_>,
 ) -> Result<ParamValue, ParamProblem> {
     let bad = |message: String| ParamProblem {
         param: name.to_owned(),
@@ -155,11 +154,60 @@ fn parse_one(
                 )))
             }
         }
+        ParamKind::Area => {
+            let said = crate::understand::normalize(text);
+            let said = said.strip_prefix("the ").unwrap_or(&said);
+            if known.home.areas.is_empty() || said == "all" {
+                return Ok(ParamValue::Text(said.to_owned()));
+            }
+            match known
+                .home
+                .areas
+                .iter()
+                .find(|a| a.name == said || a.aliases.iter().any(|x| x == said))
+            {
+                Some(area) => Ok(ParamValue::Text(area.name.clone())),
+                None => Err(ParamProblem {
+                    param: name.to_owned(),
+                    code: "validator.unknown_area",
+                    message: format!(
+                        "there is no {said} here; the rooms are {}",
+                        known.home.area_names().join(", ")
+                    ),
+                }),
+            }
+        }
+        ParamKind::Device => {
+            let said = crate::understand::normalize(text);
+            let said = said.strip_prefix("the ").unwrap_or(&said);
+            if said.is_empty() || known.home.devices.is_empty() {
+                return Ok(ParamValue::Text(said.to_owned()));
+            }
+            let found = known.home.devices.iter().find(|d| {
+                (d.id == said || d.name == said || d.aliases.iter().any(|x| x == said))
+                    && (spec.values.is_empty() || spec.values.contains(&d.domain))
+            });
+            match found {
+                Some(d) => Ok(ParamValue::Text(d.name.clone())),
+                None => {
+                    let kind = spec.values.first().map(String::as_str);
+                    Err(ParamProblem {
+                        param: name.to_owned(),
+                        code: "validator.unknown_device",
+                        message: format!(
+                            "I don't know a {} called {said}; there are {}",
+                            kind.unwrap_or("device"),
+                            known.home.device_names(kind).join(", ")
+                        ),
+                    })
+                }
+            }
+        }
         ParamKind::State => {
-            if states.contains(text) {
+            if known.states.contains(text) {
                 Ok(ParamValue::Text(text.to_owned()))
             } else {
-                let known: Vec<&str> = states.iter().map(String::as_str).collect();
+                let known: Vec<&str> = known.states.iter().map(String::as_str).collect();
                 Err(bad(format!(
                     "there is no {text} mode; the modes are {}",
                     known.join(", ")
@@ -220,14 +268,20 @@ mod tests {
         let ok = parse_params(
             &specs,
             &BTreeMap::from([("temperature".into(), "21.5".into())]),
-            &states,
+            Known {
+                states: &states,
+                home: &Home::default(),
+            },
         )
         .unwrap();
         assert_eq!(ok["temperature"], ParamValue::Number(21.5));
         let err = parse_params(
             &specs,
             &BTreeMap::from([("temperature".into(), "400".into())]),
-            &states,
+            Known {
+                states: &states,
+                home: &Home::default(),
+            },
         )
         .unwrap_err();
         assert_eq!(err.code, "validator.out_of_range");
@@ -235,7 +289,15 @@ mod tests {
             err.message,
             "the temperature must be between 10 and 30 °C, not 400 °C"
         );
-        let err = parse_params(&specs, &BTreeMap::new(), &states).unwrap_err();
+        let err = parse_params(
+            &specs,
+            &BTreeMap::new(),
+            Known {
+                states: &states,
+                home: &Home::default(),
+            },
+        )
+        .unwrap_err();
         assert_eq!(err.code, "validator.missing_param");
     }
 
@@ -245,7 +307,8 @@ mod tests {
         assert_eq!(parse_duration("1 hour"), Some(3600));
         assert_eq!(parse_duration("90 secs"), Some(90));
         assert_eq!(parse_duration("2days"), Some(172_800));
-        assert_eq!(parse_duration("ten minutes"), None);
+        assert_eq!(parse_duration("ten minutes"), Some(600));
+        assert_eq!(parse_duration("an hour and a half"), Some(5400));
         assert_eq!(parse_duration("10 fortnights"), None);
         assert_eq!(human_duration(5400), "1 hour 30 minutes");
         assert_eq!(human_duration(1), "1 second");
@@ -259,13 +322,24 @@ mod tests {
         let specs = BTreeMap::from([("door".to_string(), door)]);
         let states = BTreeSet::new();
         assert_eq!(
-            parse_params(&specs, &BTreeMap::new(), &states).unwrap()["door"],
+            parse_params(
+                &specs,
+                &BTreeMap::new(),
+                Known {
+                    states: &states,
+                    home: &Home::default()
+                }
+            )
+            .unwrap()["door"],
             ParamValue::Text("front".into())
         );
         let err = parse_params(
             &specs,
             &BTreeMap::from([("door".into(), "cellar".into())]),
-            &states,
+            Known {
+                states: &states,
+                home: &Home::default(),
+            },
         )
         .unwrap_err();
         assert!(err.message.contains("front, back"), "{}", err.message);
@@ -275,7 +349,10 @@ mod tests {
             parse_params(
                 &specs,
                 &BTreeMap::from([("state".into(), "research".into())]),
-                &modes
+                Known {
+                    states: &modes,
+                    home: &Home::default()
+                }
             )
             .is_ok()
         );

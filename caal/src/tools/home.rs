@@ -16,6 +16,8 @@ use crate::{
 pub const COMMANDS: &[&str] = &[
     "lights.set",
     "lights.brightness",
+    "light.set",
+    "light.brightness",
     "thermostat.set",
     "timer.set",
     "timer.cancel",
@@ -63,9 +65,13 @@ pub fn run_in(c: &Connection, call: &ToolCall<'_>) -> rusqlite::Result<ToolOutco
     let now = now_timestamp();
     let v = SCHEMA_VERSION;
     Ok(match call.command.command_id.as_str() {
-        "lights.set" | "lights.brightness" => {
-            let room = text(call, "room");
-            let (is_on, level) = if call.command.command_id == "lights.set" {
+        "lights.set" | "lights.brightness" | "light.set" | "light.brightness" => {
+            // One device is kept under its own name, beside the rooms.
+            let room = match text(call, "device") {
+                "" => text(call, "room"),
+                device => device,
+            };
+            let (is_on, level) = if call.command.command_id.ends_with(".set") {
                 (text(call, "state") == "on", None)
             } else {
                 let level = number(call, "level") as i64;

@@ -130,6 +130,28 @@ fn bare(
     Ok(started.elapsed().as_secs_f64() * 1000.0)
 }
 
+/// Speech as the voice socket hears it: text said by espeak-ng, cut by the
+/// voice activity detector, transcribed by whisper (`caal bench understand --spoken`).
+pub fn hearing(
+    config: &Config,
+    models_dir: &Path,
+) -> Result<impl Fn(&str) -> Result<String, String>, String> {
+    let cfg = config.voice.clone();
+    stt::install(&cfg, models_dir, false).map_err(|e| e.to_string())?;
+    let stt =
+        stt::Stt::load(&stt::model_path(&cfg, models_dir), &cfg).map_err(|e| e.to_string())?;
+    Ok(move |text: &str| {
+        let clip = audio::decode_wav(&espeak(text)?, "espeak").map_err(|e| e.to_string())?;
+        let mut file_vad = cfg.vad.clone();
+        file_vad.silence_ms = file_vad.file_silence_ms.max(file_vad.silence_ms);
+        let speech: Vec<f32> = vad::split(&clip.samples, &file_vad)
+            .into_iter()
+            .flat_map(|u| u.samples)
+            .collect();
+        Ok(stt.transcribe(&speech).map_err(|e| e.to_string())?.text)
+    })
+}
+
 pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBenchReport, String> {
     let cfg = &config.voice;
     stt::install(cfg, models_dir, false).map_err(|e| e.to_string())?;

@@ -1,0 +1,404 @@
+//! What the understanding layers found, as routing decisions: an intent
+//! mapped to a command by `[[understand.intents]]`, its parameters filled
+//! from the slots and checked against the home; a negated request that is
+//! never run; several requests in one sentence as one chain; a room or
+//! device that is not in the home answered by naming what is.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{Intent, RouteDecision, Router, normalize};
+use crate::{
+    auth::CommandChain,
+    config::{ConfigError, IntentMapConfig},
+    understand::{Context, Understood, home::value_names},
+};
+
+/// Whether words taken by an open slot could be a room's or a device's
+/// name: a few words, none of them a function word or the home's own kinds
+/// ("the", "lights", "temperature"), so "set the temperature to 19.5" is not
+/// read as a device called "the temperature".
+fn plausible_name(said: &str) -> bool {
+    const NOT_NAMES: &[&str] = &[
+        "the",
+        "a",
+        "an",
+        "my",
+        "our",
+        "your",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "all",
+        "every",
+        "each",
+        "light",
+        "lights",
+        "lighting",
+        "lamp",
+        "lamps",
+        "temperature",
+        "temp",
+        "brightness",
+        "it",
+        "this",
+        "that",
+        "here",
+        "there",
+        "me",
+        "house",
+        "home",
+        "everything",
+        "percent",
+        "degrees",
+    ];
+    let words: Vec<&str> = said.split(' ').filter(|w| !w.is_empty()).collect();
+    let words: &[&str] = match words.first() {
+        Some(&("the" | "my" | "our")) => &words[1..],
+        _ => &words,
+    };
+    !words.is_empty()
+        && words.len() <= 3
+        && words
+            .iter()
+            .all(|w| !NOT_NAMES.contains(w) && !w.chars().any(|c| c.is_ascii_digit()))
+}
+
+/// Every mapping names a command there is, with parameters it has.
+pub(super) fn check_maps(
+    maps: &[IntentMapConfig],
+    commands: &BTreeMap<String, super::CommandSpec>,
+) -> Result<(), ConfigError> {
+    for m in maps {
+        let problem = |problem: String| ConfigError::Item {
+            what: "understand.intents entry for",
+            name: m.intent.clone(),
+            problem,
+        };
+        let spec = commands.get(&m.command).ok_or_else(|| {
+            problem(format!(
+                "command {:?} is not defined under [commands]",
+                m.command
+            ))
+        })?;
+        for name in m.params.keys() {
+            if !spec.config.params.contains_key(name) {
+                return Err(problem(format!(
+                    "`{name}` is not a parameter of command {}",
+                    m.command
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether slot `key` satisfies a mapping's condition: `*` (present),
+/// or one of `a|b|c` (case-insensitive).
+fn slot_is(u: &Understood, key: &str, want: &str) -> bool {
+    let Some(slot) = u.slots.get(key) else {
+        return want == "-";
+    };
+    if want == "-" {
+        return false;
+    }
+    want == "*"
+        || want
+            .split('|')
+            .any(|w| w.eq_ignore_ascii_case(&slot.text()))
+}
+
+/// A mapping's parameter template over the slots: `{slot}` or
+/// `{slot|default}`; none when a slot without a default is missing.
+fn fill(template: &str, u: &Understood) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find('}')? + open;
+        let inner = &rest[open + 1..close];
+        let (slot, default) = match inner.split_once('|') {
+            Some((s, d)) => (s, Some(d)),
+            None => (inner, None),
+        };
+        match (u.slots.get(slot), default) {
+            (Some(s), _) => out.push_str(&s.text()),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => return None,
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+fn understood_json(u: &Understood, layer: &str) -> Value {
+    json!({
+        "layer": layer,
+        "intent": u.intent,
+        "template": u.template,
+        "source": u.source,
+        "confidence": u.confidence,
+        "slots": u.slots.iter().map(|(k, s)| (k.clone(), json!({"value": s.value, "said": s.said}))).collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+impl Router {
+    fn map_for(&self, u: &Understood) -> Option<&IntentMapConfig> {
+        self.intent_maps
+            .iter()
+            .find(|m| m.intent == u.intent && m.when.iter().all(|(k, v)| slot_is(u, k, v)))
+    }
+
+    /// The best template match that maps to a command; one that names a
+    /// device only by a word several devices share comes after the others.
+    pub(super) fn by_templates(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        let mut found = self.library.understand(text, &self.home, context);
+        for u in &mut found {
+            self.narrow_by_area(u);
+        }
+        // Among equally sure readings: one device named whole ("the garage
+        // light") before the area's lights; a word several devices share last.
+        found.sort_by(|a, b| {
+            let rank = |u: &Understood| {
+                let shared = u.slots.values().any(|s| s.value.is_array());
+                let device = u.slots.get("name").is_some_and(|s| s.value.is_string());
+                (shared, !device)
+            };
+            b.confidence
+                .total_cmp(&a.confidence)
+                .then(rank(a).cmp(&rank(b)))
+        });
+        found.iter().find_map(|u| self.template_command(u))
+    }
+
+    /// "The bedroom lamp" said as area + "lamp": of the lamps, the one in that area.
+    fn narrow_by_area(&self, u: &mut Understood) {
+        let Some(area) = u.slots.get("area").map(|a| a.text()) else {
+            return;
+        };
+        for slot in u.slots.values_mut() {
+            if !slot.value.is_array() {
+                continue;
+            }
+            let here: Vec<String> = value_names(&slot.value)
+                .into_iter()
+                .filter(|id| {
+                    self.home
+                        .device(id)
+                        .is_some_and(|d| d.area.as_deref() == Some(area.as_str()))
+                })
+                .collect();
+            if let [one] = here.as_slice() {
+                slot.value = Value::String(one.clone());
+            }
+        }
+    }
+
+    fn template_command(&self, u: &Understood) -> Option<RouteDecision> {
+        let map = self.map_for(u)?;
+        let source = Some(format!("template:{}", u.intent));
+        let understood = Some(understood_json(u, "template"));
+        // "the lamp" when there are two: ask which, naming them.
+        if let Some(slot) = u.slots.values().find(|s| s.value.is_array()) {
+            let candidates = value_names(&slot.value)
+                .into_iter()
+                .map(|id| {
+                    let mut one = u.clone();
+                    if let Some(s) = one.slots.values_mut().find(|s| s.value.is_array()) {
+                        s.value = Value::String(id.clone());
+                    }
+                    let raw = self.raw_params(map, &one);
+                    self.resolve_command(&map.command, raw, None, None)
+                        .map(|c| c.summary)
+                        .unwrap_or(id)
+                })
+                .collect();
+            let mut d =
+                RouteDecision::simple("intent.ambiguous", source, Intent::Ambiguous { candidates });
+            d.layer = "template";
+            d.understood = understood;
+            return Some(d);
+        }
+        // "Turn on the lights" said where CAAL does not know the room, for a
+        // command that needs one: ask, rather than guess "all".
+        if u.needs_area
+            && map.params.values().any(|t| t.contains("{area"))
+            && !u.slots.contains_key("area")
+        {
+            let reply = format!(
+                "Which room? The rooms are {}.",
+                self.home.area_names().join(", ")
+            );
+            let mut d = RouteDecision::simple("intent.clarify", source, Intent::Reply(reply));
+            d.layer = "template";
+            d.understood = understood;
+            return Some(d);
+        }
+        let raw = self.raw_params(map, u);
+        let built = self
+            .resolve_command(&map.command, raw.clone(), source.clone(), None)
+            .map(|c| CommandChain::new(vec![c], None, None))
+            .map_err(|problem| (map.command.clone(), problem));
+        let mut d = self.chain_decision("intent.command", source, built, &raw);
+        d.layer = "template";
+        d.understood = understood;
+        d.confidence = u.confidence;
+        Some(d)
+    }
+
+    fn raw_params(&self, map: &IntentMapConfig, u: &Understood) -> BTreeMap<String, String> {
+        map.params
+            .iter()
+            .filter_map(|(k, t)| fill(t, u).map(|v| (k.clone(), v)))
+            .collect()
+    }
+
+    /// One request as a command chain (rules of any priority, then templates).
+    fn command_of(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        let text = normalize(text);
+        let by_rule = self
+            .by_rules(&text)
+            .map(|(_, d)| d)
+            .filter(|d| matches!(d.intent, Intent::Chain(_) | Intent::Invalid { .. }));
+        by_rule.or_else(|| self.by_templates(&text, context))
+    }
+
+    /// "Don't unlock the door": the request it negates, never run.
+    pub(super) fn negated(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        let rest = self.negations.iter().find_map(|n| {
+            text.strip_prefix(n.as_str())
+                .filter(|r| r.starts_with(' '))
+                .map(str::trim)
+        })?;
+        let inner = self.command_of(rest, context)?;
+        let summary = match &inner.intent {
+            Intent::Chain(chain) => chain.summary.clone(),
+            _ => rest.to_owned(),
+        };
+        let mut d = RouteDecision::simple(
+            "intent.negated",
+            inner.source_rule.clone(),
+            Intent::Reply(format!("Okay, I won't {summary}.")),
+        );
+        d.layer = "negation";
+        d.understood =
+            Some(json!({"layer": "negation", "negated": inner.command_id, "summary": summary}));
+        Some(d)
+    }
+
+    /// Several requests in one sentence ("turn on the kitchen lights and set
+    /// the thermostat to 21"): split at the configured words where every
+    /// part is a request of its own; one chain, gated at its highest level.
+    pub(super) fn several(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        let parts = self.split(text, context, 0)?;
+        if parts.len() < 2 {
+            return None;
+        }
+        let mut commands = Vec::new();
+        let mut understood = Vec::new();
+        for part in parts {
+            match part.intent {
+                Intent::Chain(chain) => commands.extend(chain.commands),
+                // A part whose parameters were refused refuses the whole.
+                _ => return Some(part),
+            }
+            understood.push(json!({"layer": part.layer, "source_rule": part.source_rule,
+                                   "understood": part.understood}));
+        }
+        let chain = CommandChain::new(commands, None, None);
+        Some(RouteDecision {
+            route_code: "intent.command".into(),
+            source_rule: None,
+            topic: None,
+            auth_level: chain.chain_level,
+            macro_name: None,
+            command_id: chain.command_id().map(str::to_owned),
+            params: json!({}),
+            intent: Intent::Chain(chain),
+            layer: "split",
+            understood: Some(json!({"layer": "split", "parts": understood})),
+            confidence: 1.0,
+        })
+    }
+
+    fn split(&self, text: &str, context: &Context, depth: usize) -> Option<Vec<RouteDecision>> {
+        if depth > 4 {
+            return None;
+        }
+        for word in &self.split_words {
+            let sep = format!(" {word} ");
+            let mut from = 0;
+            while let Some(at) = text[from..].find(&sep).map(|i| from + i) {
+                let (left, right) = (&text[..at], &text[at + sep.len()..]);
+                from = at + 1;
+                let Some(first) = self.command_of(left, context) else {
+                    continue;
+                };
+                if let Some(one) = self.command_of(right, context) {
+                    return Some(vec![first, one]);
+                }
+                // "Turn on the kitchen lights and the hall lights": the second
+                // part borrows the first part's opening words.
+                let words: Vec<&str> = left.split(' ').collect();
+                for k in 1..=3.min(words.len().saturating_sub(1)) {
+                    let borrowed = format!("{} {right}", words[..k].join(" "));
+                    if let Some(one) = self.command_of(&borrowed, context) {
+                        return Some(vec![first, one]);
+                    }
+                }
+                if let Some(mut rest) = self.split(right, context, depth + 1) {
+                    rest.insert(0, first);
+                    return Some(rest);
+                }
+            }
+        }
+        None
+    }
+
+    /// After nothing else matched: a request for a room or device the home
+    /// does not have gets a reply naming what it has; nothing runs.
+    pub(super) fn unknown_target(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        for u in self.library.understand_open(text, &self.home, context) {
+            if !self.intent_maps.iter().any(|m| m.intent == u.intent) || u.confidence < 0.5 {
+                continue;
+            }
+            let reply = if let Some(area) = u.slots.get("area")
+                && self.home.areas.iter().all(|a| a.name != area.text())
+                && plausible_name(&area.said)
+            {
+                let said = area.said.strip_prefix("the ").unwrap_or(&area.said);
+                format!(
+                    "There's no {said} here; the rooms are {}.",
+                    self.home.area_names().join(", ")
+                )
+            } else if let Some(name) = u.slots.get("name")
+                && self.home.device(&name.text()).is_none()
+                && plausible_name(&name.said)
+            {
+                let said = name.said.strip_prefix("the ").unwrap_or(&name.said);
+                format!(
+                    "I don't know a device called {said}; there are {}.",
+                    self.home.device_names(None).join(", ")
+                )
+            } else {
+                continue;
+            };
+            let mut d = RouteDecision::simple(
+                "intent.unknown_target",
+                Some(format!("template:{}", u.intent)),
+                Intent::Reply(reply.clone()),
+            );
+            d.layer = "home";
+            d.understood = Some(
+                json!({"layer": "home", "intent": u.intent, "template": u.template,
+                                       "reply": reply}),
+            );
+            return Some(d);
+        }
+        None
+    }
+}

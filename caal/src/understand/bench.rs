@@ -1,0 +1,378 @@
+//! `caal bench understand`: how well the router understands what people
+//! say. Each suite line is `{"text", "command", "params"}` (a `command` of
+//! `"-"`: no command; `"chain"`: several commands in order; `"context"`:
+//! where it was said). Prints command accuracy, command and parameter
+//! accuracy, out-of-domain proposals and executions, level-1/2 commands
+//! that would ask for confirmation, and decision latency per layer.
+//!
+//! Built-in suites: Home Assistant's English intent tests for the domains the
+//! default home has (derived by `caal/suites/from_ha_tests.py`, CC BY 4.0),
+//! CAAL's everyday paraphrases no template was written for, and talk that is
+//! not a request.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Context;
+use crate::{
+    auth::AuthLevel,
+    router::{Intent, Router, normalize},
+    stats::percentile,
+};
+
+pub const HA_SUITE: &str = include_str!("../../suites/ha-en.jsonl");
+pub const PARAPHRASE_SUITE: &str = include_str!("../../suites/paraphrases-en.jsonl");
+pub const OUT_OF_DOMAIN_SUITE: &str = include_str!("../../suites/out-of-domain-en.jsonl");
+pub const HELD_OUT_SUITE: &str = include_str!("../../suites/held-out-en.jsonl");
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct Expected {
+    pub command: String,
+    #[serde(default)]
+    pub params: BTreeMap<String, Value>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct Case {
+    pub text: String,
+    /// `-` for no command.
+    #[serde(default = "none")]
+    pub command: String,
+    #[serde(default)]
+    pub params: BTreeMap<String, Value>,
+    /// Several commands, in order (instead of `command`).
+    #[serde(default)]
+    pub chain: Vec<Expected>,
+    #[serde(default)]
+    pub context: BTreeMap<String, String>,
+}
+
+fn none() -> String {
+    "-".into()
+}
+
+impl Case {
+    fn expected(&self) -> Vec<Expected> {
+        if !self.chain.is_empty() {
+            return self.chain.clone();
+        }
+        if self.command == "-" {
+            return Vec::new();
+        }
+        vec![Expected {
+            command: self.command.clone(),
+            params: self.params.clone(),
+        }]
+    }
+}
+
+/// Reads a suite: one JSON object a line; blank lines and `#` comments skipped.
+pub fn parse_suite(text: &str, origin: &str) -> Result<Vec<Case>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                format!(
+                    "{origin} line {}: {e}; each line is {{\"text\": ..., \"command\": ..., \"params\": {{...}}}}",
+                    i + 1
+                )
+            })
+        })
+        .collect()
+}
+
+/// What the router decided for one line.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    pub text: String,
+    /// What was routed (the transcript, when spoken).
+    pub heard: String,
+    pub expected: Vec<Expected>,
+    pub decided: Vec<Expected>,
+    pub layer: String,
+    pub route_code: String,
+    pub command_ok: bool,
+    pub params_ok: bool,
+    /// A command that would run without asking (level 1–2, not a model's guess).
+    pub would_run: bool,
+    /// A command that would be proposed for confirmation.
+    pub would_ask: bool,
+    /// Every expected command is configured at level 1 or 2.
+    pub low_level: bool,
+    pub decision_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LayerLatency {
+    pub layer: String,
+    pub count: usize,
+    pub p50_us: f64,
+    pub p90_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SuiteReport {
+    pub suite: String,
+    pub lines: usize,
+    /// Lines that expect a command.
+    pub commands_expected: usize,
+    pub command_accuracy: f64,
+    pub command_params_accuracy: f64,
+    /// Out-of-domain lines (no command expected) that became a command.
+    pub out_of_domain: usize,
+    pub ood_proposed: usize,
+    pub ood_executed: usize,
+    /// Level-1/2 commands understood right that would ask for confirmation.
+    pub low_level_asked: usize,
+    pub low_level_right: usize,
+    pub latency: Vec<LayerLatency>,
+    pub misses: Vec<Outcome>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct UnderstandReport {
+    pub library: String,
+    pub sentences: usize,
+    pub spoken: bool,
+    pub suites: Vec<SuiteReport>,
+}
+
+fn same_value(want: &Value, got: &Value) -> bool {
+    match (want.as_f64(), got.as_f64()) {
+        (Some(a), Some(b)) => (a - b).abs() < 1e-9,
+        _ => {
+            let text = |v: &Value| match v {
+                Value::String(s) => normalize(s),
+                other => other.to_string(),
+            };
+            text(want) == text(got)
+        }
+    }
+}
+
+fn params_match(want: &Expected, got: &Expected) -> bool {
+    want.command == got.command
+        && want
+            .params
+            .iter()
+            .all(|(k, v)| got.params.get(k).is_some_and(|g| same_value(v, g)))
+}
+
+/// Routes every line of `suite` (through `hear` first, when given: speech).
+pub fn run_suite(
+    router: &Router,
+    name: &str,
+    cases: &[Case],
+    hear: Option<&dyn Fn(&str) -> Result<String, String>>,
+) -> Result<SuiteReport, String> {
+    let mut outcomes = Vec::with_capacity(cases.len());
+    // Warm caches once so the first line's time is like the others'.
+    if let Some(first) = cases.first() {
+        std::hint::black_box(router.route(&normalize(&first.text), "default"));
+    }
+    for case in cases {
+        let heard = match hear {
+            Some(hear) => hear(&case.text)?,
+            None => case.text.clone(),
+        };
+        let context = Context {
+            area: case.context.get("area").map(|a| normalize(a)),
+        };
+        let text = normalize(&heard);
+        let started = Instant::now();
+        let decision = router.route_in(&text, "default", &context);
+        let decision_us = started.elapsed().as_secs_f64() * 1e6;
+        let (decided, level) = match &decision.intent {
+            Intent::Chain(chain) => (
+                chain
+                    .commands
+                    .iter()
+                    .map(|c| Expected {
+                        command: c.command_id.clone(),
+                        params: serde_json::to_value(&c.params)
+                            .ok()
+                            .and_then(|v| serde_json::from_value(v).ok())
+                            .unwrap_or_default(),
+                    })
+                    .collect::<Vec<_>>(),
+                chain.chain_level,
+            ),
+            _ => (Vec::new(), AuthLevel::RUN),
+        };
+        let expected = case.expected();
+        // Commands configured at level 1 or 2: they should never ask.
+        let low_level = !expected.is_empty()
+            && expected.iter().all(|e| {
+                router
+                    .command(&e.command)
+                    .is_some_and(|c| c.level.get() <= 2)
+            });
+        let command_ok = expected.len() == decided.len()
+            && expected
+                .iter()
+                .zip(&decided)
+                .all(|(w, g)| w.command == g.command);
+        let params_ok = command_ok
+            && expected
+                .iter()
+                .zip(&decided)
+                .all(|(w, g)| params_match(w, g));
+        let any = !decided.is_empty();
+        outcomes.push(Outcome {
+            text: case.text.clone(),
+            heard,
+            expected,
+            decided,
+            layer: decision.layer.to_owned(),
+            route_code: decision.route_code.clone(),
+            command_ok,
+            params_ok,
+            would_run: any && !(level.confirmations_required() > 0),
+            would_ask: any && (level.confirmations_required() > 0),
+            low_level,
+            decision_us,
+        });
+    }
+    Ok(report(name, outcomes))
+}
+
+fn report(name: &str, outcomes: Vec<Outcome>) -> SuiteReport {
+    let wanting: Vec<&Outcome> = outcomes.iter().filter(|o| !o.expected.is_empty()).collect();
+    let ood: Vec<&Outcome> = outcomes.iter().filter(|o| o.expected.is_empty()).collect();
+    let share = |n: usize, of: usize| {
+        if of == 0 {
+            f64::NAN
+        } else {
+            n as f64 / of as f64
+        }
+    };
+    let low_right: Vec<&&Outcome> = wanting
+        .iter()
+        .filter(|o| o.command_ok && o.low_level)
+        .collect();
+    let mut by_layer: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for o in &outcomes {
+        by_layer
+            .entry(o.layer.clone())
+            .or_default()
+            .push(o.decision_us);
+        by_layer
+            .entry("all".into())
+            .or_default()
+            .push(o.decision_us);
+    }
+    let latency = by_layer
+        .into_iter()
+        .map(|(layer, mut v)| {
+            v.sort_by(f64::total_cmp);
+            LayerLatency {
+                layer,
+                count: v.len(),
+                p50_us: percentile(&v, 0.5),
+                p90_us: percentile(&v, 0.9),
+            }
+        })
+        .collect();
+    SuiteReport {
+        suite: name.to_owned(),
+        lines: outcomes.len(),
+        commands_expected: wanting.len(),
+        command_accuracy: share(
+            wanting.iter().filter(|o| o.command_ok).count(),
+            wanting.len(),
+        ),
+        command_params_accuracy: share(
+            wanting.iter().filter(|o| o.params_ok).count(),
+            wanting.len(),
+        ),
+        out_of_domain: ood.len(),
+        ood_proposed: ood.iter().filter(|o| o.would_ask).count(),
+        ood_executed: ood.iter().filter(|o| o.would_run).count(),
+        low_level_asked: low_right.iter().filter(|o| o.would_ask).count(),
+        low_level_right: low_right.len(),
+        latency,
+        misses: outcomes
+            .into_iter()
+            .filter(|o| {
+                if o.expected.is_empty() {
+                    !o.decided.is_empty()
+                } else {
+                    !o.params_ok
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The built-in suites, or one given.
+pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, String> {
+    Ok(match given {
+        Some((name, text)) => vec![(name.to_owned(), parse_suite(text, name)?)],
+        None => vec![
+            (
+                "home-assistant-en".into(),
+                parse_suite(HA_SUITE, "home-assistant-en")?,
+            ),
+            (
+                "paraphrases-en".into(),
+                parse_suite(PARAPHRASE_SUITE, "paraphrases-en")?,
+            ),
+            (
+                "held-out-en".into(),
+                parse_suite(HELD_OUT_SUITE, "held-out-en")?,
+            ),
+            (
+                "out-of-domain-en".into(),
+                parse_suite(OUT_OF_DOMAIN_SUITE, "out-of-domain-en")?,
+            ),
+        ],
+    })
+}
+
+pub fn run(
+    router: &Router,
+    given: Option<(&str, &str)>,
+    hear: Option<&dyn Fn(&str) -> Result<String, String>>,
+) -> Result<UnderstandReport, String> {
+    let mut reports = Vec::new();
+    for (name, cases) in suites(given)? {
+        reports.push(run_suite(router, &name, &cases, hear)?);
+    }
+    Ok(UnderstandReport {
+        library: router.library().origin.clone(),
+        sentences: router.library().sentence_count(),
+        spoken: hear.is_some(),
+        suites: reports,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_suites_parse_and_bad_lines_are_named() {
+        let all = suites(None).unwrap();
+        assert_eq!(all.len(), 4);
+        assert!(all.iter().all(|(_, cases)| !cases.is_empty()));
+        let err = parse_suite("{\"text\": \"hi\"}\nnot json\n", "mine.jsonl").unwrap_err();
+        assert!(err.contains("mine.jsonl line 2"), "{err}");
+    }
+
+    #[test]
+    fn values_compare_as_people_read_them() {
+        assert!(same_value(&serde_json::json!(21), &serde_json::json!(21.0)));
+        assert!(same_value(
+            &serde_json::json!("Living Room"),
+            &serde_json::json!("living room")
+        ));
+        assert!(!same_value(
+            &serde_json::json!("kitchen"),
+            &serde_json::json!("office")
+        ));
+    }
+}

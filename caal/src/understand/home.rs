@@ -1,0 +1,268 @@
+//! The home model: the areas people name (with the other names they use),
+//! the devices in them (a kind, Home Assistant's domain; an area; other
+//! names). Parameters resolve against it: "bedroom lamp" is a light in the
+//! bedroom; "the lamp" when there are two asks which; a room that is not
+//! there gets a reply naming the rooms there are.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::template::{ListValue, SlotList, parse};
+use crate::config::{ConfigError, HomeConfig};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Area {
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub floor: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Device {
+    /// What commands receive (`front` for the front door's lock); the name if not set.
+    pub id: String,
+    pub name: String,
+    pub domain: String,
+    pub area: Option<String>,
+    pub device_class: Option<String>,
+    pub aliases: Vec<String>,
+}
+
+/// Areas and devices, checked, with the lists templates match against.
+#[derive(Clone, Debug, Default)]
+pub struct Home {
+    pub areas: Vec<Area>,
+    pub devices: Vec<Device>,
+    lists: HashMap<String, SlotList>,
+}
+
+fn lower(s: &str) -> String {
+    super::normalize(s)
+}
+
+impl Home {
+    pub fn from_config(config: &HomeConfig) -> Result<Self, ConfigError> {
+        let problem = |what: &str, name: &str, problem: String| ConfigError::Item {
+            what: if what == "area" {
+                "home area"
+            } else {
+                "home device"
+            },
+            name: name.to_owned(),
+            problem,
+        };
+        let mut areas: Vec<Area> = Vec::new();
+        for a in &config.areas {
+            let name = lower(&a.name);
+            if name.is_empty() {
+                return Err(problem("area", &a.name, "has an empty name".into()));
+            }
+            if areas.iter().any(|x| x.name == name) {
+                return Err(problem("area", &a.name, "is listed twice".into()));
+            }
+            areas.push(Area {
+                name,
+                aliases: a.aliases.iter().map(|s| lower(s)).collect(),
+                floor: a.floor.as_deref().map(lower),
+            });
+        }
+        let mut devices: Vec<Device> = Vec::new();
+        for d in &config.devices {
+            let name = lower(&d.name);
+            if name.is_empty() {
+                return Err(problem("device", &d.name, "has an empty name".into()));
+            }
+            if devices.iter().any(|x| x.name == name) {
+                return Err(problem("device", &d.name, "is listed twice".into()));
+            }
+            let area = d.area.as_deref().map(lower);
+            if let Some(area) = &area
+                && !areas.iter().any(|a| &a.name == area)
+            {
+                return Err(problem(
+                    "device",
+                    &d.name,
+                    format!(
+                        "is in area {area:?}, which is not under [[home.areas]]; the areas are {}",
+                        areas
+                            .iter()
+                            .map(|a| a.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+            devices.push(Device {
+                id: d.id.clone().unwrap_or_else(|| name.clone()),
+                name,
+                domain: d.domain.trim().to_owned(),
+                area,
+                device_class: d.device_class.clone(),
+                aliases: d.aliases.iter().map(|s| lower(s)).collect(),
+            });
+        }
+        let mut home = Home {
+            areas,
+            devices,
+            lists: HashMap::new(),
+        };
+        home.lists = home.build_lists().map_err(|e| ConfigError::Value {
+            key: "home".into(),
+            problem: e.to_string(),
+        })?;
+        Ok(home)
+    }
+
+    /// The lists templates name: `area`, `floor`, `name`.
+    pub fn lists(&self) -> &HashMap<String, SlotList> {
+        &self.lists
+    }
+
+    fn build_lists(&self) -> Result<HashMap<String, SlotList>, super::template::TemplateError> {
+        let literal = |s: &str| parse(&escape(s));
+        let mut areas = Vec::new();
+        for a in &self.areas {
+            for said in std::iter::once(&a.name).chain(&a.aliases) {
+                areas.push(ListValue {
+                    said: literal(said)?,
+                    value: json!(a.name),
+                    context: Some(Arc::new(BTreeMap::from([("area".into(), a.name.clone())]))),
+                });
+            }
+        }
+        let mut floors: Vec<String> = self.areas.iter().filter_map(|a| a.floor.clone()).collect();
+        floors.sort();
+        floors.dedup();
+        let floors = floors
+            .iter()
+            .map(|f| {
+                Ok(ListValue {
+                    said: literal(f)?,
+                    value: json!(f),
+                    context: None,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut names = Vec::new();
+        for d in &self.devices {
+            let context = Arc::new(device_context(d));
+            for said in std::iter::once(&d.name).chain(&d.aliases) {
+                names.push(ListValue {
+                    said: literal(said)?,
+                    value: json!(d.id),
+                    context: Some(context.clone()),
+                });
+            }
+        }
+        // A device's last word alone ("lamp") names it when it is the only
+        // one, and names all of them, to ask which, when it is not.
+        let mut by_last_word: BTreeMap<String, Vec<&Device>> = BTreeMap::new();
+        for d in &self.devices {
+            if let Some((_, last)) = d.name.rsplit_once(' ') {
+                by_last_word.entry(last.to_owned()).or_default().push(d);
+            }
+        }
+        for (word, found) in by_last_word {
+            // "the light" is the lights (of here, or all), not one device.
+            if matches!(word.as_str(), "light" | "lights")
+                || self
+                    .devices
+                    .iter()
+                    .any(|d| d.name == word || d.aliases.contains(&word))
+                || self.areas.iter().any(|a| a.name == word)
+            {
+                continue;
+            }
+            let (value, context) = match found.as_slice() {
+                [one] => (json!(one.id), device_context(one)),
+                many => {
+                    let mut context = BTreeMap::new();
+                    if many.iter().all(|d| d.domain == many[0].domain) {
+                        context.insert("domain".into(), many[0].domain.clone());
+                    }
+                    (
+                        json!(many.iter().map(|d| d.id.clone()).collect::<Vec<_>>()),
+                        context,
+                    )
+                }
+            };
+            names.push(ListValue {
+                said: literal(&word)?,
+                value,
+                context: Some(Arc::new(context)),
+            });
+        }
+        Ok(HashMap::from([
+            ("area".to_string(), SlotList::Values(areas)),
+            ("floor".to_string(), SlotList::Values(floors)),
+            ("name".to_string(), SlotList::Values(names)),
+        ]))
+    }
+
+    pub fn device(&self, id: &str) -> Option<&Device> {
+        self.devices.iter().find(|d| d.id == id)
+    }
+
+    pub fn area_names(&self) -> Vec<&str> {
+        self.areas.iter().map(|a| a.name.as_str()).collect()
+    }
+
+    /// Devices of a kind, by name ("front door, back door").
+    pub fn device_names(&self, domain: Option<&str>) -> Vec<&str> {
+        self.devices
+            .iter()
+            .filter(|d| domain.is_none_or(|k| d.domain == k))
+            .map(|d| d.name.as_str())
+            .collect()
+    }
+
+    /// The template lists with `area` and `name` open to any words: used
+    /// only after nothing matched, to tell a room or device that is not in
+    /// the home from talk that is not a request.
+    pub fn open_lists(&self) -> HashMap<String, SlotList> {
+        let mut lists = self.lists.clone();
+        lists.insert("area".into(), SlotList::Wildcard);
+        lists.insert("name".into(), SlotList::Wildcard);
+        lists
+    }
+}
+
+fn device_context(d: &Device) -> BTreeMap<String, String> {
+    let mut c = BTreeMap::from([
+        ("domain".to_string(), d.domain.clone()),
+        ("name".to_string(), d.name.clone()),
+    ]);
+    if let Some(area) = &d.area {
+        c.insert("area".into(), area.clone());
+    }
+    if let Some(class) = &d.device_class {
+        c.insert("device_class".into(), class.clone());
+    }
+    c
+}
+
+/// A name as a template that matches just itself.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "()[]{}<>|;\\".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The value a slot named a device with, for replies.
+pub fn value_names(value: &Value) -> Vec<String> {
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        Value::String(s) => vec![s.clone()],
+        other => vec![other.to_string()],
+    }
+}

@@ -1,0 +1,147 @@
+//! Understanding what people say, below the rules: the home model (areas,
+//! devices and their other names), Home Assistant's open sentence library
+//! matched by a Rust implementation of its template syntax, CAAL's own
+//! sentences in the same syntax, numbers and durations in words, and
+//! several requests in one sentence. Pure: no I/O but loading the library
+//! file once; the router turns what is understood into commands.
+
+pub mod bench;
+pub mod home;
+pub mod library;
+pub mod numbers;
+pub mod template;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use home::Home;
+pub use library::{Library, LibraryError};
+
+/// A language the sentence library and the number reader both know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    En,
+    De,
+}
+
+impl Lang {
+    pub fn parse(code: &str) -> Option<Self> {
+        match code.to_ascii_lowercase().split(['-', '_']).next() {
+            Some("en") => Some(Lang::En),
+            Some("de") => Some(Lang::De),
+            _ => None,
+        }
+    }
+
+    pub fn code(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::De => "de",
+        }
+    }
+}
+
+/// What templates match: lower case, typographic quotes made plain,
+/// punctuation a space (but `'` inside words, `.`, `,`, `/` and `:` between
+/// digits, `%`, `°`), hyphens a space, single spaces, trimmed.
+pub fn normalize(text: &str) -> String {
+    let lowered = text.to_lowercase();
+    let chars: Vec<char> = lowered
+        .chars()
+        .map(|c| match c {
+            '’' | '‘' | '`' | '´' => '\'',
+            c => c,
+        })
+        .collect();
+    let mut out = String::with_capacity(lowered.len());
+    for (i, &c) in chars.iter().enumerate() {
+        let before = i.checked_sub(1).map(|j| chars[j]);
+        let after = chars.get(i + 1).copied();
+        let between = |f: fn(char) -> bool| before.is_some_and(f) && after.is_some_and(f);
+        let keep = c.is_alphanumeric()
+            || matches!(c, '%' | '°' | '½')
+            || (c == '\'' && between(char::is_alphanumeric))
+            || (matches!(c, '.' | ',' | '/' | ':') && between(|c| c.is_ascii_digit()));
+        if keep {
+            out.push(c);
+        } else if !out.ends_with(' ') && !out.is_empty() {
+            out.push(' ');
+        }
+    }
+    let trimmed = out.trim_end().len();
+    out.truncate(trimmed);
+    out
+}
+
+/// A slot of an understood request: its value and the words it was said with.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Slot {
+    pub value: Value,
+    pub said: String,
+    /// What the value carries for context checks (an entity's domain and area).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<BTreeMap<String, String>>,
+}
+
+impl Slot {
+    /// The value as a command parameter's text.
+    pub fn text(&self) -> String {
+        match &self.value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// What the template layer understood.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Understood {
+    /// The intent, in Home Assistant's names (`HassTurnOn`) or CAAL's own.
+    pub intent: String,
+    pub slots: BTreeMap<String, Slot>,
+    /// The template that matched, as written.
+    pub template: String,
+    /// `library` (Home Assistant's sentences) or `config` (CAAL's own).
+    pub source: &'static str,
+    /// How much of the sentence the template's own words matched, 0–1:
+    /// 1 when no wildcard took any of it.
+    pub confidence: f64,
+    /// The template means "here" and the round does not know where it was said.
+    pub needs_area: bool,
+}
+
+/// What the round knows about where it was said (a satellite's area).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Context {
+    pub area: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizing_keeps_what_templates_need() {
+        assert_eq!(
+            normalize("  Can you turn on the Kitchen-Lights?! "),
+            "can you turn on the kitchen lights"
+        );
+        assert_eq!(
+            normalize("What’s the temp? Set it to 21.5°"),
+            "what's the temp set it to 21.5°"
+        );
+        assert_eq!(
+            normalize("50% brightness, please."),
+            "50% brightness please"
+        );
+        assert_eq!(normalize("a 1/2 hour timer"), "a 1/2 hour timer");
+        assert_eq!(normalize("'quoted' words"), "quoted words");
+        assert_eq!(
+            normalize("Schalte das Licht in der Küche ein"),
+            "schalte das licht in der küche ein"
+        );
+    }
+}
