@@ -457,7 +457,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Understand { area, json, text } => {
             let config = load_config()?.0;
             let env = |k: &str| std::env::var(k).ok();
-            let library = caal::understand::library::load_configured(&config.understand, &env);
+            let library = understanding_library(&config, &env);
             let router = caal::router::Router::compile_with(&config, library)
                 .map_err(anyhow::Error::from)?;
             let text = text.join(" ");
@@ -550,7 +550,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }) => {
             let config = load_config()?.0;
             let env = |k: &str| std::env::var(k).ok();
-            let library = caal::understand::library::load_configured(&config.understand, &env);
+            let library = understanding_library(&config, &env);
             let router = caal::router::Router::compile_with(&config, library)
                 .map_err(anyhow::Error::from)?;
             let given = match &suite {
@@ -893,6 +893,17 @@ fn export(
     }
     bar.finish_and_clear();
     Ok(())
+}
+
+/// The sentence library, or none with a warning saying why and how to get it.
+fn understanding_library(
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<caal::understand::Library> {
+    caal::understand::library::load_configured(&config.understand, env).unwrap_or_else(|e| {
+        eprintln!("caal: warning: {e}");
+        None
+    })
 }
 
 /// A fresh directory for a benchmark, on the data dir's disk; the caller removes it.

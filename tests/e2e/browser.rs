@@ -231,7 +231,7 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
     // Each round with tool calls shows why each command was chosen and what became of it.
     browser.wait_for(
         "the reasoning of the confirmed round",
-        "return [...document.querySelectorAll('.round .reasoning')].some(r => r.textContent.includes(\"door_unlock “Rule door.unlock matched 'unlock the front door': unlock the front door.” → ok\"))",
+        "return [...document.querySelectorAll('.round .reasoning')].some(r => r.textContent.includes(\"door_unlock “Understood 'unlock the front door' as HassTurnOff (sentence template): unlock the front door.” → ok\"))",
     );
     browser.wait_for(
         "no pending confirmation",

@@ -9,4 +9,5 @@ mod safety;
 mod serve;
 mod support;
 mod trace;
+mod understand;
 mod voice;

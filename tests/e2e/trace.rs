@@ -109,7 +109,7 @@ fn chat_reads_lines_until_quit() {
             "caal> Okay, the hall lights are on.",
             "",
             "  ┄ Reasoning (round 2)",
-            "  ┄ lights_set  \"Rule lights.switch matched 'turn on the hall light': turn on the hall lights.\"",
+            "  ┄ lights_set  \"Understood 'turn on the hall light' as HassTurnOn (sentence template): turn on the hall lights.\"",
             "      params: {\"room\":\"hall\",\"state\":\"on\"}",
         ]
     );
@@ -172,7 +172,10 @@ fn trace_list_and_show_reconstruct_the_round() {
         ]
     );
     let route = &shown["events"][3]["payload"];
-    assert_eq!(route["source_rule"], "lights.switch");
+    assert_eq!(route["source_rule"], "template:HassTurnOn");
+    assert_eq!(route["layer"], "template");
+    assert_eq!(route["understood"]["intent"], "HassTurnOn");
+    assert_eq!(route["understood"]["slots"]["area"]["said"], "porch");
     assert_eq!(route["params"]["room"], "porch");
     assert_eq!(shown["round"]["state_out"], "default");
     let call_id = &shown["events"][6]["call_id"];
@@ -221,8 +224,8 @@ fn exported_jsonl_recomputes_to_the_same_hashes_from_its_own_bytes() {
     let sb = Sandbox::new();
     for (c, t) in [
         ("a", "hello"),
-        ("b", "turn on the attic lights"),
-        ("a", "turn off the attic lights"),
+        ("b", "turn on the garage lights"),
+        ("a", "turn off the garage lights"),
         ("a", "what"),
     ] {
         sb.say(c, t);

@@ -485,6 +485,19 @@ pub struct UnderstandConfig {
     pub language: String,
     /// Rules of this priority or below yield to a template match.
     pub priority: i32,
+    /// What is said differently in each language: skip words, split
+    /// words, negations, expansion rules, CAAL's own sentences.
+    #[serde(default)]
+    pub languages: BTreeMap<String, LanguageConfig>,
+    /// What an understood intent runs.
+    #[serde(default)]
+    pub intents: Vec<IntentMapConfig>,
+}
+
+/// One language's words for the understanding layers (`[understand.languages.en]`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LanguageConfig {
     /// Words dropped before matching, on top of the library's own.
     #[serde(default)]
     pub skip_words: Vec<String>,
@@ -500,9 +513,6 @@ pub struct UnderstandConfig {
     /// CAAL's own sentences, in the same template syntax.
     #[serde(default)]
     pub sentences: Vec<SentenceConfig>,
-    /// What an understood intent runs.
-    #[serde(default)]
-    pub intents: Vec<IntentMapConfig>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

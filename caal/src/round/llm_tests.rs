@@ -315,7 +315,7 @@ fn a_command_a_model_picks_still_passes_the_authority_gate() {
     let home = super::llm_tests::home("", Some(&local), None);
     let asked = home.say("c", "it's too bright");
     assert_eq!(asked.auth_level, 3);
-    assert_eq!(asked.reply, "Turn off the all lights? Say yes to confirm.");
+    assert_eq!(asked.reply, "Turn off all the lights? Say yes to confirm.");
     assert_eq!(home.executed("c", "lights.set"), 0);
     // In the conversation state no tools are offered at all.
     home.say("c", "no");

@@ -290,7 +290,11 @@ impl Engine {
         options: EngineOptions,
     ) -> Result<Self, ConfigError> {
         let library =
-            crate::understand::library::load_configured(&config.understand, &*options.env);
+            crate::understand::library::load_configured(&config.understand, &*options.env)
+                .unwrap_or_else(|e| {
+                    tracing::warn!("{e}");
+                    None
+                });
         let router = Router::compile_with(&config, library)?;
         // Known secrets are scrubbed wherever they appear, whatever their shape.
         let safety = crate::safety::global();
@@ -1035,10 +1039,13 @@ impl Engine {
                 ));
                 continue;
             }
-            replies.push(render_with(&spec.config.reply, |name| match name {
-                "result" => Some(outcome.message.clone()),
-                _ => command.params.get(name).map(ToString::to_string),
-            }));
+            replies.push(crate::router::all_the(render_with(
+                &spec.config.reply,
+                |name| match name {
+                    "result" => Some(outcome.message.clone()),
+                    _ => command.params.get(name).map(ToString::to_string),
+                },
+            )));
             if let Some(state) = outcome.state_out {
                 steps.boundary.state_out = Some(state);
             }

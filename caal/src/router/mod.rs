@@ -176,22 +176,27 @@ impl Router {
             ),
         })?;
         let mut library = library.unwrap_or_else(|| Library::empty(lang));
-        for w in &u.skip_words {
+        let words = u.languages.get(lang.code()).cloned().unwrap_or_default();
+        for w in &words.skip_words {
             library.add_skip_word(w);
         }
-        for (name, body) in &u.rules {
+        for (name, body) in &words.rules {
             library
                 .set_rule(name, body)
                 .map_err(|e| ConfigError::Value {
-                    key: format!("understand.rules.{name}"),
+                    key: format!("understand.languages.{}.rules.{name}", lang.code()),
                     problem: e.to_string(),
                 })?;
         }
-        for s in &u.sentences {
+        for s in &words.sentences {
             library
                 .add_sentences(&s.intent, &s.sentences, &s.slots)
                 .map_err(|e| ConfigError::Value {
-                    key: format!("understand.sentences ({})", s.intent),
+                    key: format!(
+                        "understand.languages.{}.sentences ({})",
+                        lang.code(),
+                        s.intent
+                    ),
                     problem: e.to_string(),
                 })?;
         }
@@ -326,8 +331,8 @@ impl Router {
             library,
             intent_maps: u.intents.clone(),
             template_priority: u.priority,
-            split_words: u.split_words.iter().map(|w| normalize(w)).collect(),
-            negations: u.negations.iter().map(|w| normalize(w)).collect(),
+            split_words: words.split_words.iter().map(|w| normalize(w)).collect(),
+            negations: words.negations.iter().map(|w| normalize(w)).collect(),
         })
     }
 
@@ -812,9 +817,23 @@ pub fn normalize(text: &str) -> String {
         .to_owned()
 }
 
-/// Fills `{name}` placeholders from the parameters; unknown names stay as written.
+/// Fills `{name}` placeholders from the parameters; unknown names stay as
+/// written. "The {room} lights" with every room reads "all the lights".
 pub fn render(template: &str, params: &BTreeMap<String, ParamValue>) -> String {
-    render_with(template, |name| params.get(name).map(ToString::to_string))
+    all_the(render_with(template, |name| {
+        params.get(name).map(ToString::to_string)
+    }))
+}
+
+/// "the all lights" (a template's "the {room} lights" for every room) as
+/// people say it: "all the lights".
+pub fn all_the(text: String) -> String {
+    if text.contains("the all ") || text.contains("The all ") {
+        text.replace("the all ", "all the ")
+            .replace("The all ", "All the ")
+    } else {
+        text
+    }
 }
 
 /// Fills `{name}` placeholders from `lookup`; unknown names stay as written.

@@ -359,7 +359,10 @@ mod tests {
         let err = parse_params(
             &specs,
             &BTreeMap::from([("state".into(), "party".into())]),
-            &modes,
+            Known {
+                states: &modes,
+                home: &Home::default(),
+            },
         )
         .unwrap_err();
         assert!(err.message.contains("no party mode"), "{}", err.message);

@@ -166,7 +166,7 @@ impl Router {
             let rank = |u: &Understood| {
                 let shared = u.slots.values().any(|s| s.value.is_array());
                 let device = u.slots.get("name").is_some_and(|s| s.value.is_string());
-                (shared, !device)
+                (u.needs_area, shared, !device)
             };
             b.confidence
                 .total_cmp(&a.confidence)
@@ -257,14 +257,24 @@ impl Router {
             .collect()
     }
 
-    /// One request as a command chain (rules of any priority, then templates).
+    /// One request as a command chain, by the layers in their order: rules
+    /// above the template priority, templates, then the fallback rules.
     fn command_of(&self, text: &str, context: &Context) -> Option<RouteDecision> {
         let text = normalize(text);
-        let by_rule = self
-            .by_rules(&text)
-            .map(|(_, d)| d)
-            .filter(|d| matches!(d.intent, Intent::Chain(_) | Intent::Invalid { .. }));
-        by_rule.or_else(|| self.by_templates(&text, context))
+        let is_request = |d: &RouteDecision| {
+            matches!(
+                d.intent,
+                Intent::Chain(_) | Intent::Invalid { .. } | Intent::Ambiguous { .. }
+            )
+        };
+        let ruled = self.by_rules(&text);
+        if let Some((priority, d)) = &ruled
+            && *priority > self.template_priority
+        {
+            return is_request(d).then(|| d.clone());
+        }
+        self.by_templates(&text, context)
+            .or_else(|| ruled.map(|(_, d)| d).filter(is_request))
     }
 
     /// "Don't unlock the door": the request it negates, never run.
@@ -362,7 +372,16 @@ impl Router {
     /// After nothing else matched: a request for a room or device the home
     /// does not have gets a reply naming what it has; nothing runs.
     pub(super) fn unknown_target(&self, text: &str, context: &Context) -> Option<RouteDecision> {
-        for u in self.library.understand_open(text, &self.home, context) {
+        let mut found = self.library.understand_open(text, &self.home, context);
+        // As sure either way ("turn on the jukebox"): a thing is likelier than a room.
+        found.sort_by(|a, b| {
+            b.confidence.total_cmp(&a.confidence).then(
+                a.slots
+                    .contains_key("area")
+                    .cmp(&b.slots.contains_key("area")),
+            )
+        });
+        for u in found {
             if !self.intent_maps.iter().any(|m| m.intent == u.intent) || u.confidence < 0.5 {
                 continue;
             }
@@ -380,9 +399,23 @@ impl Router {
                 && plausible_name(&name.said)
             {
                 let said = name.said.strip_prefix("the ").unwrap_or(&name.said);
+                // The devices this request could be for: the kinds its intent runs commands on.
+                let kinds: Vec<&str> = self
+                    .intent_maps
+                    .iter()
+                    .filter(|m| m.intent == u.intent)
+                    .filter_map(|m| m.when.get("domain").map(String::as_str))
+                    .collect();
+                let names: Vec<&str> = self
+                    .home
+                    .devices
+                    .iter()
+                    .filter(|d| kinds.is_empty() || kinds.contains(&d.domain.as_str()))
+                    .map(|d| d.name.as_str())
+                    .collect();
                 format!(
                     "I don't know a device called {said}; there are {}.",
-                    self.home.device_names(None).join(", ")
+                    names.join(", ")
                 )
             } else {
                 continue;

@@ -75,23 +75,19 @@ pub fn library_path(env: &dyn Fn(&str) -> Option<String>, lang: Lang) -> PathBuf
         .join(format!("{}.json", lang.code()))
 }
 
-/// The library the configuration asks for, or none (templates off, or the
-/// file missing: said once in the log, and the rules still route).
+/// The library the configuration asks for: none when templates are off;
+/// an error when its file is missing or unreadable (the engine logs it once
+/// and routes with the rules; `caal understand` says it).
 pub fn load_configured(
     config: &crate::config::UnderstandConfig,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Option<Library> {
+) -> Result<Option<Library>, LibraryError> {
     if !config.templates {
-        return None;
+        return Ok(None);
     }
-    let lang = Lang::parse(&config.language)?;
-    match Library::load(&library_path(env, lang), lang) {
-        Ok(library) => Some(library),
-        Err(e) => {
-            tracing::warn!("{e}");
-            None
-        }
-    }
+    let lang = Lang::parse(&config.language)
+        .ok_or_else(|| LibraryError::Language(config.language.clone()))?;
+    Library::load(&library_path(env, lang), lang).map(Some)
 }
 
 impl Library {
@@ -271,35 +267,62 @@ impl Library {
 
     /// `text` normalised, with skip words ("please", "can you") removed.
     pub fn prepare(&self, text: &str) -> String {
-        let normalized = normalize(text);
-        let words: Vec<&str> = normalized.split(' ').filter(|w| !w.is_empty()).collect();
-        let mut kept = Vec::with_capacity(words.len());
+        self.prepare_mapped(text).0
+    }
+
+    /// `prepare`, with where each of its bytes came from in `text` (one
+    /// entry more: the end), so wildcards can take words as they were given.
+    fn prepare_mapped(&self, text: &str) -> (String, Vec<usize>) {
+        let (normalized, map) = super::normalize_mapped(text);
+        let mut words: Vec<(usize, &str)> = Vec::new();
+        let mut at = 0;
+        for w in normalized.split(' ') {
+            if !w.is_empty() {
+                words.push((at, w));
+            }
+            at += w.len() + 1;
+        }
+        let mut out = String::with_capacity(normalized.len());
+        let mut out_map = Vec::with_capacity(normalized.len() + 1);
+        let mut last_end = 0;
         let mut i = 0;
         while i < words.len() {
             if let Some(skip) = self.skip_words.iter().find(|s| {
-                words.len() >= i + s.len() && s.iter().zip(&words[i..]).all(|(a, b)| a == b)
+                words.len() >= i + s.len() && s.iter().zip(&words[i..]).all(|(a, (_, b))| a == b)
             }) {
                 i += skip.len();
                 continue;
             }
-            kept.push(words[i]);
+            let (start, w) = words[i];
+            if !out.is_empty() {
+                out.push(' ');
+                out_map.push(map[start]);
+            }
+            out.push_str(w);
+            out_map.extend_from_slice(&map[start..start + w.len()]);
+            last_end = map[start + w.len()];
             i += 1;
         }
-        kept.join(" ")
+        out_map.push(last_end);
+        (out, out_map)
     }
 
     /// Everything the sentences understand in `text`, best first.
     pub fn understand(&self, text: &str, home: &Home, context: &Context) -> Vec<Understood> {
-        let input = self.prepare(text);
-        self.run(&input, home.lists(), context, |_| true)
+        let (input, map) = self.prepare_mapped(text);
+        let mut found = self.run(&input, home.lists(), context, |_| true);
+        said_as_given(&mut found, text, &map);
+        found
     }
 
     /// After nothing matched: the same with any words taken as an area or a
     /// device name, so "the attic lights" is told apart from chat.
     pub fn understand_open(&self, text: &str, home: &Home, context: &Context) -> Vec<Understood> {
-        let input = self.prepare(text);
+        let (input, map) = self.prepare_mapped(text);
         let open = home.open_lists();
-        self.run(&input, &open, context, |s| s.names_home)
+        let mut found = self.run(&input, &open, context, |s| s.names_home);
+        said_as_given(&mut found, text, &map);
+        found
     }
 
     fn run(
@@ -348,6 +371,22 @@ impl Library {
     }
 }
 
+/// What wildcards took ("add SECRET_REF:… to the list"), as it was given:
+/// normalising made the words matchable, not the value.
+fn said_as_given(found: &mut [Understood], text: &str, map: &[usize]) {
+    for u in found {
+        for slot in u.slots.values_mut() {
+            if let Some((start, end)) = slot.wildcard_span.take()
+                && let (Some(&a), Some(&b)) = (map.get(start), map.get(end))
+                && a <= b
+                && let Some(given) = text.get(a..b)
+            {
+                slot.value = Value::String(given.trim().to_owned());
+            }
+        }
+    }
+}
+
 /// A reading as an understood request, if its context requirements hold.
 fn understood(s: &Sentence, reading: &Reading, context: &Context) -> Option<Understood> {
     let mut slots: BTreeMap<String, Slot> = s
@@ -360,6 +399,7 @@ fn understood(s: &Sentence, reading: &Reading, context: &Context) -> Option<Unde
                     value: v.clone(),
                     said: String::new(),
                     context: None,
+                    wildcard_span: None,
                 },
             )
         })
@@ -376,6 +416,7 @@ fn understood(s: &Sentence, reading: &Reading, context: &Context) -> Option<Unde
                 value: b.value.clone(),
                 said: b.said.clone(),
                 context: b.context.as_deref().cloned(),
+                wildcard_span: b.wildcard.then_some(b.span),
             },
         );
     }
@@ -389,6 +430,7 @@ fn understood(s: &Sentence, reading: &Reading, context: &Context) -> Option<Unde
                         value: Value::String(area.clone()),
                         said: String::new(),
                         context: None,
+                        wildcard_span: None,
                     });
                 }
                 None => needs_area = true,
@@ -422,6 +464,7 @@ fn understood(s: &Sentence, reading: &Reading, context: &Context) -> Option<Unde
                 value: Value::String(domain.clone()),
                 said: String::new(),
                 context: None,
+                wildcard_span: None,
             },
         );
     }

@@ -48,18 +48,28 @@ impl Lang {
 /// punctuation a space (but `'` inside words, `.`, `,`, `/` and `:` between
 /// digits, `%`, `°`), hyphens a space, single spaces, trimmed.
 pub fn normalize(text: &str) -> String {
-    let lowered = text.to_lowercase();
-    let chars: Vec<char> = lowered
-        .chars()
-        .map(|c| match c {
-            '’' | '‘' | '`' | '´' => '\'',
-            c => c,
-        })
-        .collect();
-    let mut out = String::with_capacity(lowered.len());
-    for (i, &c) in chars.iter().enumerate() {
-        let before = i.checked_sub(1).map(|j| chars[j]);
-        let after = chars.get(i + 1).copied();
+    normalize_mapped(text).0
+}
+
+/// `normalize`, with where each of its bytes came from in `text` (one entry
+/// more: the end), so a wildcard's words can be taken as they were said.
+pub fn normalize_mapped(text: &str) -> (String, Vec<usize>) {
+    // Lower-casing can change a character's length; keep the original offset of each.
+    let mut chars: Vec<(usize, char)> = Vec::with_capacity(text.len());
+    for (at, c) in text.char_indices() {
+        for lower in c.to_lowercase() {
+            let lower = match lower {
+                '’' | '‘' | '`' | '´' => '\'',
+                c => c,
+            };
+            chars.push((at, lower));
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut map = Vec::with_capacity(text.len() + 1);
+    for (i, &(at, c)) in chars.iter().enumerate() {
+        let before = i.checked_sub(1).map(|j| chars[j].1);
+        let after = chars.get(i + 1).map(|x| x.1);
         let between = |f: fn(char) -> bool| before.is_some_and(f) && after.is_some_and(f);
         let keep = c.is_alphanumeric()
             || matches!(c, '%' | '°' | '½')
@@ -67,13 +77,27 @@ pub fn normalize(text: &str) -> String {
             || (matches!(c, '.' | ',' | '/' | ':') && between(|c| c.is_ascii_digit()));
         if keep {
             out.push(c);
+            map.extend(std::iter::repeat_n(at, c.len_utf8()));
         } else if !out.ends_with(' ') && !out.is_empty() {
             out.push(' ');
+            map.push(at);
         }
     }
     let trimmed = out.trim_end().len();
     out.truncate(trimmed);
-    out
+    map.truncate(trimmed);
+    // The end: just past the last character kept.
+    let end = match (out.chars().last(), map.last()) {
+        (Some(last), Some(&at)) => {
+            at + text[at..]
+                .chars()
+                .next()
+                .map_or(last.len_utf8(), char::len_utf8)
+        }
+        _ => 0,
+    };
+    map.push(end);
+    (out, map)
 }
 
 /// A slot of an understood request: its value and the words it was said with.
@@ -84,6 +108,9 @@ pub struct Slot {
     /// What the value carries for context checks (an entity's domain and area).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<BTreeMap<String, String>>,
+    /// Where a wildcard took it in the prepared input (until the value is taken as given).
+    #[serde(skip)]
+    pub wildcard_span: Option<(usize, usize)>,
 }
 
 impl Slot {
@@ -122,6 +149,17 @@ pub struct Context {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normalized_words_map_back_to_what_was_said() {
+        let said = "Add SECRET_REF:github_token:d00b to the List";
+        let (n, map) = normalize_mapped(said);
+        assert_eq!(n, "add secret ref github token d00b to the list");
+        let start = n.find("secret").unwrap();
+        let end = n.find(" to the").unwrap();
+        assert_eq!(&said[map[start]..map[end]], "SECRET_REF:github_token:d00b");
+        assert_eq!(map[n.len()], said.len());
+    }
 
     #[test]
     fn normalizing_keeps_what_templates_need() {

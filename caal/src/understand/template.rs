@@ -52,7 +52,8 @@ pub fn parse(template: &str) -> Result<Expr, TemplateError> {
         template: template.to_owned(),
         problem,
     };
-    let expr = p.seq(&[]).map_err(fail)?;
+    // A template may be alternatives at its top level ("a|b"), as a group is.
+    let expr = p.group(None).map_err(fail)?;
     if p.at < p.chars.len() {
         return Err(fail(format!(
             "unexpected {:?} at character {}",
@@ -86,7 +87,7 @@ impl Parser {
                 '(' | '[' => {
                     flush(&mut text, &mut items);
                     let close = if c == '(' { ')' } else { ']' };
-                    let group = self.group(close)?;
+                    let group = self.group(Some(close))?;
                     items.push(if c == '[' {
                         Expr::Alt(vec![group, Expr::Seq(vec![])])
                     } else {
@@ -138,24 +139,27 @@ impl Parser {
         })
     }
 
-    /// The inside of `( … )` or `[ … ]`: alternatives split by `|`,
-    /// permutation items by `;`.
-    fn group(&mut self, close: char) -> Result<Expr, String> {
+    /// The inside of `( … )` or `[ … ]` (or a whole template, `close`
+    /// none): alternatives split by `|`, permutation items by `;`.
+    fn group(&mut self, close: Option<char>) -> Result<Expr, String> {
         let mut alts = Vec::new();
         let mut items = Vec::new();
+        let stops: Vec<char> = ['|', ';'].into_iter().chain(close).collect();
         loop {
-            alts.push(self.seq(&['|', ';', close])?);
-            match self.chars.get(self.at) {
-                Some('|') => self.at += 1,
-                Some(';') => {
+            alts.push(self.seq(&stops)?);
+            match (self.chars.get(self.at), close) {
+                (Some('|'), _) => self.at += 1,
+                (Some(';'), _) => {
                     self.at += 1;
                     items.push(one_of(std::mem::take(&mut alts)));
                 }
-                Some(c) if *c == close => {
+                (Some(c), Some(close)) if *c == close => {
                     self.at += 1;
                     break;
                 }
-                _ => return Err(format!("a group is never closed with {close}")),
+                (None, None) => break,
+                (_, Some(close)) => return Err(format!("a group is never closed with {close}")),
+                (Some(c), None) => return Err(format!("{c:?} without its opening bracket")),
             }
         }
         if items.is_empty() {
@@ -272,6 +276,9 @@ pub struct Bound {
     /// The words it was said with.
     pub said: String,
     pub context: Option<Arc<BTreeMap<String, String>>>,
+    /// Where it was said in the input (bytes), and whether a wildcard took it.
+    pub span: (usize, usize),
+    pub wildcard: bool,
 }
 
 /// One way a template matched the whole input.
@@ -429,6 +436,7 @@ fn fill_slot(
                     context: Option<Arc<BTreeMap<String, String>>>,
                     wildcard: bool| {
         let said = input[start..end].trim().to_owned();
+        let span = (start, start + input[start..end].trim_end().len());
         let chars = said.bytes().filter(|b| *b != b' ').count() as u32;
         let mut next = s.clone();
         next.pos = end;
@@ -442,6 +450,8 @@ fn fill_slot(
             value,
             said,
             context,
+            span,
+            wildcard,
         });
         out.push(next);
     };
@@ -652,6 +662,18 @@ mod tests {
         assert!(matches("fan[s] on", "fanon").is_empty());
         assert_eq!(matches("day[ ]light", "daylight").len(), 1);
         assert_eq!(matches("day[ ]light", "day light").len(), 1);
+    }
+
+    #[test]
+    fn a_template_may_be_alternatives_at_its_top_level() {
+        assert_eq!(
+            matches("in the {area}|{area} lights", "kitchen lights").len(),
+            1
+        );
+        assert_eq!(
+            matches("in the {area}|{area} lights", "in the kitchen").len(),
+            1
+        );
     }
 
     #[test]

@@ -1,0 +1,287 @@
+//! Understanding through the real binary, on the sentence library the
+//! setup installs: how people say things, the home model, several requests
+//! in one sentence, negations, German, and the benchmark's contract.
+
+use std::fs;
+
+use serde_json::Value;
+
+use crate::support::Sandbox;
+
+fn commands(result: &Value) -> Vec<String> {
+    result["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c["command_id"].as_str().unwrap(),
+                c["status"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn everyday_phrasings_run_the_command_they_mean() {
+    let sb = Sandbox::new();
+    let mut last_round = String::new();
+    for (said, reply, source) in [
+        (
+            "can you turn on the kitchen lights?",
+            "Okay, the kitchen lights are on.",
+            "template:HassTurnOn",
+        ),
+        (
+            "kitchen lights on",
+            "Okay, the kitchen lights are on.",
+            "template:HassTurnOn",
+        ),
+        (
+            "turn off all the lights",
+            "Okay, all the lights are off.",
+            "template:HassTurnOff",
+        ),
+        (
+            "set a timer for ten minutes.",
+            "Timer set for 10 minutes.",
+            "template:HassStartTimer",
+        ),
+        (
+            "set a timer for an hour and a half",
+            "Timer set for 1 hour 30 minutes.",
+            "template:HassStartTimer",
+        ),
+        (
+            "could you set the lounge lights to fifty percent",
+            "The living room lights are at 50%.",
+            "template:HassLightSet",
+        ),
+        (
+            "it's too dark in the office",
+            "Okay, the office lights are on.",
+            "template:HassTurnOn",
+        ),
+        (
+            "switch off the desk lamp",
+            "Okay, the desk lamp is off.",
+            "template:HassTurnOff",
+        ),
+    ] {
+        let r = sb.say("c", said);
+        assert_eq!(r["reply"], reply, "{said}: {r}");
+        assert_eq!(r["source_rule"], source, "{said}");
+        assert_eq!(
+            r["auth_level"], 1,
+            "{said}: a template match runs at its level, no model floor"
+        );
+        assert_eq!(commands(&r).len(), 1, "{said}");
+        assert!(r["pending_confirmation"].is_null(), "{said}");
+        last_round = r["round_id"].as_str().unwrap().to_owned();
+    }
+    // What the template layer matched is evidence: route.selected says it.
+    let shown = sb
+        .run(&["trace", "show", "--json", &last_round])
+        .ok()
+        .json();
+    let routes: Vec<&Value> = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event_type"] == "route.selected")
+        .collect();
+    let last = &routes.last().unwrap()["payload"];
+    assert_eq!(last["layer"], "template");
+    assert_eq!(last["understood"]["intent"], "HassTurnOff");
+    assert_eq!(last["understood"]["slots"]["name"]["said"], "desk lamp");
+    assert_eq!(last["understood"]["confidence"], 1.0);
+    sb.run(&["trace", "verify"]).ok();
+}
+
+#[test]
+fn the_home_model_answers_for_what_is_not_there_and_asks_what_is_unclear() {
+    let sb = Sandbox::new();
+    let attic = sb.say("h", "turn on the attic lights");
+    assert!(commands(&attic).is_empty(), "{attic}");
+    let reply = attic["reply"].as_str().unwrap();
+    assert!(
+        reply.contains("no attic here; the rooms are kitchen, living room"),
+        "{reply}"
+    );
+
+    let lamp = sb.say("h", "turn on the lamp");
+    assert!(
+        commands(&lamp).is_empty(),
+        "nothing runs on a guess: {lamp}"
+    );
+    let reply = lamp["reply"].as_str().unwrap();
+    for which in ["bedroom lamp", "living room lamp", "desk lamp"] {
+        assert!(reply.contains(which), "{reply}");
+    }
+    // "bedroom lamp" said as area + "lamp" is the one lamp in that room.
+    let bedroom = sb.say("h", "turn off bedroom lamp");
+    assert_eq!(bedroom["reply"], "Okay, the bedroom lamp is off.");
+
+    // A device that is not there is named as not there, with what is.
+    let tv = sb.say("h", "turn on the jukebox");
+    assert!(commands(&tv).is_empty(), "{tv}");
+    assert!(tv["reply"].as_str().unwrap().contains("jukebox"), "{tv}");
+}
+
+#[test]
+fn several_requests_in_one_sentence_are_one_chain_and_negations_never_run() {
+    let sb = Sandbox::new();
+    let both = sb.say(
+        "s",
+        "turn on the kitchen lights and set the thermostat to 21",
+    );
+    assert_eq!(commands(&both), vec!["lights.set ok", "thermostat.set ok"]);
+    assert_eq!(
+        both["reply"],
+        "Okay, the kitchen lights are on. The thermostat is set to 21 °C."
+    );
+    let borrowed = sb.say("s", "turn on the living room lights and the hall lights");
+    assert_eq!(commands(&borrowed), vec!["lights.set ok", "lights.set ok"]);
+
+    // One chain, gated once at its highest level: the unlock asks, nothing runs yet.
+    let gated = sb.say("s", "turn off the porch light and unlock the back door");
+    assert!(commands(&gated).is_empty(), "{gated}");
+    assert_eq!(gated["auth_level"], 3);
+    let done = sb.say("s", "yes");
+    assert_eq!(commands(&done), vec!["light.set ok", "door.unlock ok"]);
+
+    for said in [
+        "don't unlock the front door",
+        "do not turn on the lights",
+        "never open the garage",
+        "please don't lock the back door",
+    ] {
+        let r = sb.say("s", said);
+        assert!(commands(&r).is_empty(), "{said}: {r}");
+        assert!(r["pending_confirmation"].is_null(), "{said}");
+        assert_eq!(r["route_code"], "intent.negated", "{said}");
+        assert!(
+            r["reply"].as_str().unwrap().starts_with("Okay, I won't "),
+            "{said}: {r}"
+        );
+    }
+}
+
+#[test]
+fn german_is_understood_with_the_german_library() {
+    let sb = Sandbox::new();
+    let cfg = sb.path().join("de.toml");
+    fs::write(
+        &cfg,
+        r#"
+[understand]
+language = "de"
+
+[home]
+areas = [
+    { name = "kitchen", aliases = ["küche"] },
+    { name = "living room", aliases = ["wohnzimmer"] },
+    { name = "hall", aliases = ["flur"] },
+]
+devices = [
+    { name = "front door", id = "front", domain = "lock", aliases = ["haustür"] },
+    { name = "thermostat", domain = "climate", aliases = ["heizung"] },
+]
+"#,
+    )
+    .unwrap();
+    let say = |text: &str| {
+        sb.run(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "say",
+            "--json",
+            "--conversation",
+            "de",
+            text,
+        ])
+        .ok()
+        .json()
+    };
+    let light = say("Schalte bitte das Licht in der Küche ein");
+    assert_eq!(commands(&light), vec!["lights.set ok"]);
+    assert_eq!(light["reply"], "Okay, the kitchen lights are on.");
+    let timer = say("Stelle einen Timer für zehn Minuten");
+    assert_eq!(commands(&timer), vec!["timer.set ok"]);
+    let heat = say("Stell die Heizung auf einundzwanzig Grad");
+    assert_eq!(heat["reply"], "The thermostat is set to 21 °C.");
+    let two = say("Schalte das Licht im Wohnzimmer aus und schließ die Haustür ab");
+    assert_eq!(commands(&two), vec!["lights.set ok", "door.lock ok"]);
+}
+
+#[test]
+fn caal_understand_explains_and_the_benchmark_scores_a_suite() {
+    let sb = Sandbox::new();
+    let shown = sb
+        .run(&["understand", "--json", "switch on the study lights"])
+        .ok()
+        .json();
+    assert_eq!(shown["layer"], "template");
+    assert_eq!(shown["commands"][0]["command_id"], "lights.set");
+    assert_eq!(
+        shown["commands"][0]["params"]["room"], "office",
+        "an area's other name"
+    );
+    let text = sb
+        .run(&["understand", "turn on the lights here", "--area", "kitchen"])
+        .ok()
+        .stdout;
+    assert!(
+        text.contains("lights.set {\"room\":\"kitchen\",\"state\":\"on\"}"),
+        "{text}"
+    );
+    let nowhere = sb
+        .run(&["understand", "--json", "turn on the lights here"])
+        .ok()
+        .json();
+    assert_eq!(
+        nowhere["route_code"], "intent.clarify",
+        "where is unknown: it asks, {nowhere}"
+    );
+
+    let suite = sb.path().join("suite.jsonl");
+    fs::write(
+        &suite,
+        concat!(
+            "# mine\n",
+            "{\"text\": \"turn on the kitchen lights\", \"command\": \"lights.set\", \"params\": {\"room\": \"kitchen\", \"state\": \"on\"}}\n",
+            "{\"text\": \"set the thermostat to 19\", \"command\": \"thermostat.set\", \"params\": {\"temperature\": 20}}\n",
+            "{\"text\": \"my sister is coming tomorrow\", \"command\": \"-\"}\n",
+        ),
+    )
+    .unwrap();
+    let report = sb
+        .run(&[
+            "bench",
+            "understand",
+            "--suite",
+            suite.to_str().unwrap(),
+            "--json",
+        ])
+        .ok();
+    let json: Value = serde_json::from_str(report.stdout.lines().last().unwrap()).unwrap();
+    let s = &json["suites"][0];
+    assert_eq!(s["lines"], 3);
+    assert_eq!(s["command_accuracy"], 1.0);
+    assert_eq!(
+        s["command_params_accuracy"], 0.5,
+        "19 is not the 20 the suite wants"
+    );
+    assert_eq!(s["ood_executed"], 0);
+    assert!(
+        report.stdout.contains("miss: \"set the thermostat to 19\""),
+        "{}",
+        report.stdout
+    );
+
+    fs::write(&suite, "{\"text\": \"fine\"}\nnot a line\n").unwrap();
+    let bad = sb.run(&["bench", "understand", "--suite", suite.to_str().unwrap()]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("line 2"), "{}", bad.stderr);
+}
