@@ -428,10 +428,10 @@ impl Router {
             return Some(d);
         }
         let by_template = self.by_templates(text, context);
-        if by_template.as_ref().is_none_or(|d| d.confidence < SURE) {
-            if let Some(several) = self.several(text, context) {
-                return Some(several);
-            }
+        if by_template.as_ref().is_none_or(|d| d.confidence < SURE)
+            && let Some(several) = self.several(text, context)
+        {
+            return Some(several);
         }
         by_template
     }

@@ -50,6 +50,9 @@ pub struct Case {
     pub context: BTreeMap<String, String>,
 }
 
+/// Speech for `--spoken`: what whisper heard when the line was said.
+pub type Hear<'a> = &'a dyn Fn(&str) -> Result<String, String>;
+
 fn none() -> String {
     "-".into()
 }
@@ -167,7 +170,7 @@ pub fn run_suite(
     router: &Router,
     name: &str,
     cases: &[Case],
-    hear: Option<&dyn Fn(&str) -> Result<String, String>>,
+    hear: Option<Hear<'_>>,
 ) -> Result<SuiteReport, String> {
     let mut outcomes = Vec::with_capacity(cases.len());
     // Warm caches once so the first line's time is like the others'.
@@ -231,7 +234,7 @@ pub fn run_suite(
             route_code: decision.route_code.clone(),
             command_ok,
             params_ok,
-            would_run: any && !(level.confirmations_required() > 0),
+            would_run: any && level.confirmations_required() == 0,
             would_ask: any && (level.confirmations_required() > 0),
             low_level,
             decision_us,
@@ -336,7 +339,7 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
 pub fn run(
     router: &Router,
     given: Option<(&str, &str)>,
-    hear: Option<&dyn Fn(&str) -> Result<String, String>>,
+    hear: Option<Hear<'_>>,
 ) -> Result<UnderstandReport, String> {
     let mut reports = Vec::new();
     for (name, cases) in suites(given)? {

@@ -456,7 +456,7 @@ fn understood(s: &Sentence, reading: &Reading, context: &Context) -> Option<Unde
     // A device's kind is the request's domain unless the template says it.
     if !slots.contains_key("domain")
         && let Some(domain) = contexts.iter().find_map(|c| c.get("domain"))
-        && slots.get("name").is_some()
+        && slots.contains_key("name")
     {
         slots.insert(
             "domain".into(),

@@ -330,10 +330,7 @@ pub fn parse_duration(lang: Lang, text: &str) -> Option<u64> {
             continue;
         }
         // "half an hour", "a quarter of an hour", "eine halbe Stunde"
-        let (amount, after) = match duration_amount(lang, text, pos) {
-            Some(found) => found,
-            None => return None,
-        };
+        let (amount, after) = duration_amount(lang, text, pos)?;
         let rest = text[after..].trim_start();
         let at = text.len() - rest.len();
         let (unit, unit_end) = duration_unit(rest)?;
@@ -353,7 +350,7 @@ pub fn parse_duration(lang: Lang, text: &str) -> Option<u64> {
             pos += 1;
         }
     }
-    (any && total >= 0.0 && total < 1e12).then(|| total.round() as u64)
+    (any && (0.0..1e12).contains(&total)).then(|| total.round() as u64)
 }
 
 /// The number in front of a duration unit: digits, words, "a"/"an", "half
