@@ -333,8 +333,13 @@ pub fn match_all(expr: &Expr, input: &str, scope: &Scope<'_>) -> Vec<Reading> {
     run(expr, input, vec![start], scope, 0)
         .into_iter()
         .filter(|s| s.pos == input.len())
-        .map(|s| Reading {
-            slots: s.slots,
+        .map(|mut s| Reading {
+            slots: {
+                for b in &mut s.slots {
+                    b.said = input[b.span.0..b.span.1].to_owned();
+                }
+                s.slots
+            },
             literal_chars: s.literal,
             wildcard_chars: s.wild,
         })
@@ -435,9 +440,10 @@ fn fill_slot(
                     value: Value,
                     context: Option<Arc<BTreeMap<String, String>>>,
                     wildcard: bool| {
-        let said = input[start..end].trim().to_owned();
+        // The words themselves are taken once the whole sentence matched.
+        let said = String::new();
         let span = (start, start + input[start..end].trim_end().len());
-        let chars = said.bytes().filter(|b| *b != b' ').count() as u32;
+        let chars = input[span.0..span.1].bytes().filter(|b| *b != b' ').count() as u32;
         let mut next = s.clone();
         next.pos = end;
         if wildcard {
@@ -512,18 +518,18 @@ fn dedup(states: Vec<State>) -> Vec<State> {
     if states.len() < 2 {
         return states;
     }
+    use std::hash::{Hash, Hasher};
     let mut seen = HashSet::new();
     let mut out = Vec::with_capacity(states.len().min(MAX_STATES));
     for s in states {
-        let key = (
-            s.pos,
-            s.slots
-                .iter()
-                .map(|b| format!("{}={}", b.slot, b.said))
-                .collect::<Vec<_>>()
-                .join("|"),
-        );
-        if seen.insert(key) {
+        // Same place, same slots over the same words: the same reading.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        s.pos.hash(&mut h);
+        for b in &s.slots {
+            b.slot.hash(&mut h);
+            b.span.hash(&mut h);
+        }
+        if seen.insert(h.finish()) {
             out.push(s);
             if out.len() == MAX_STATES {
                 break;
