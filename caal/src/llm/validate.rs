@@ -56,6 +56,8 @@ pub struct Candidate<'a> {
     /// None when no tools were offered (a tool call is then unknown).
     pub toolbox: Option<&'a Toolbox>,
     pub router: &'a Router,
+    /// What the model was told (its words must not come back as the answer).
+    pub system_prompt: &'a str,
 }
 
 pub trait Validator: Send + Sync {
@@ -70,8 +72,101 @@ pub fn builtin() -> Vec<Box<dyn Validator>> {
         Box::new(RefusalOrGarbage),
         Box::new(ToolCalls),
         Box::new(SecretRefLeak),
+        Box::new(PromptOrCode),
         Box::new(OffTopic),
     ]
+}
+
+/// Phrases of instructions and tool syntax that belong to prompts, not to
+/// answers a person hears.
+const PROMPT_PHRASES: &[&str] = &[
+    "reply with json",
+    "respond with json",
+    "json only",
+    "you can call",
+    "one of these tools",
+    "call a tool",
+    "tool_call",
+    "function_call",
+    "\"arguments\"",
+    "\"name\":",
+    "<tool_call>",
+    "</tool_call>",
+    "```",
+    "syntax error",
+    "identifier '",
+    "is not defined",
+    "undefined is not",
+    "traceback (most recent",
+    "system prompt",
+    "as an ai language model",
+];
+
+/// Prompt text, tool syntax or code in a spoken answer: try again (a small
+/// model that echoes its instructions may answer on a second attempt), and
+/// failing that the person is asked to say it another way; the text is
+/// never said.
+pub struct PromptOrCode;
+
+impl PromptOrCode {
+    fn leak(text: &str, system_prompt: &str) -> Option<String> {
+        let lower = text.to_lowercase();
+        if let Some(p) = PROMPT_PHRASES.iter().find(|p| lower.contains(*p)) {
+            return Some(format!("the answer holds prompt or tool syntax ({p:?})"));
+        }
+        // Six words in a row from the instructions.
+        let said: Vec<String> = words(&lower);
+        let told: Vec<String> = words(&system_prompt.to_lowercase());
+        if told.len() >= 6 {
+            let runs: BTreeSet<&[String]> = told.windows(6).collect();
+            if said.windows(6).any(|w| runs.contains(w)) {
+                return Some("the answer repeats the instructions".into());
+            }
+        }
+        // Code: braces and semicolons or arrows a sentence does not have.
+        let code_marks = [
+            "{",
+            "}",
+            "();",
+            "=>",
+            "function(",
+            "def ",
+            "return ",
+            "</",
+            "/>",
+        ];
+        let marks = code_marks.iter().filter(|m| text.contains(*m)).count();
+        if marks >= 2 || text.trim_start().starts_with('{') || text.trim_start().starts_with('[') {
+            return Some("the answer reads as code or data, not speech".into());
+        }
+        None
+    }
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+impl Validator for PromptOrCode {
+    fn id(&self) -> &'static str {
+        "prompt_or_code"
+    }
+
+    fn check(&self, c: &Candidate<'_>) -> ValidatorResult {
+        let text = c.response.text.trim();
+        if text.is_empty() || !c.response.tool_calls.is_empty() {
+            return ValidatorResult::ok(self.id(), "no answer text to judge");
+        }
+        match Self::leak(text, c.system_prompt) {
+            Some(why) => {
+                ValidatorResult::new(self.id(), "validator.prompt_leak", Status::Retry, why)
+            }
+            None => ValidatorResult::ok(self.id(), "plain words"),
+        }
+    }
 }
 
 /// Empty or cut-off answers.
@@ -333,6 +428,7 @@ mod tests {
             response: r,
             toolbox: tools,
             router: &router,
+            system_prompt: "You are CAAL, a home voice assistant. Answer in one or two short, plain sentences. Use a tool only when the user asks for that action.",
         };
         builtin()
             .iter()
@@ -420,5 +516,35 @@ mod tests {
         );
         r.tool_calls[0].arguments = json!({"state": "on"});
         assert_eq!(run("turn on the lights", &r, Some(&tools)), vec![]);
+    }
+
+    #[test]
+    fn prompt_text_tool_syntax_and_code_are_not_answers() {
+        for leaked in [
+            "You can call one of these tools. Reply with JSON only.",
+            "Syntax Error: Identifier 'function' is not defined",
+            "{\"name\": \"lights_set\", \"arguments\": {}}",
+            "I am CAAL, a home voice assistant. Answer in one or two short, plain sentences.",
+            "```python\nprint('hi')\n```",
+            "function f() { return 1; }",
+        ] {
+            let got = run("hi, I just got home", &response(leaked), None);
+            assert!(
+                got.iter()
+                    .any(|(code, s)| code == "validator.prompt_leak" && *s == Status::Retry),
+                "{leaked}: {got:?}"
+            );
+        }
+        for plain in [
+            "The Moon is about 384,000 km from Earth.",
+            "Welcome home! Want me to turn on the hall lights?",
+            "I don't know.",
+        ] {
+            let got = run("tell me one fact about the moon", &response(plain), None);
+            assert!(
+                !got.iter().any(|(code, _)| code == "validator.prompt_leak"),
+                "{plain}: {got:?}"
+            );
+        }
     }
 }

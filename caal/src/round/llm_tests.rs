@@ -141,6 +141,7 @@ fn a_question_is_answered_by_the_local_tier_and_every_step_recorded() {
             "refusal_garbage",
             "tool_call",
             "secret_ref_leak",
+            "prompt_or_code",
             "off_topic"
         ]
     );

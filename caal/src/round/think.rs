@@ -179,6 +179,7 @@ impl Engine {
                     response: &response,
                     toolbox,
                     router: &self.router,
+                    system_prompt: &cfg.system_prompt,
                 };
                 let mut worst = Status::Ok;
                 let mut complaints = Vec::new();
