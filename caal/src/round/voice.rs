@@ -105,7 +105,12 @@ impl Engine {
         if !stt::BUILT_IN {
             return Err(SttError::NotBuilt);
         }
-        let cfg = &self.config.voice;
+        // Whisper is told the home's words unless voice.prompt says others.
+        let mut cfg = self.config.voice.clone();
+        if cfg.prompt.is_empty() {
+            cfg.prompt = self.router.home().speech_prompt();
+        }
+        let cfg = &cfg;
         stt::install(cfg, &self.voice.models_dir, false)?;
         let loaded = Arc::new(Stt::load(
             &stt::model_path(cfg, &self.voice.models_dir),

@@ -218,6 +218,20 @@ impl Home {
             .collect()
     }
 
+    /// Words to expect in speech, for whisper's prompt when `voice.prompt`
+    /// is empty: the rooms and devices by name, and how requests start.
+    pub fn speech_prompt(&self) -> String {
+        let mut names: Vec<&str> = self.area_names();
+        names.extend(self.devices.iter().map(|d| d.name.as_str()));
+        if names.is_empty() {
+            return String::new();
+        }
+        format!(
+            "Turn on the lights. Set the thermostat. Set a timer. {}.",
+            super::super::auth::capitalise(&names.join(", "))
+        )
+    }
+
     /// The template lists with `area` and `name` open to any words: used
     /// only after nothing matched, to tell a room or device that is not in
     /// the home from talk that is not a request.

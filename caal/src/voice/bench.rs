@@ -136,7 +136,13 @@ pub fn hearing(
     config: &Config,
     models_dir: &Path,
 ) -> Result<impl Fn(&str) -> Result<String, String>, String> {
-    let cfg = config.voice.clone();
+    let mut cfg = config.voice.clone();
+    if cfg.prompt.is_empty() {
+        // As voice rounds do: whisper is told the home's words.
+        cfg.prompt = crate::understand::Home::from_config(&config.home)
+            .map_err(|e| e.to_string())?
+            .speech_prompt();
+    }
     stt::install(&cfg, models_dir, false).map_err(|e| e.to_string())?;
     let stt =
         stt::Stt::load(&stt::model_path(&cfg, models_dir), &cfg).map_err(|e| e.to_string())?;
