@@ -37,6 +37,8 @@ struct Sentence {
     text: String,
     expr: Expr,
     required: Vec<Vec<String>>,
+    /// Lists every reading fills: none of a list's values in the input, no match.
+    required_lists: Vec<String>,
     slots: BTreeMap<String, Value>,
     requires_context: BTreeMap<String, Value>,
     excludes_context: BTreeMap<String, Value>,
@@ -177,6 +179,9 @@ impl Library {
         // What sentences require may have changed with it.
         for s in &mut self.sentences {
             s.required = template::required(&s.expr, &self.rules, 0);
+            s.required_lists = template::required_lists(&s.expr, &self.rules, 0);
+            s.required_lists.sort();
+            s.required_lists.dedup();
         }
         Ok(())
     }
@@ -230,6 +235,9 @@ impl Library {
     ) -> Result<(), template::TemplateError> {
         let expr = parse(text)?;
         let required = template::required(&expr, &self.rules, 0);
+        let mut required_lists = template::required_lists(&expr, &self.rules, 0);
+        required_lists.sort();
+        required_lists.dedup();
         let (mut lists, mut rules) = (Vec::new(), Vec::new());
         template::references(&expr, &mut lists, &mut rules);
         let mut names_home = lists.iter().any(|l| matches!(*l, "area" | "name"));
@@ -252,6 +260,7 @@ impl Library {
             text: text.to_owned(),
             expr,
             required,
+            required_lists,
             slots,
             requires_context,
             excludes_context,
@@ -343,6 +352,8 @@ impl Library {
             lists: &lists,
         };
         let mut found: Vec<(Understood, u32)> = Vec::new();
+        // Whether each list could be in the input, worked out once per input.
+        let mut possible: HashMap<&str, bool> = HashMap::new();
         for s in &self.sentences {
             if !wanted(s)
                 || !s
@@ -350,6 +361,17 @@ impl Library {
                     .iter()
                     .all(|clause| clause.iter().any(|w| input.contains(w.as_str())))
             {
+                continue;
+            }
+            let lists_fit = s.required_lists.iter().all(|name| {
+                *possible.entry(name.as_str()).or_insert_with(|| {
+                    lists
+                        .iter()
+                        .find_map(|l| l.get(name.as_str()))
+                        .is_some_and(|list| template::list_possible(list, input))
+                })
+            });
+            if !lists_fit {
                 continue;
             }
             for reading in match_all(&s.expr, input, &scope) {

@@ -577,6 +577,51 @@ pub fn required(expr: &Expr, rules: &HashMap<String, Expr>, depth: u32) -> Vec<V
     }
 }
 
+/// The lists every reading of `expr` fills (on every path through it), to
+/// skip a template when none of a list's values is in the input.
+pub fn required_lists(expr: &Expr, rules: &HashMap<String, Expr>, depth: u32) -> Vec<String> {
+    if depth > MAX_DEPTH {
+        return Vec::new();
+    }
+    match expr {
+        Expr::Text(_) => Vec::new(),
+        Expr::Seq(items) => items
+            .iter()
+            .flat_map(|i| required_lists(i, rules, depth))
+            .collect(),
+        Expr::Alt(options) => {
+            let mut sets = options.iter().map(|o| required_lists(o, rules, depth));
+            let Some(first) = sets.next() else {
+                return Vec::new();
+            };
+            sets.fold(first, |kept, next| {
+                kept.into_iter().filter(|l| next.contains(l)).collect()
+            })
+        }
+        Expr::Rule(name) => rules
+            .get(&**name)
+            .map(|body| required_lists(body, rules, depth + 1))
+            .unwrap_or_default(),
+        Expr::List { list, .. } => vec![list.to_string()],
+    }
+}
+
+/// Whether some value of `list` could be in `input`: each value's words
+/// (one of its first clause) looked for; lists of numbers, durations and
+/// wildcards are always possible.
+pub fn list_possible(list: &SlotList, input: &str) -> bool {
+    let SlotList::Values(values) = list else {
+        return true;
+    };
+    let none = HashMap::new();
+    values
+        .iter()
+        .any(|v| match required(&v.said, &none, 0).into_iter().next() {
+            Some(clause) => clause.iter().any(|w| input.contains(w.as_str())),
+            None => true,
+        })
+}
+
 /// The list and rule names a template uses (for checks at load time).
 pub fn references<'a>(expr: &'a Expr, lists: &mut Vec<&'a str>, rules: &mut Vec<&'a str>) {
     match expr {
