@@ -458,7 +458,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let config = load_config()?.0;
             let env = |k: &str| std::env::var(k).ok();
             let library = understanding_library(&config, &env);
-            let router = caal::router::Router::compile_with(&config, library)
+            let embedder = understanding_model(&config, &env);
+            let router = caal::router::Router::compile_with(&config, library, embedder)
                 .map_err(anyhow::Error::from)?;
             let text = text.join(" ");
             let context = caal::understand::Context {
@@ -470,7 +471,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let matches = router
                 .library()
                 .understand(&normalized, router.home(), &context);
-            output::print_understanding(&text, &decision, &matches, json);
+            // What the meaning layer found nearest, whether or not it decided.
+            let nearest = match router.semantic() {
+                Some(s) => Some(
+                    s.understand(&normalized, router.home(), &context)
+                        .map_err(anyhow::Error::from)?
+                        .nearest_json(5),
+                ),
+                None => None,
+            };
+            output::print_understanding(&text, &decision, &matches, nearest.as_ref(), json);
         }
         Command::Config(ConfigCommand::Check) => {
             let (config, file) = load_config()?;
@@ -551,7 +561,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let config = load_config()?.0;
             let env = |k: &str| std::env::var(k).ok();
             let library = understanding_library(&config, &env);
-            let router = caal::router::Router::compile_with(&config, library)
+            let embedder = understanding_model(&config, &env);
+            let router = caal::router::Router::compile_with(&config, library, embedder)
                 .map_err(anyhow::Error::from)?;
             let given = match &suite {
                 Some(path) => Some((
@@ -724,6 +735,11 @@ fn open_engine(data_dir: &Path, config: Config, start: Start) -> Result<Engine> 
         ..EngineOptions::default()
     };
     let engine = Engine::open(data_dir, config, options)?;
+    if start == Start::Warm
+        && let Some(semantic) = engine.router().semantic()
+    {
+        std::thread::spawn(semantic.warmer());
+    }
     for (conversation, round_seq) in engine.store().recovered() {
         eprintln!(
             "caal: conversation {conversation} round {round_seq} was left open by a crash; recorded as round.failed (crash.recovered)"
@@ -901,6 +917,17 @@ fn understanding_library(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Option<caal::understand::Library> {
     caal::understand::library::load_configured(&config.understand, env).unwrap_or_else(|e| {
+        eprintln!("caal: warning: {e}");
+        None
+    })
+}
+
+/// The semantic layer's embedding model, or none with a warning saying why and how to get it.
+fn understanding_model(
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<std::sync::Arc<caal::understand::Embedder>> {
+    caal::understand::embed::load_configured(&config.understand, env).unwrap_or_else(|e| {
         eprintln!("caal: warning: {e}");
         None
     })

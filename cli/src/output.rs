@@ -207,6 +207,7 @@ pub fn print_understanding(
     text: &str,
     d: &caal::router::RouteDecision,
     matches: &[caal::understand::Understood],
+    nearest: Option<&serde_json::Value>,
     json: bool,
 ) {
     let commands: Vec<serde_json::Value> = match &d.intent {
@@ -221,7 +222,8 @@ pub fn print_understanding(
         println!(
             "{}",
             serde_json::json!({"text": text, "route_code": d.route_code, "layer": d.layer, "source_rule": d.source_rule,
-                "commands": commands, "understood": d.understood, "templates": matches})
+                "commands": commands, "understood": d.understood, "templates": matches,
+                "nearest": nearest})
         );
         return;
     }
@@ -269,6 +271,22 @@ pub fn print_understanding(
             slots.join(" ")
         );
     }
+    match nearest.and_then(|n| n.as_array()) {
+        None => {
+            println!("  meaning layer off (understand.semantic.model is empty or not installed)")
+        }
+        Some(near) => {
+            for n in near {
+                println!(
+                    "  nearest {} {} {:.3}: {:?}",
+                    n["intent"].as_str().unwrap_or(""),
+                    n["slots"],
+                    n["similarity"].as_f64().unwrap_or(0.0),
+                    n["example"].as_str().unwrap_or("")
+                );
+            }
+        }
+    }
 }
 
 pub fn print_understand_bench(r: &caal::understand::bench::UnderstandReport, misses: usize) {
@@ -301,6 +319,10 @@ pub fn print_understand_bench(r: &caal::understand::bench::UnderstandReport, mis
             println!(
                 "    level-1/2 commands understood that would ask for confirmation: {} of {}",
                 s.low_level_asked, s.low_level_right
+            );
+            println!(
+                "    understood wrong: {} would run, {} would ask first",
+                s.wrong_would_run, s.wrong_would_ask
             );
         }
         if s.out_of_domain > 0 {

@@ -285,3 +285,122 @@ fn caal_understand_explains_and_the_benchmark_scores_a_suite() {
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("line 2"), "{}", bad.stderr);
 }
+
+#[test]
+fn what_no_template_foresaw_is_understood_by_its_meaning() {
+    let sb = Sandbox::new();
+    // Near an example of a request, and sure: it runs, its slots read from what was said.
+    let oil = sb.say("m", "we're out of olive oil");
+    assert_eq!(commands(&oil), vec!["shopping.add ok"], "{oil}");
+    assert_eq!(oil["source_rule"], "semantic:HassShoppingListAddItem");
+    let spare = sb.say("m", "get the lights in the spare room");
+    assert_eq!(
+        spare["reply"], "Okay, the guest room lights are on.",
+        "{spare}"
+    );
+    assert_eq!(spare["auth_level"], 1, "sure: the command's own level");
+
+    // Why: route.selected names the layer, the similarity and the nearest examples.
+    let shown = sb
+        .run(&[
+            "trace",
+            "show",
+            "--json",
+            spare["round_id"].as_str().unwrap(),
+        ])
+        .ok()
+        .json();
+    let route = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|e| e["event_type"] == "route.selected")
+        .unwrap()["payload"]
+        .clone();
+    assert_eq!(route["layer"], "semantic", "{route}");
+    assert_eq!(route["understood"]["slots"]["area"]["value"], "guest room");
+    let nearest = route["understood"]["nearest"].as_array().unwrap();
+    assert_eq!(nearest.len(), 3, "{route}");
+    assert_eq!(nearest[0]["intent"], "HassTurnOn");
+    let first = nearest[0]["similarity"].as_f64().unwrap();
+    assert!(
+        (0.8..=1.0).contains(&first) && nearest[1]["similarity"].as_f64().unwrap() <= first,
+        "{route}"
+    );
+
+    // Near a request but not sure: it only asks, and "no" leaves it undone.
+    let unsure = sb.say("u", "it was dark when I left the office");
+    assert!(commands(&unsure).is_empty(), "{unsure}");
+    assert_eq!(
+        unsure["pending_confirmation"]["confirmations_required"], 1,
+        "{unsure}"
+    );
+    let no = sb.say("u", "no");
+    assert!(commands(&no).is_empty(), "{no}");
+
+    // Talk near examples that are no request, and negated requests: nothing.
+    for said in [
+        "my brother is coming next week",
+        "leave the porch light as it is",
+        "no need for the garage door to be open",
+    ] {
+        let r = sb.say("t", said);
+        assert!(commands(&r).is_empty(), "{said}: {r}");
+        assert!(r["pending_confirmation"].is_null(), "{said}: {r}");
+    }
+    // ...but a saying with a negation word that asks is read: "never mind".
+    sb.say("n", "set a timer for ten minutes");
+    let never_mind = sb.say("n", "never mind the timer");
+    assert_eq!(
+        commands(&never_mind),
+        vec!["timer.cancel ok"],
+        "{never_mind}"
+    );
+
+    // `caal understand` shows the nearest meanings; with no model configured the layer is off.
+    let shown = sb
+        .run(&["understand", "--json", "we're out of olive oil"])
+        .ok()
+        .json();
+    assert_eq!(shown["layer"], "semantic");
+    assert_eq!(shown["nearest"][0]["intent"], "HassShoppingListAddItem");
+    let off = sb.path().join("off.toml");
+    fs::write(&off, "[understand.semantic]\nmodel = \"\"\n").unwrap();
+    let without = sb
+        .run(&[
+            "--config",
+            off.to_str().unwrap(),
+            "understand",
+            "--json",
+            "we're out of olive oil",
+        ])
+        .ok()
+        .json();
+    assert_eq!(without["layer"], "none", "{without}");
+    assert!(without["nearest"].is_null());
+}
+
+#[test]
+fn a_missing_embedding_model_is_named_and_routing_goes_on_without_it() {
+    let sb = Sandbox::new();
+    let empty = sb.path().join("no-models");
+    fs::create_dir_all(&empty).unwrap();
+    let models = empty.to_str().unwrap();
+    let run = sb.run_env(
+        &["understand", "turn on the kitchen lights"],
+        &[("CAAL_MODELS_DIR", models)],
+    );
+    let run = run.ok();
+    assert!(
+        run.stderr.contains("the embedding model is not in")
+            && run.stderr.contains("bash .ci/setup")
+            && run.stderr.contains("understand.semantic.model = \"\""),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stdout.contains("lights.set"),
+        "templates still route: {}",
+        run.stdout
+    );
+}

@@ -492,6 +492,37 @@ pub struct UnderstandConfig {
     /// What an understood intent runs.
     #[serde(default)]
     pub intents: Vec<IntentMapConfig>,
+    /// The semantic layer: what templates miss, by the nearest examples.
+    #[serde(default)]
+    pub semantic: SemanticConfig,
+}
+
+/// The semantic layer (`[understand.semantic]`): an utterance no template
+/// matched is compared with each language's examples by a sentence
+/// embedding; the nearest decide, if they are near enough.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SemanticConfig {
+    /// The embedding model's folder under the models dir (or a path); "" turns the layer off.
+    pub model: String,
+    /// Below this similarity to the nearest example, nothing is understood.
+    pub threshold: f64,
+    /// At or above it, a command runs at its configured level; between
+    /// `threshold` and `sure` it asks first (level 3).
+    pub sure: f64,
+    /// The nearest example of another meaning must be this much further away.
+    pub margin: f64,
+}
+
+impl Default for SemanticConfig {
+    fn default() -> Self {
+        Self {
+            model: String::new(),
+            threshold: 0.6,
+            sure: 0.8,
+            margin: 0.03,
+        }
+    }
 }
 
 /// One language's words for the understanding layers (`[understand.languages.en]`).
@@ -507,12 +538,40 @@ pub struct LanguageConfig {
     /// Said before a request that is not to be done ("don't unlock the door").
     #[serde(default)]
     pub negations: Vec<String>,
+    /// Sayings with a negation word that still ask for something ("never
+    /// mind the timer", "don't forget the milk"): the semantic layer, which
+    /// otherwise leaves any sentence with a negation alone, reads these.
+    #[serde(default)]
+    pub negation_idioms: Vec<String>,
     /// Expansion rules (`<turn>`) set over the library's own.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,
     /// CAAL's own sentences, in the same template syntax.
     #[serde(default)]
     pub sentences: Vec<SentenceConfig>,
+    /// The semantic layer's examples: what people mean, said as they say it.
+    #[serde(default)]
+    pub examples: Vec<ExampleConfig>,
+}
+
+/// Examples of one meaning for the semantic layer: an intent (as templates
+/// name them; `-` for talk that is no request) with the slots every example
+/// fills. Other slots are read from what was said: the home's rooms and
+/// devices, numbers, durations, and a `{slot}` an example marks.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExampleConfig {
+    pub intent: String,
+    #[serde(default)]
+    pub slots: BTreeMap<String, String>,
+    /// Slots read from what was said: `area`, `name`, `brightness`,
+    /// `temperature`, `seconds`, or one an example marks as `{item}`.
+    #[serde(default)]
+    pub find: Vec<String>,
+    /// No room said: ask which (as "turn on the lights" does), not all of them.
+    #[serde(default)]
+    pub needs_area: bool,
+    pub examples: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -295,7 +295,12 @@ impl Engine {
                     tracing::warn!("{e}");
                     None
                 });
-        let router = Router::compile_with(&config, library)?;
+        let embedder = crate::understand::embed::load_configured(&config.understand, &*options.env)
+            .unwrap_or_else(|e| {
+                tracing::warn!("{e}");
+                None
+            });
+        let router = Router::compile_with(&config, library, embedder)?;
         // Known secrets are scrubbed wherever they appear, whatever their shape.
         let safety = crate::safety::global();
         let token_env = config

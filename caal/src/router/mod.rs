@@ -12,6 +12,7 @@ mod params;
 mod understood;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use regex::{Regex, RegexSet};
 use serde::Serialize;
@@ -26,7 +27,7 @@ use crate::{
         RouteType, RuleConfig, StateConfig, Unmatched,
     },
     tools,
-    understand::{Context, Home, Lang, Library},
+    understand::{Context, Embedder, Home, Lang, Library, Semantic},
 };
 
 /// A template match at least this sure is taken over a split of the sentence.
@@ -70,6 +71,9 @@ pub struct Router {
     template_priority: i32,
     split_words: Vec<String>,
     negations: Vec<String>,
+    negation_idioms: Vec<String>,
+    /// The semantic layer, when its model is loaded and the language has examples.
+    semantic: Option<Semantic>,
 }
 
 /// What the round should do, as the router sees it.
@@ -121,7 +125,8 @@ pub struct RouteDecision {
     pub params: Value,
     pub intent: Intent,
     /// Which layer decided: `rule`, `template`, `split` (several requests),
-    /// `negation`, `home` (a room or device that is not there), `none`.
+    /// `negation`, `home` (a room or device that is not there), `semantic`
+    /// (the nearest examples), `none`.
     pub layer: &'static str,
     /// What the understanding layers matched and how sure they were.
     pub understood: Option<Value>,
@@ -151,12 +156,17 @@ impl RouteDecision {
 impl Router {
     /// The router with CAAL's own sentences only (checks, tools that need no library).
     pub fn compile(config: &Config) -> Result<Self, ConfigError> {
-        Self::compile_with(config, None)
+        Self::compile_with(config, None, None)
     }
 
     /// The router over a loaded sentence library (Home Assistant's), with
-    /// CAAL's own sentences and skip words added to it.
-    pub fn compile_with(config: &Config, library: Option<Library>) -> Result<Self, ConfigError> {
+    /// CAAL's own sentences and skip words added to it, and the semantic
+    /// layer over the language's examples when an embedding model is given.
+    pub fn compile_with(
+        config: &Config,
+        library: Option<Library>,
+        embedder: Option<Arc<Embedder>>,
+    ) -> Result<Self, ConfigError> {
         let state_names: BTreeSet<String> = config.states.keys().cloned().collect();
         let home = Home::from_config(&config.home)?;
         let known = Known {
@@ -201,6 +211,10 @@ impl Router {
                 })?;
         }
         understood::check_maps(&u.intents, &commands)?;
+        understood::check_examples(&words.examples, &u.intents, &u.semantic, lang)?;
+        let semantic = embedder
+            .filter(|_| !words.examples.is_empty())
+            .map(|e| Semantic::new(e, u.semantic.clone(), lang, &words.examples, &home));
         let mut seen = HashSet::new();
         let mut rules = Vec::with_capacity(config.rules.len());
         for rule in &config.rules {
@@ -333,6 +347,8 @@ impl Router {
             template_priority: u.priority,
             split_words: words.split_words.iter().map(|w| normalize(w)).collect(),
             negations: words.negations.iter().map(|w| normalize(w)).collect(),
+            negation_idioms: words.negation_idioms.iter().map(|w| normalize(w)).collect(),
+            semantic,
         })
     }
 
@@ -344,6 +360,11 @@ impl Router {
     /// The sentence library in use.
     pub fn library(&self) -> &Library {
         &self.library
+    }
+
+    /// The semantic layer, when it is on.
+    pub fn semantic(&self) -> Option<&Semantic> {
+        self.semantic.as_ref()
     }
 
     fn known(&self) -> Known<'_> {
@@ -405,7 +426,8 @@ impl Router {
     /// Routes in layers: rules above the template priority; a negated
     /// request (never run); the sentence templates; several requests in one
     /// sentence; the remaining rules; a room or device that is not in the
-    /// home (a reply naming what is); else the state's unmatched route.
+    /// home (a reply naming what is); the nearest examples in meaning; else
+    /// the state's unmatched route.
     pub fn route_in(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
         let ruled = self.by_rules(text);
         if let Some((priority, decision)) = ruled {
@@ -416,6 +438,7 @@ impl Router {
         }
         self.understood(text, context)
             .or_else(|| self.unknown_target(text, context))
+            .or_else(|| self.by_meaning(text, context))
             .unwrap_or_else(|| self.unmatched(state))
     }
 

@@ -10,10 +10,13 @@ use serde_json::{Value, json};
 
 use super::{Intent, RouteDecision, Router, normalize};
 use crate::{
-    auth::CommandChain,
-    config::{ConfigError, IntentMapConfig},
-    understand::{Context, Understood, home::value_names},
+    auth::{AuthLevel, CommandChain},
+    config::{ConfigError, ExampleConfig, IntentMapConfig, SemanticConfig},
+    understand::{Context, Lang, Understood, home::value_names},
 };
+
+/// Slots the semantic layer reads by kind; any other it reads where an example marks it.
+const READ_BY_KIND: &[&str] = &["area", "name", "brightness", "temperature", "seconds"];
 
 /// Whether words taken by an open slot could be a room's or a device's
 /// name: a few words, none of them a function word or the home's own kinds
@@ -89,6 +92,68 @@ pub(super) fn check_maps(
                 return Err(problem(format!(
                     "`{name}` is not a parameter of command {}",
                     m.command
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every example group means something a mapping runs (or `-`), and a
+/// free-text slot it reads is marked in one of its examples.
+pub(super) fn check_examples(
+    groups: &[ExampleConfig],
+    maps: &[IntentMapConfig],
+    semantic: &SemanticConfig,
+    lang: Lang,
+) -> Result<(), ConfigError> {
+    let value = |key: &str, problem: String| ConfigError::Value {
+        key: format!("understand.semantic.{key}"),
+        problem,
+    };
+    for (key, v) in [
+        ("threshold", semantic.threshold),
+        ("sure", semantic.sure),
+        ("margin", semantic.margin),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(value(
+                key,
+                format!("{v} is outside 0–1 (a cosine similarity)"),
+            ));
+        }
+    }
+    if semantic.sure < semantic.threshold {
+        return Err(value(
+            "sure",
+            format!(
+                "{} is below threshold {}; a match sure enough to run must also be near enough to count",
+                semantic.sure, semantic.threshold
+            ),
+        ));
+    }
+    for g in groups {
+        let problem = |problem: String| ConfigError::Item {
+            what: "understand.languages examples for",
+            name: format!("{} ({})", g.intent, lang.code()),
+            problem,
+        };
+        if g.examples.is_empty() {
+            return Err(problem("has no examples".into()));
+        }
+        if g.intent != "-" && !maps.iter().any(|m| m.intent == g.intent) {
+            return Err(problem(
+                "no [[understand.intents]] entry maps this intent to a command; add one, or use intent = \"-\" for talk that is no request".into(),
+            ));
+        }
+        for slot in &g.find {
+            let mark = format!("{{{slot}}}");
+            if !READ_BY_KIND.contains(&slot.as_str())
+                && !g.examples.iter().any(|e| e.contains(&mark))
+            {
+                return Err(problem(format!(
+                    "finds `{slot}`, which is read only where an example marks it; write it as {mark} in an example, or find one of {}",
+                    READ_BY_KIND.join(", ")
                 )));
             }
         }
@@ -199,9 +264,26 @@ impl Router {
     }
 
     fn template_command(&self, u: &Understood) -> Option<RouteDecision> {
+        self.intent_command(u, "template", None, None)
+    }
+
+    /// An understood intent as a decision of `layer`: the command its
+    /// mapping names, asked about when a device is ambiguous or a room is
+    /// needed, its level raised to `raise_to` if given.
+    fn intent_command(
+        &self,
+        u: &Understood,
+        layer: &'static str,
+        raise_to: Option<AuthLevel>,
+        extra: Option<(&str, Value)>,
+    ) -> Option<RouteDecision> {
         let map = self.map_for(u)?;
-        let source = Some(format!("template:{}", u.intent));
-        let understood = Some(understood_json(u, "template"));
+        let source = Some(format!("{layer}:{}", u.intent));
+        let mut json = understood_json(u, layer);
+        if let (Some((key, value)), Some(obj)) = (extra, json.as_object_mut()) {
+            obj.insert(key.to_owned(), value);
+        }
+        let understood = Some(json);
         // "the lamp" when there are two: ask which, naming them.
         if let Some(slot) = u.slots.values().find(|s| s.value.is_array()) {
             let candidates = value_names(&slot.value)
@@ -219,8 +301,9 @@ impl Router {
                 .collect();
             let mut d =
                 RouteDecision::simple("intent.ambiguous", source, Intent::Ambiguous { candidates });
-            d.layer = "template";
+            d.layer = layer;
             d.understood = understood;
+            d.confidence = u.confidence;
             return Some(d);
         }
         // "Turn on the lights" said where CAAL does not know the room, for a
@@ -234,17 +317,18 @@ impl Router {
                 self.home.area_names().join(", ")
             );
             let mut d = RouteDecision::simple("intent.clarify", source, Intent::Reply(reply));
-            d.layer = "template";
+            d.layer = layer;
             d.understood = understood;
+            d.confidence = u.confidence;
             return Some(d);
         }
         let raw = self.raw_params(map, u);
         let built = self
-            .resolve_command(&map.command, raw.clone(), source.clone(), None)
+            .resolve_command(&map.command, raw.clone(), source.clone(), raise_to)
             .map(|c| CommandChain::new(vec![c], None, None))
             .map_err(|problem| (map.command.clone(), problem));
         let mut d = self.chain_decision("intent.command", source, built, &raw);
-        d.layer = "template";
+        d.layer = layer;
         d.understood = understood;
         d.confidence = u.confidence;
         Some(d)
@@ -367,6 +451,55 @@ impl Router {
             }
         }
         None
+    }
+
+    /// What no template matched, by the examples nearest in meaning: a
+    /// request when the nearest is one, near enough, clearly nearer than any
+    /// other meaning, and its slots could be read; asked about first (level
+    /// 3) unless it is sure. Never for a sentence that says "not" or a
+    /// negation: nearness in meaning does not see them.
+    pub(super) fn by_meaning(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        let semantic = self.semantic.as_ref()?;
+        // Embeddings barely tell "lock the door" from "don't lock the door":
+        // a sentence with a negation is left to the other layers, unless
+        // the negation is part of a saying that asks ("never mind the timer").
+        let mut padded = format!(" {text} ");
+        for idiom in &self.negation_idioms {
+            padded = padded.replace(&format!(" {idiom} "), " ");
+        }
+        if ["not", "never", "no"]
+            .into_iter()
+            .chain(self.negations.iter().map(String::as_str))
+            .any(|n| padded.contains(&format!(" {n} ")))
+        {
+            return None;
+        }
+        let found = match semantic.understand(text, &self.home, context) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!("semantic layer: {e}");
+                return None;
+            }
+        };
+        let cfg = &semantic.config;
+        let best = found.nearest.first()?;
+        let other = found
+            .nearest
+            .iter()
+            .find(|n| n.intent != best.intent || n.slots != best.slots);
+        let u = found.understood.as_ref()?;
+        if best.score < cfg.threshold || other.is_some_and(|o| best.score - o.score < cfg.margin) {
+            return None;
+        }
+        let raise_to = (best.score < cfg.sure).then_some(AuthLevel::CONFIRM);
+        let mut d = self.intent_command(
+            u,
+            "semantic",
+            raise_to,
+            Some(("nearest", found.nearest_json(3))),
+        )?;
+        d.confidence = best.score;
+        Some(d)
     }
 
     /// After nothing else matched: a request for a room or device the home

@@ -27,6 +27,8 @@ pub const HA_SUITE: &str = include_str!("../../suites/ha-en.jsonl");
 pub const PARAPHRASE_SUITE: &str = include_str!("../../suites/paraphrases-en.jsonl");
 pub const OUT_OF_DOMAIN_SUITE: &str = include_str!("../../suites/out-of-domain-en.jsonl");
 pub const HELD_OUT_SUITE: &str = include_str!("../../suites/held-out-en.jsonl");
+pub const FRESH_SUITE: &str = include_str!("../../suites/fresh-en.jsonl");
+pub const UNTOUCHED_SUITE: &str = include_str!("../../suites/untouched-en.jsonl");
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct Expected {
@@ -132,6 +134,11 @@ pub struct SuiteReport {
     /// Level-1/2 commands understood right that would ask for confirmation.
     pub low_level_asked: usize,
     pub low_level_right: usize,
+    /// Requests understood wrong (command or parameters) that would run
+    /// without asking: the costly mistake.
+    pub wrong_would_run: usize,
+    /// Requests understood wrong that would ask first.
+    pub wrong_would_ask: usize,
     pub latency: Vec<LayerLatency>,
     pub misses: Vec<Outcome>,
 }
@@ -297,6 +304,14 @@ fn report(name: &str, outcomes: Vec<Outcome>) -> SuiteReport {
         ood_executed: ood.iter().filter(|o| o.would_run).count(),
         low_level_asked: low_right.iter().filter(|o| o.would_ask).count(),
         low_level_right: low_right.len(),
+        wrong_would_run: wanting
+            .iter()
+            .filter(|o| !o.params_ok && o.would_run)
+            .count(),
+        wrong_would_ask: wanting
+            .iter()
+            .filter(|o| !o.params_ok && o.would_ask)
+            .count(),
         latency,
         misses: outcomes
             .into_iter()
@@ -328,6 +343,11 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
                 "held-out-en".into(),
                 parse_suite(HELD_OUT_SUITE, "held-out-en")?,
             ),
+            ("fresh-en".into(), parse_suite(FRESH_SUITE, "fresh-en")?),
+            (
+                "untouched-en".into(),
+                parse_suite(UNTOUCHED_SUITE, "untouched-en")?,
+            ),
             (
                 "out-of-domain-en".into(),
                 parse_suite(OUT_OF_DOMAIN_SUITE, "out-of-domain-en")?,
@@ -341,6 +361,10 @@ pub fn run(
     given: Option<(&str, &str)>,
     hear: Option<Hear<'_>>,
 ) -> Result<UnderstandReport, String> {
+    // The examples' vectors are made (or read back) once, before any timing.
+    if let Some(semantic) = router.semantic() {
+        semantic.warm().map_err(|e| e.to_string())?;
+    }
     let mut reports = Vec::new();
     for (name, cases) in suites(given)? {
         reports.push(run_suite(router, &name, &cases, hear)?);
@@ -360,7 +384,7 @@ mod tests {
     #[test]
     fn the_built_in_suites_parse_and_bad_lines_are_named() {
         let all = suites(None).unwrap();
-        assert_eq!(all.len(), 4);
+        assert_eq!(all.len(), 6);
         assert!(all.iter().all(|(_, cases)| !cases.is_empty()));
         let err = parse_suite("{\"text\": \"hi\"}\nnot json\n", "mine.jsonl").unwrap_err();
         assert!(err.contains("mine.jsonl line 2"), "{err}");

@@ -6,9 +6,11 @@
 //! file once; the router turns what is understood into commands.
 
 pub mod bench;
+pub mod embed;
 pub mod home;
 pub mod library;
 pub mod numbers;
+pub mod semantic;
 pub mod template;
 
 use std::collections::BTreeMap;
@@ -16,8 +18,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+pub use embed::Embedder;
 pub use home::Home;
 pub use library::{Library, LibraryError};
+pub use semantic::Semantic;
 
 /// A language the sentence library and the number reader both know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -1,0 +1,712 @@
+//! The semantic layer: what no template foresaw ("can I get some light in
+//! the kitchen", "lock up the front door"), understood by the examples it
+//! is nearest to in meaning. Each configured group of examples is one
+//! meaning (an intent with fixed slots, or `-`: talk that is no request);
+//! the sentence and every example are embedded (`embed.rs`), and the
+//! nearest group decides if it is near enough and clearly nearer than any
+//! other meaning. The slots that vary are read from what was said: the
+//! home's rooms and devices, numbers, durations, and a free-text slot an
+//! example marks (`we're out of {item}`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{Value, json};
+
+use super::embed::{EmbedError, Embedder, cosine};
+use super::numbers::{numbers_at, parse_duration};
+use super::{Context, Home, Lang, Slot, Understood, normalize};
+use crate::config::{ExampleConfig, SemanticConfig};
+
+/// A free-text slot an example marks; embedded as this word.
+const FILLER: &str = "something";
+
+struct Group {
+    intent: String,
+    slots: BTreeMap<String, String>,
+    find: Vec<String>,
+    needs_area: bool,
+}
+
+struct Example {
+    group: usize,
+    /// Normalised, with `{slot}` marks kept (for reading free text).
+    text: String,
+    /// What is embedded: marks filled, rooms made generic.
+    embedded: String,
+}
+
+/// The examples of every meaning, embedded on first use.
+pub struct Semantic {
+    embedder: Arc<Embedder>,
+    pub config: SemanticConfig,
+    lang: Lang,
+    groups: Vec<Group>,
+    examples: Vec<Example>,
+    /// Shared so a background thread can fill it (`warmer`).
+    vectors: Arc<OnceLock<Result<Vec<Vec<f32>>, String>>>,
+}
+
+/// The nearest example of one meaning.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Near {
+    pub intent: String,
+    pub slots: BTreeMap<String, String>,
+    pub example: String,
+    pub score: f64,
+}
+
+/// What the semantic layer found: the nearest meanings, best first (one
+/// entry per meaning), and, when the best is a request whose slots could
+/// be read, what it understood.
+#[derive(Clone, Debug)]
+pub struct Found {
+    pub nearest: Vec<Near>,
+    pub understood: Option<Understood>,
+}
+
+impl Found {
+    /// The trace's view: the nearest few with their similarity.
+    pub fn nearest_json(&self, n: usize) -> Value {
+        json!(
+            self.nearest
+                .iter()
+                .take(n)
+                .map(
+                    |m| json!({"intent": m.intent, "slots": m.slots, "example": m.example,
+                                "similarity": (m.score * 1000.0).round() / 1000.0})
+                )
+                .collect::<Vec<_>>()
+        )
+    }
+}
+
+impl Semantic {
+    pub fn new(
+        embedder: Arc<Embedder>,
+        config: SemanticConfig,
+        lang: Lang,
+        groups: &[ExampleConfig],
+        home: &Home,
+    ) -> Self {
+        let mut g = Vec::new();
+        let mut examples = Vec::new();
+        for (i, group) in groups.iter().enumerate() {
+            g.push(Group {
+                intent: group.intent.clone(),
+                slots: group.slots.clone(),
+                find: group.find.clone(),
+                needs_area: group.needs_area,
+            });
+            for e in &group.examples {
+                let text = normalize_marked(e);
+                examples.push(Example {
+                    group: i,
+                    embedded: generic(home, &unmark(&text, FILLER)),
+                    text,
+                });
+            }
+        }
+        Self {
+            embedder,
+            config,
+            lang,
+            groups: g,
+            examples,
+            vectors: Arc::new(OnceLock::new()),
+        }
+    }
+
+    pub fn origin(&self) -> &str {
+        &self.embedder.origin
+    }
+
+    pub fn example_count(&self) -> usize {
+        self.examples.len()
+    }
+
+    /// Embeds the examples now rather than at the first sentence that needs them.
+    pub fn warm(&self) -> Result<(), EmbedError> {
+        self.vectors()?;
+        // And the weights, which the vectors read from the cache did not need.
+        self.embedder.embed_one("hello").map(|_| ())
+    }
+
+    /// The same, as work for another thread (`caal serve` starts answering
+    /// while the examples are embedded; a sentence that needs them waits).
+    pub fn warmer(&self) -> impl FnOnce() + Send + 'static {
+        let (vectors, embedder, texts) = (
+            self.vectors.clone(),
+            self.embedder.clone(),
+            self.example_texts(),
+        );
+        move || {
+            vectors.get_or_init(|| embedder.embed_fixed(&texts).map_err(|e| e.to_string()));
+            if let Err(e) = embedder.embed_one("hello") {
+                tracing::warn!("semantic layer: {e}");
+            }
+        }
+    }
+
+    fn example_texts(&self) -> Vec<String> {
+        self.examples.iter().map(|e| e.embedded.clone()).collect()
+    }
+
+    fn vectors(&self) -> Result<&Vec<Vec<f32>>, EmbedError> {
+        self.vectors
+            .get_or_init(|| {
+                self.embedder
+                    .embed_fixed(&self.example_texts())
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| EmbedError::Run(e.clone()))
+    }
+
+    /// The meanings nearest to `text` (normalised), and what the best
+    /// understood, its slots read from what was said.
+    pub fn understand(
+        &self,
+        text: &str,
+        home: &Home,
+        context: &Context,
+    ) -> Result<Found, EmbedError> {
+        let vectors = self.vectors()?;
+        let query = self.embedder.embed_one(&generic(home, text))?;
+        let mut best: BTreeMap<usize, (f32, usize)> = BTreeMap::new();
+        for (i, v) in vectors.iter().enumerate() {
+            let score = cosine(&query, v);
+            let group = self.examples[i].group;
+            let entry = best.entry(group).or_insert((f32::MIN, i));
+            if score > entry.0 {
+                *entry = (score, i);
+            }
+        }
+        // A free-text slot's words ("olive oil") pull the sentence away from
+        // its example ("we're out of {item}"): where an example's frame is
+        // said, the sentence is also compared with those words masked.
+        let mut masked: Vec<(String, usize)> = Vec::new();
+        for (i, e) in self.examples.iter().enumerate() {
+            let Some(slot) = marked_slot(&e.text) else {
+                continue;
+            };
+            let Some(value) = align(text, &e.text, slot) else {
+                continue;
+            };
+            // A room or device is no shopping item ("put the porch light on").
+            if !mentions(home, &value, None).is_empty() {
+                continue;
+            }
+            let with =
+                format!(" {text} ").replacen(&format!(" {value} "), &format!(" {FILLER} "), 1);
+            masked.push((generic(home, with.trim()), i));
+        }
+        if !masked.is_empty() {
+            let mut unique: Vec<&str> = masked.iter().map(|m| m.0.as_str()).collect();
+            unique.sort_unstable();
+            unique.dedup();
+            let embedded = self.embedder.embed(&unique)?;
+            for (with, i) in &masked {
+                let at = unique.binary_search(&with.as_str()).unwrap_or(0);
+                let score = cosine(&embedded[at], &vectors[*i]);
+                let entry = best
+                    .entry(self.examples[*i].group)
+                    .or_insert((f32::MIN, *i));
+                if score > entry.0 {
+                    *entry = (score, *i);
+                }
+            }
+        }
+        let mut ranked: Vec<(usize, f32, usize)> =
+            best.into_iter().map(|(g, (s, e))| (g, s, e)).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let nearest: Vec<Near> = ranked
+            .iter()
+            .map(|&(g, s, e)| Near {
+                intent: self.groups[g].intent.clone(),
+                slots: self.groups[g].slots.clone(),
+                example: unmark(&self.examples[e].text, "…"),
+                score: f64::from(s),
+            })
+            .collect();
+        let understood = ranked.first().and_then(|&(g, s, e)| {
+            let group = &self.groups[g];
+            (group.intent != "-")
+                .then(|| self.read(group, g, e, text, home, context, f64::from(s)))
+                .flatten()
+        });
+        Ok(Found {
+            nearest,
+            understood,
+        })
+    }
+
+    /// The group's meaning with its varying slots read from `text`; none
+    /// when one it needs is not there.
+    #[allow(clippy::too_many_arguments)]
+    fn read(
+        &self,
+        group: &Group,
+        g: usize,
+        example: usize,
+        text: &str,
+        home: &Home,
+        context: &Context,
+        score: f64,
+    ) -> Option<Understood> {
+        let mut slots: BTreeMap<String, Slot> = group
+            .slots
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Slot {
+                        value: json!(v),
+                        said: String::new(),
+                        context: None,
+                        wildcard_span: None,
+                    },
+                )
+            })
+            .collect();
+        let domain = group.slots.get("domain").map(String::as_str);
+        let mentions = mentions(home, text, domain);
+        // A number said beats a meaning's fixed one ("bring the office
+        // lights down to 30" is near "dim the office lights by half").
+        let readable = ["brightness", "temperature", "seconds"];
+        let said_over_fixed = group
+            .slots
+            .keys()
+            .filter(|k| readable.contains(&k.as_str()) && !group.find.contains(k));
+        let wanted: Vec<(&String, bool)> = group
+            .find
+            .iter()
+            .map(|w| (w, true))
+            .chain(said_over_fixed.map(|w| (w, false)))
+            .collect();
+        for (want, needed) in wanted {
+            let slot = match want.as_str() {
+                "area" | "name" => mentions.iter().find(|m| m.slot == want).map(|m| Slot {
+                    value: m.value.clone(),
+                    said: m.said.clone(),
+                    context: m.context.clone(),
+                    wildcard_span: None,
+                }),
+                // Over a fixed level, only a level said as one ("half" is the group's 50).
+                "brightness" => percent(self.lang, text)
+                    .filter(|n| needed || *n >= 1.0)
+                    .map(|n| number_slot(n, text)),
+                "temperature" => first_number(self.lang, text).map(|n| number_slot(n, text)),
+                "seconds" => longest_duration(self.lang, text).map(|s| Slot {
+                    value: json!(s),
+                    said: text.to_owned(),
+                    context: None,
+                    wildcard_span: None,
+                }),
+                free => {
+                    let value = self
+                        .marked_examples(g, example, free)
+                        .find_map(|e| align(text, e, free))?;
+                    Some(Slot {
+                        value: json!(value),
+                        said: value.clone(),
+                        context: None,
+                        wildcard_span: None,
+                    })
+                }
+            };
+            match slot {
+                Some(s) => {
+                    slots.insert(want.clone(), s);
+                }
+                // Rooms and devices are optional (the mapping decides); the rest are needed.
+                None if !needed || matches!(want.as_str(), "area" | "name") => {}
+                None => return None,
+            }
+        }
+        if !slots.contains_key("area")
+            && let Some(area) = &context.area
+            && group.find.iter().any(|f| f == "area")
+            && !slots.contains_key("name")
+        {
+            slots.insert(
+                "area".into(),
+                Slot {
+                    value: json!(area),
+                    said: String::new(),
+                    context: None,
+                    wildcard_span: None,
+                },
+            );
+        }
+        let needs_area =
+            group.needs_area && !slots.contains_key("area") && !slots.contains_key("name");
+        Some(Understood {
+            intent: group.intent.clone(),
+            slots,
+            template: unmark(&self.examples[example].text, "…"),
+            source: "semantic",
+            confidence: score,
+            needs_area,
+        })
+    }
+
+    /// The group's examples that mark `slot`, the nearest first.
+    fn marked_examples<'a>(
+        &'a self,
+        g: usize,
+        nearest: usize,
+        slot: &'a str,
+    ) -> impl Iterator<Item = &'a str> + 'a {
+        let mark = format!("{{{slot}}}");
+        std::iter::once(nearest)
+            .chain((0..self.examples.len()).filter(move |&i| i != nearest))
+            .filter(move |&i| self.examples[i].group == g)
+            .map(|i| self.examples[i].text.as_str())
+            .filter(move |t| t.contains(&mark))
+    }
+}
+
+/// The slot an example marks, if any (`{item}`: "item").
+fn marked_slot(example: &str) -> Option<&str> {
+    let open = example.find('{')?;
+    let close = example[open..].find('}')? + open;
+    Some(&example[open + 1..close])
+}
+
+/// An example normalised with its `{slot}` marks kept.
+fn normalize_marked(example: &str) -> String {
+    // Normalise the words between marks, keep the marks.
+    let mut text = String::new();
+    let mut rest = example;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}').map(|c| c + open) else {
+            break;
+        };
+        text.push_str(&normalize(&rest[..open]));
+        text.push(' ');
+        text.push_str(&rest[open..=close].to_lowercase());
+        text.push(' ');
+        rest = &rest[close + 1..];
+    }
+    text.push_str(&normalize(rest));
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// An example with its marks replaced by `with`.
+fn unmark(example: &str, with: &str) -> String {
+    let mut out = String::new();
+    let mut rest = example;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}').map(|c| c + open) else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        out.push_str(with);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The words of `text` where `example` has `{slot}`: after the last place
+/// `text` says the word before the mark, up to the word after it ("we're
+/// all out of oat milk" by "we're out of {item}": "oat milk").
+fn align(text: &str, example: &str, slot: &str) -> Option<String> {
+    let mark = format!("{{{slot}}}");
+    let (before, after) = example.split_once(&mark)?;
+    let words: Vec<&str> = text.split(' ').collect();
+    let start = match before.split_whitespace().last() {
+        None => 0,
+        Some(b) => words.iter().rposition(|w| *w == b)? + 1,
+    };
+    let end = match after.split_whitespace().next() {
+        None => words.len(),
+        Some(a) => words[start..]
+            .iter()
+            .position(|w| *w == a)
+            .map_or(words.len(), |p| start + p),
+    };
+    let mut taken: &[&str] = words.get(start..end)?;
+    while let Some((first, rest)) = taken.split_first()
+        && matches!(*first, "some" | "more" | "the" | "a" | "an" | "any" | "of")
+    {
+        taken = rest;
+    }
+    // "add it to the list" names nothing: what "it" is was said elsewhere.
+    let pronoun = matches!(
+        taken,
+        [w] if matches!(*w, "it" | "them" | "that" | "this" | "these" | "those" | "one" | "something")
+    );
+    (!taken.is_empty() && taken.len() <= 6 && !pronoun).then(|| taken.join(" "))
+}
+
+fn number_slot(n: f64, text: &str) -> Slot {
+    let value = if n.fract() == 0.0 {
+        json!(n as i64)
+    } else {
+        json!(n)
+    };
+    Slot {
+        value,
+        said: text.to_owned(),
+        context: None,
+        wildcard_span: None,
+    }
+}
+
+/// Every word start's longest number reading, in order.
+fn numbers(lang: Lang, text: &str) -> Vec<(f64, usize, usize)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < text.len() {
+        if let Some(&(n, end)) = numbers_at(lang, text, pos).iter().max_by_key(|r| r.1) {
+            out.push((n, pos, end));
+            pos = end;
+        }
+        match text[pos..].find(' ') {
+            Some(sp) => pos += sp + 1,
+            None => break,
+        }
+    }
+    out
+}
+
+fn first_number(lang: Lang, text: &str) -> Option<f64> {
+    numbers(lang, text).first().map(|n| n.0)
+}
+
+/// A brightness: a number said with "percent" or "%" if there is one, else
+/// the only number from 0 to 100.
+fn percent(lang: Lang, text: &str) -> Option<f64> {
+    let found = numbers(lang, text);
+    found
+        .iter()
+        .find(|&&(_, _, end)| {
+            let rest = text[end..].trim_start();
+            rest.starts_with('%') || rest.starts_with("percent") || rest.starts_with("prozent")
+        })
+        .or(match found.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        })
+        .map(|n| n.0)
+        .filter(|n| (0.0..=100.0).contains(n))
+}
+
+/// The longest run of words that is a duration ("for an hour and a half").
+fn longest_duration(lang: Lang, text: &str) -> Option<u64> {
+    let words: Vec<&str> = text.split(' ').collect();
+    let mut best: Option<(usize, u64)> = None;
+    for i in 0..words.len() {
+        for j in (i + 1..=words.len().min(i + 8)).rev() {
+            if best.is_some_and(|(len, _)| len >= j - i) {
+                break;
+            }
+            if let Some(s) = parse_duration(lang, &words[i..j].join(" "))
+                && s > 0
+            {
+                best = Some((j - i, s));
+                break;
+            }
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// `text` with the home's rooms said as "room" and its lights and locks
+/// as "light" and "door": the meaning is in the words around them ("put
+/// the office light on" is nearer "turn the room light on" than "shut the
+/// office light" once the names no longer weigh). A room that also names
+/// a door ("garage") is kept, and so are other devices: their name is
+/// what they do.
+fn generic(home: &Home, text: &str) -> String {
+    let mut out = String::new();
+    let mut at = 0;
+    for m in mentions(home, text, None) {
+        let kind = m
+            .context
+            .as_ref()
+            .and_then(|c| c.get("domain"))
+            .map(String::as_str);
+        let word = match (m.slot, kind) {
+            ("area", _)
+                if !home.devices.iter().any(|d| {
+                    d.domain != "light" && d.name.split(' ').next() == Some(m.said.as_str())
+                }) =>
+            {
+                "room"
+            }
+            ("name", Some("light")) => "light",
+            ("name", Some("lock")) => "door",
+            _ => continue,
+        };
+        out.push_str(&text[at..m.start]);
+        out.push_str(word);
+        at = m.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// A room or device said in `text`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mention {
+    pub slot: &'static str,
+    pub value: Value,
+    pub said: String,
+    pub context: Option<BTreeMap<String, String>>,
+    start: usize,
+    end: usize,
+}
+
+/// The home's rooms and devices said in `text`, longest first where they
+/// overlap ("the bedroom lamp" is the lamp, not the bedroom); devices of
+/// another kind than `domain` are not taken.
+pub fn mentions(home: &Home, text: &str, domain: Option<&str>) -> Vec<Mention> {
+    let mut found: Vec<Mention> = Vec::new();
+    let mut add =
+        |slot: &'static str, said: &str, value: Value, context: BTreeMap<String, String>| {
+            let padded = format!(" {text} ");
+            let needle = format!(" {said} ");
+            let mut from = 0;
+            while let Some(at) = padded[from..].find(&needle).map(|i| i + from) {
+                found.push(Mention {
+                    slot,
+                    value: value.clone(),
+                    said: said.to_owned(),
+                    context: Some(context.clone()),
+                    start: at,
+                    end: at + said.len(),
+                });
+                from = at + 1;
+            }
+        };
+    for a in &home.areas {
+        for said in std::iter::once(&a.name).chain(&a.aliases) {
+            add(
+                "area",
+                said,
+                json!(a.name),
+                BTreeMap::from([("area".to_string(), a.name.clone())]),
+            );
+        }
+    }
+    let of_kind: Vec<_> = home
+        .devices
+        .iter()
+        .filter(|d| domain.is_none_or(|k| d.domain == k))
+        .collect();
+    for d in &of_kind {
+        let mut context = BTreeMap::from([("domain".to_string(), d.domain.clone())]);
+        if let Some(area) = &d.area {
+            context.insert("area".into(), area.clone());
+        }
+        for said in std::iter::once(&d.name).chain(&d.aliases) {
+            add("name", said, json!(d.id), context.clone());
+        }
+    }
+    // A device's last word ("lamp", "door") names the one there is, or all of them (to ask).
+    let mut by_last: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for d in &of_kind {
+        if let Some((_, last)) = d.name.rsplit_once(' ')
+            && !matches!(last, "light" | "lights")
+        {
+            by_last.entry(last).or_default().push(d.id.as_str());
+        }
+    }
+    for (word, ids) in by_last {
+        let value = match ids.as_slice() {
+            [one] => json!(one),
+            many => json!(many),
+        };
+        add("name", word, value, BTreeMap::new());
+    }
+    found.sort_by(|a, b| {
+        (b.end - b.start)
+            .cmp(&(a.end - a.start))
+            .then(a.start.cmp(&b.start))
+    });
+    let mut kept: Vec<Mention> = Vec::new();
+    for m in found {
+        if kept.iter().all(|k| m.end <= k.start || m.start >= k.end) {
+            kept.push(m);
+        }
+    }
+    kept.sort_by_key(|m| m.start);
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_text_is_read_where_the_example_marks_it() {
+        let ex = normalize_marked("We're out of {item}");
+        assert_eq!(ex, "we're out of {item}");
+        assert_eq!(
+            align("oh no we're all out of oat milk", &ex, "item").as_deref(),
+            Some("oat milk")
+        );
+        let ex = normalize_marked("put {item} on the list");
+        assert_eq!(
+            align("could you put some eggs on the list", &ex, "item").as_deref(),
+            Some("eggs")
+        );
+        // The word before the mark is not said: nothing is read.
+        assert_eq!(align("we need eggs", &ex, "item"), None);
+        assert_eq!(unmark(&ex, FILLER), "put something on the list");
+    }
+
+    #[test]
+    fn rooms_lights_and_locks_are_made_generic_and_pronouns_are_no_items() {
+        let config = crate::config::Config::defaults().unwrap();
+        let home = Home::from_config(&config.home).unwrap();
+        assert_eq!(
+            generic(&home, "put the spare room lights on"),
+            "put the room lights on"
+        );
+        assert_eq!(
+            generic(&home, "leave the porch light as it is"),
+            "leave the light as it is"
+        );
+        assert_eq!(generic(&home, "lock the main door"), "lock the door");
+        // "garage" also names a door: kept, or opening it would read as a room.
+        assert_eq!(generic(&home, "open the garage"), "open the garage");
+        assert_eq!(
+            generic(&home, "set the heating to 20"),
+            "set the heating to 20"
+        );
+        let ex = normalize_marked("add {item} to the shopping list");
+        assert_eq!(align("add it to the shopping list", &ex, "item"), None);
+        assert_eq!(
+            align("add dish soap to the shopping list", &ex, "item").as_deref(),
+            Some("dish soap")
+        );
+        assert_eq!(marked_slot(&ex), Some("item"));
+        assert_eq!(marked_slot("turn on the lights"), None);
+    }
+
+    #[test]
+    fn numbers_and_durations_are_read_from_anywhere_in_the_sentence() {
+        assert_eq!(
+            percent(Lang::En, "bring the kitchen to 30 percent"),
+            Some(30.0)
+        );
+        assert_eq!(
+            percent(Lang::En, "set bedroom 2 to twenty five percent"),
+            Some(25.0)
+        );
+        assert_eq!(percent(Lang::En, "about 300 watts"), None);
+        assert_eq!(
+            first_number(Lang::En, "i'd like it warmer 23 degrees"),
+            Some(23.0)
+        );
+        assert_eq!(
+            longest_duration(Lang::En, "count down an hour and a half for me"),
+            Some(5400)
+        );
+        assert_eq!(longest_duration(Lang::En, "count down please"), None);
+    }
+}
