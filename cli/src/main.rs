@@ -2,6 +2,7 @@
 //! the `caal` library.
 
 mod bucket;
+mod home;
 mod output;
 mod reasoning;
 mod voice;
@@ -129,6 +130,9 @@ enum Command {
     /// The speech model: install (convert) it.
     #[command(subcommand)]
     Model(voice::ModelCommand),
+    /// The home: the areas and devices in effect; their import from Home Assistant.
+    #[command(subcommand)]
+    Home(home::HomeCommand),
     /// LiveKit: tokens for clients joining a room.
     #[command(subcommand)]
     Livekit(voice::LivekitCommand),
@@ -301,6 +305,11 @@ enum BenchCommand {
         /// Say each line with espeak-ng and transcribe it with whisper first.
         #[arg(long)]
         spoken: bool,
+        /// The model layer on: where the meaning layer is not sure, the
+        /// first model tier ([llm.local], or CAAL_LLM_LOCAL_MODEL) chooses
+        /// among the nearest meanings.
+        #[arg(long)]
+        model: bool,
         /// Lines listed that were not understood right, per suite.
         #[arg(long, default_value_t = 10)]
         misses: usize,
@@ -432,6 +441,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         )?,
         Command::Audio(command) => voice::audio(&cli.data_dir, load_config()?.0, command)?,
         Command::Model(command) => voice::model(&load_config()?.0, command)?,
+        Command::Home(command) => home::run(&load_config()?.0, command)?,
         Command::Livekit(command) => voice::livekit(command)?,
         Command::Reasoning(command) => reasoning::run(&cli.data_dir, command)?,
         Command::Receipt(command) => {
@@ -555,15 +565,42 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Bench(BenchCommand::Understand {
             suite,
             spoken,
+            model,
             misses,
             json,
         }) => {
-            let config = load_config()?.0;
+            let mut config = load_config()?.0;
+            config.understand.model.enabled = model;
             let env = |k: &str| std::env::var(k).ok();
             let library = understanding_library(&config, &env);
             let embedder = understanding_model(&config, &env);
             let router = caal::router::Router::compile_with(&config, library, embedder)
                 .map_err(anyhow::Error::from)?;
+            let tiers = if model {
+                let guarded =
+                    Tiers::guard(&config.llm, &router, &env, false).map_err(anyhow::Error::from)?;
+                for warning in &guarded.warnings {
+                    eprintln!("caal: warning: {warning}");
+                }
+                Some(guarded.tiers.ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--model needs a model tier: install the local model (`bash .ci/setup`) or configure [llm.remote]"
+                    )
+                })?)
+            } else {
+                None
+            };
+            let consult_with = |said: &str, d: &caal::router::RouteDecision| {
+                let tiers = tiers.as_ref()?;
+                let tier = tiers.local.as_ref().or(tiers.remote.as_ref())?;
+                let offers = caal::llm::choose::offers(&d.choices);
+                let m = &config.understand.model;
+                caal::llm::choose::ask(tier, m.method, &m.prompt, said, &offers, m.max_tokens)
+                    .picked
+                    .ok()
+            };
+            let consult: Option<caal::understand::bench::Consult<'_>> =
+                model.then_some(&consult_with as _);
             let given = match &suite {
                 Some(path) => Some((
                     path.display().to_string(),
@@ -580,14 +617,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     let models = caal::llm::tiers::models_dir(&env);
                     let hear = caal::voice::bench::hearing(&config, &models)
                         .map_err(anyhow::Error::msg)?;
-                    caal::understand::bench::run(&router, given, Some(&hear))
+                    caal::understand::bench::run(&router, given, Some(&hear), consult)
                 }
                 #[cfg(not(feature = "whisper"))]
                 {
                     return Err(anyhow::Error::from(caal::voice::SttError::NotBuilt).into());
                 }
             } else {
-                caal::understand::bench::run(&router, given, None)
+                caal::understand::bench::run(&router, given, None, consult)
             }
             .map_err(anyhow::Error::msg)?;
             output::print_understand_bench(&report, misses);

@@ -218,12 +218,17 @@ pub fn print_understanding(
             .collect(),
         _ => Vec::new(),
     };
+    let choices: Vec<serde_json::Value> = d
+        .choices
+        .iter()
+        .map(|c| serde_json::json!({"label": c.label, "example": c.example, "rank": c.rank, "similarity": c.similarity}))
+        .collect();
     if json {
         println!(
             "{}",
             serde_json::json!({"text": text, "route_code": d.route_code, "layer": d.layer, "source_rule": d.source_rule,
                 "commands": commands, "understood": d.understood, "templates": matches,
-                "nearest": nearest})
+                "nearest": nearest, "choices": choices})
         );
         return;
     }
@@ -252,6 +257,10 @@ pub fn print_understanding(
     }
     if let caal::router::Intent::Ambiguous { candidates } = &d.intent {
         println!("  asks which: {}", candidates.join(" | "));
+    }
+    if !d.choices.is_empty() {
+        let labels: Vec<&str> = d.choices.iter().map(|c| c.label.as_str()).collect();
+        println!("  not sure: a model chooses among {}", labels.join(" | "));
     }
     if matches.is_empty() {
         println!("  no sentence template matched");

@@ -34,6 +34,15 @@ pub struct Generation {
     pub generation_ms: f64,
 }
 
+/// A text's tokens, each with where it starts in the text and its log
+/// probability given the tokens before it (none for the first token).
+#[derive(Debug, Default, PartialEq)]
+pub struct Scored {
+    pub tokens: Vec<String>,
+    pub offsets: Vec<usize>,
+    pub logprobs: Vec<Option<f32>>,
+}
+
 /// A loaded model.
 pub trait Model: Send + 'static {
     fn name(&self) -> &str;
@@ -45,6 +54,57 @@ pub trait Model: Send + 'static {
         prompt: &Prompt,
         on_piece: &mut dyn FnMut(&str),
     ) -> Result<Generation, String>;
+    /// How likely the model finds each token of `text` (raw text, no chat template).
+    fn score(&mut self, text: &str) -> Result<Scored, String>;
+}
+
+/// A parsed `/v1/completions` body. Only scoring is offered (OpenAI's
+/// `echo: true` with `max_tokens: 0` and `logprobs`): the prompts' tokens
+/// with their log probabilities, which is how a small model is best asked
+/// which of a few continuations is likeliest.
+#[derive(Debug, PartialEq)]
+pub struct ScoreBody {
+    pub prompts: Vec<String>,
+}
+
+pub fn parse_score_body(body: &str) -> Result<ScoreBody, String> {
+    let v: Value = serde_json::from_str(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let prompts = match &v["prompt"] {
+        Value::String(p) => vec![p.clone()],
+        Value::Array(ps) => ps
+            .iter()
+            .map(|p| p.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("`prompt` must be a string or an array of strings")?,
+        _ => return Err("`prompt` must be a string or an array of strings".into()),
+    };
+    if prompts.is_empty() || prompts.iter().any(String::is_empty) {
+        return Err("`prompt` must not be empty".into());
+    }
+    if v["echo"] != true || v["max_tokens"].as_u64() != Some(0) || v["logprobs"].is_null() {
+        return Err(
+            "this server scores prompts only: send \"echo\": true, \"max_tokens\": 0 and \"logprobs\": 0"
+                .into(),
+        );
+    }
+    Ok(ScoreBody { prompts })
+}
+
+/// The `/v1/completions` answer: each prompt echoed with its tokens' log probabilities.
+pub fn scored_completion(model: &str, scored: &[(String, Scored)]) -> Value {
+    let tokens: usize = scored.iter().map(|(_, s)| s.tokens.len()).sum();
+    json!({
+        "id": format!("cmpl-{}", now_nanos()),
+        "object": "text_completion",
+        "created": now_nanos() / 1_000_000_000,
+        "model": model,
+        "choices": scored.iter().enumerate().map(|(i, (text, s))| json!({
+            "index": i, "text": text, "finish_reason": "length",
+            "logprobs": {"tokens": s.tokens, "token_logprobs": s.logprobs, "text_offset": s.offsets,
+                         "top_logprobs": null},
+        })).collect::<Vec<_>>(),
+        "usage": {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens},
+    })
 }
 
 /// A parsed `/v1/chat/completions` body.
@@ -55,6 +115,9 @@ pub struct ChatBody {
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
     pub stream: bool,
+    /// `tool_choice` was `"required"` (or named a function): the reply must
+    /// be a tool call, never an answer in words.
+    pub tool_required: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +167,35 @@ pub fn parse_body(body: &str) -> Result<ChatBody, String> {
         })
         .transpose()?
         .unwrap_or_default();
+    // "auto" (or absent): a tool call or an answer; "none": words only;
+    // "required" or {"type": "function", "function": {"name"}}: a call
+    // (of that one tool).
+    let (tools, tool_required) = match &v["tool_choice"] {
+        Value::Null => (tools, false),
+        Value::String(c) if c == "auto" => (tools, false),
+        Value::String(c) if c == "none" => (Vec::new(), false),
+        Value::String(c) if c == "required" => (tools, true),
+        Value::Object(o) => {
+            let name = o
+                .get("function")
+                .and_then(|f| f["name"].as_str())
+                .ok_or("`tool_choice` as an object names `function.name`")?;
+            let named: Vec<Tool> = tools.into_iter().filter(|t| t.name == name).collect();
+            if named.is_empty() {
+                return Err("`tool_choice` names a function that is not in `tools`".into());
+            }
+            (named, true)
+        }
+        _ => {
+            return Err(
+                "`tool_choice` is \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}"
+                    .into(),
+            );
+        }
+    };
+    if tool_required && tools.is_empty() {
+        return Err("`tool_choice` requires a tool call, but no `tools` are given".into());
+    }
     let max_tokens = v["max_tokens"]
         .as_u64()
         .or(v["max_completion_tokens"].as_u64())
@@ -114,16 +206,19 @@ pub fn parse_body(body: &str) -> Result<ChatBody, String> {
         max_tokens,
         temperature: v["temperature"].as_f64().map(|t| t as f32),
         stream: v["stream"].as_bool().unwrap_or(false),
+        tool_required,
     })
 }
 
 /// The instruction that tells the model how to call a tool, one compact
 /// line per tool (`name(arg: type, ...): description`): small models have
 /// small contexts, and the grammar enforces the exact schema anyway.
-pub fn tool_instructions(tools: &[Tool]) -> String {
-    let mut s = String::from(
-        "You can call one of these tools. Reply with JSON only: {\"tool\": \"<name>\", \"arguments\": {...}} to call a tool, or {\"answer\": \"<text>\"} to answer in words.\nTools:\n",
-    );
+pub fn tool_instructions(tools: &[Tool], required: bool) -> String {
+    let mut s = String::from(if required {
+        "Call one of these tools. Reply with JSON only: {\"tool\": \"<name>\", \"arguments\": {...}}.\nTools:\n"
+    } else {
+        "You can call one of these tools. Reply with JSON only: {\"tool\": \"<name>\", \"arguments\": {...}} to call a tool, or {\"answer\": \"<text>\"} to answer in words.\nTools:\n"
+    });
     for t in tools {
         let required: Vec<&str> = t.parameters["required"]
             .as_array()
@@ -164,8 +259,8 @@ pub fn tool_instructions(tools: &[Tool]) -> String {
 }
 
 /// The JSON Schema of a reply when tools are offered: one tool call with
-/// arguments of that tool's schema, or an answer.
-pub fn tool_schema(tools: &[Tool]) -> Value {
+/// arguments of that tool's schema, or (unless a call is required) an answer.
+pub fn tool_schema(tools: &[Tool], required: bool) -> Value {
     let mut options: Vec<Value> = tools
         .iter()
         .map(|t| {
@@ -174,16 +269,22 @@ pub fn tool_schema(tools: &[Tool]) -> Value {
                    "required": ["tool", "arguments"], "additionalProperties": false})
         })
         .collect();
-    options.push(
-        json!({"type": "object", "properties": {"answer": {"type": "string"}},
-                        "required": ["answer"], "additionalProperties": false}),
-    );
+    if !required {
+        options.push(
+            json!({"type": "object", "properties": {"answer": {"type": "string"}},
+                            "required": ["answer"], "additionalProperties": false}),
+        );
+    }
     json!({"oneOf": options})
 }
 
 /// The messages as the model sees them: the tool instructions joined to the
 /// system message (one system message, first).
-pub fn with_tools(messages: &[(String, String)], tools: &[Tool]) -> Vec<(String, String)> {
+pub fn with_tools(
+    messages: &[(String, String)],
+    tools: &[Tool],
+    required: bool,
+) -> Vec<(String, String)> {
     if tools.is_empty() {
         return messages.to_vec();
     }
@@ -197,7 +298,7 @@ pub fn with_tools(messages: &[(String, String)], tools: &[Tool]) -> Vec<(String,
             rest.push((role.clone(), content.clone()));
         }
     }
-    system.push_str(&tool_instructions(tools));
+    system.push_str(&tool_instructions(tools, required));
     let mut out = vec![("system".to_owned(), system)];
     out.extend(rest);
     out
@@ -294,7 +395,7 @@ pub fn serve(args: &Args, model: impl Model) -> anyhow::Result<()> {
     use std::io::Write as _;
     std::io::stdout().flush()?;
 
-    let (tx, rx) = mpsc::channel::<(Request, String)>();
+    let (tx, rx) = mpsc::channel::<(Request, String, bool)>();
     let default_max = args.max_tokens;
     let worker = std::thread::spawn(move || chat_loop(model, rx, default_max));
     for mut request in server.incoming_requests() {
@@ -310,13 +411,14 @@ pub fn serve(args: &Args, model: impl Model) -> anyhow::Result<()> {
                 200,
                 &json!({"object": "list", "data": [{"id": name, "object": "model", "owned_by": "caal"}]}),
             ),
-            (Method::Post, "/v1/chat/completions") => {
+            (Method::Post, "/v1/chat/completions" | "/v1/completions") => {
                 let mut body = String::new();
                 if let Err(e) = request.as_reader().read_to_string(&mut body) {
                     let _ = request.respond(error(400, "invalid_request_error", &e.to_string()));
                     continue;
                 }
-                if tx.send((request, body)).is_err() {
+                let scoring = path == "/v1/completions";
+                if tx.send((request, body, scoring)).is_err() {
                     break;
                 }
                 continue;
@@ -324,7 +426,7 @@ pub fn serve(args: &Args, model: impl Model) -> anyhow::Result<()> {
             _ => error(
                 404,
                 "not_found",
-                "unknown path; this server offers GET /health, GET /v1/models and POST /v1/chat/completions",
+                "unknown path; this server offers GET /health, GET /v1/models, POST /v1/chat/completions and POST /v1/completions (scoring)",
             ),
         };
         let _ = request.respond(response);
@@ -334,8 +436,36 @@ pub fn serve(args: &Args, model: impl Model) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn chat_loop(mut model: impl Model, rx: mpsc::Receiver<(Request, String)>, default_max: u32) {
-    for (request, body) in rx {
+fn score(model: &mut impl Model, request: Request, body: &str) {
+    let response = match parse_score_body(body) {
+        Err(e) => error(400, "invalid_request_error", &e),
+        Ok(parsed) => {
+            let mut scored = Vec::with_capacity(parsed.prompts.len());
+            let mut failed = None;
+            for p in parsed.prompts {
+                match model.score(&p) {
+                    Ok(s) => scored.push((p, s)),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            match failed {
+                Some(e) => error(400, "invalid_request_error", &e),
+                None => json_response(200, &scored_completion(model.name(), &scored)),
+            }
+        }
+    };
+    let _ = request.respond(response);
+}
+
+fn chat_loop(mut model: impl Model, rx: mpsc::Receiver<(Request, String, bool)>, default_max: u32) {
+    for (request, body, scoring) in rx {
+        if scoring {
+            score(&mut model, request, &body);
+            continue;
+        }
         let parsed = match parse_body(&body) {
             Ok(p) => p,
             Err(e) => {
@@ -343,7 +473,7 @@ fn chat_loop(mut model: impl Model, rx: mpsc::Receiver<(Request, String)>, defau
                 continue;
             }
         };
-        let messages = with_tools(&parsed.messages, &parsed.tools);
+        let messages = with_tools(&parsed.messages, &parsed.tools, parsed.tool_required);
         let text = match model.render(&messages) {
             Ok(t) => t,
             Err(e) => {
@@ -353,7 +483,8 @@ fn chat_loop(mut model: impl Model, rx: mpsc::Receiver<(Request, String)>, defau
         };
         let prompt = Prompt {
             text,
-            schema: (!parsed.tools.is_empty()).then(|| tool_schema(&parsed.tools)),
+            schema: (!parsed.tools.is_empty())
+                .then(|| tool_schema(&parsed.tools, parsed.tool_required)),
             max_tokens: parsed.max_tokens.unwrap_or(default_max).max(1),
             temperature: parsed.temperature.unwrap_or(0.0),
         };
@@ -488,7 +619,7 @@ mod tests {
             ("system".to_owned(), "Be brief.".to_owned()),
             ("user".to_owned(), "lights on".to_owned()),
         ];
-        let out = with_tools(&msgs, &tools());
+        let out = with_tools(&msgs, &tools(), false);
         assert_eq!(out.len(), 2);
         assert!(out[0].1.starts_with("Be brief."));
         assert!(
@@ -498,11 +629,77 @@ mod tests {
             "{}",
             out[0].1
         );
-        let schema = tool_schema(&tools());
+        let schema = tool_schema(&tools(), false);
         assert_eq!(schema["oneOf"].as_array().unwrap().len(), 2);
         assert_eq!(
             schema["oneOf"][0]["properties"]["tool"]["const"],
             "lights_set"
         );
+    }
+
+    #[test]
+    fn scoring_takes_prompts_to_echo_and_names_what_it_cannot_do() {
+        let body = parse_score_body(
+            r#"{"prompt": ["a b", "c d"], "max_tokens": 0, "echo": true, "logprobs": 0}"#,
+        )
+        .unwrap();
+        assert_eq!(body.prompts, vec!["a b", "c d"]);
+        let one =
+            parse_score_body(r#"{"prompt": "x y", "max_tokens": 0, "echo": true, "logprobs": 1}"#)
+                .unwrap();
+        assert_eq!(one.prompts, vec!["x y"]);
+        let generate = parse_score_body(r#"{"prompt": "x", "max_tokens": 16}"#).unwrap_err();
+        assert!(generate.contains("scores prompts only"), "{generate}");
+        assert!(
+            parse_score_body(r#"{"prompt": 3}"#)
+                .unwrap_err()
+                .contains("`prompt`")
+        );
+        assert!(
+            parse_score_body(r#"{"prompt": [], "max_tokens": 0, "echo": true, "logprobs": 0}"#)
+                .unwrap_err()
+                .contains("empty")
+        );
+        let scored = Scored {
+            tokens: vec!["a".into(), " b".into()],
+            offsets: vec![0, 1],
+            logprobs: vec![None, Some(-1.5)],
+        };
+        let v = scored_completion("m", &[("a b".into(), scored)]);
+        assert_eq!(v["object"], "text_completion");
+        assert_eq!(v["choices"][0]["text"], "a b");
+        assert_eq!(
+            v["choices"][0]["logprobs"]["token_logprobs"],
+            json!([null, -1.5])
+        );
+        assert_eq!(v["choices"][0]["logprobs"]["text_offset"], json!([0, 1]));
+    }
+
+    #[test]
+    fn a_required_tool_call_leaves_no_answer_in_words() {
+        let body = |choice: &str| {
+            format!(
+                r#"{{"messages":[{{"role":"user","content":"hi"}}],"tool_choice":{choice},
+                    "tools":[{{"type":"function","function":{{"name":"a"}}}},{{"type":"function","function":{{"name":"b"}}}}]}}"#
+            )
+        };
+        let required = parse_body(&body(r#""required""#)).unwrap();
+        assert!(required.tool_required);
+        assert_eq!(required.tools.len(), 2);
+        let named = parse_body(&body(r#"{"type":"function","function":{"name":"b"}}"#)).unwrap();
+        assert!(named.tool_required);
+        assert_eq!(named.tools.len(), 1);
+        assert_eq!(named.tools[0].name, "b");
+        assert!(parse_body(&body(r#""none""#)).unwrap().tools.is_empty());
+        assert!(!parse_body(&body(r#""auto""#)).unwrap().tool_required);
+        let unknown = parse_body(&body(r#"{"type":"function","function":{"name":"c"}}"#));
+        assert!(unknown.unwrap_err().contains("not in `tools`"));
+        assert!(parse_body(&body("7")).unwrap_err().contains("tool_choice"));
+
+        let schema = tool_schema(&tools(), true);
+        assert_eq!(schema["oneOf"].as_array().unwrap().len(), 1, "{schema}");
+        let msgs = vec![("user".to_owned(), "lights on".to_owned())];
+        let out = with_tools(&msgs, &tools(), true);
+        assert!(!out[0].1.contains("answer"), "{}", out[0].1);
     }
 }

@@ -16,7 +16,7 @@ use llama_cpp_2::{
 
 use crate::{
     Args,
-    api::{Generation, Model, Prompt},
+    api::{Generation, Model, Prompt, Scored},
 };
 
 pub struct Engine {
@@ -28,6 +28,9 @@ pub struct Engine {
     /// starts the same way (the system prompt and tools always do) only
     /// decodes what differs.
     cached: Vec<LlamaToken>,
+    /// The log probability of each cached token, where it was computed
+    /// (scoring keeps every position's logits; generation only the last).
+    cached_logprobs: Vec<Option<f32>>,
     // Declared before the model it borrows, so dropped first.
     context: LlamaContext<'static>,
     model: &'static LlamaModel,
@@ -51,9 +54,14 @@ impl Engine {
         let model = LlamaModel::load_from_file(backend, &args.model, &LlamaModelParams::default())
             .with_context(|| format!("loading {}", args.model.display()))?;
         let model: &'static LlamaModel = Box::leak(Box::new(model));
-        let template = model
-            .chat_template(None)
-            .context("the model file carries no chat template")?;
+        let template = if args.chat_template.is_empty() {
+            model.chat_template(None).context(
+                "the model file carries no chat template (a base model?); name one llama.cpp knows with --chat-template, e.g. gemma or chatml",
+            )?
+        } else {
+            LlamaChatTemplate::new(&args.chat_template)
+                .context("the --chat-template name has a NUL byte")?
+        };
         let threads = if args.threads == 0 {
             std::thread::available_parallelism().map_or(2, |n| n.get())
         } else {
@@ -80,6 +88,7 @@ impl Engine {
             n_ctx: args.ctx as usize,
             n_batch: n_batch as usize,
             cached: Vec::new(),
+            cached_logprobs: Vec::new(),
             context,
             model,
         })
@@ -89,6 +98,10 @@ impl Engine {
 impl Model for Engine {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn score(&mut self, text: &str) -> Result<Scored, String> {
+        self.score_text(text)
     }
 
     fn render(&self, messages: &[(String, String)]) -> Result<String, String> {
@@ -143,6 +156,7 @@ impl Model for Engine {
             reuse = 0;
         }
         self.cached.clear();
+        self.cached_logprobs.clear();
         let mut batch = LlamaBatch::new(self.n_batch, 1);
         let last = tokens.len() - 1;
         for (start, part) in tokens[reuse..].chunks(self.n_batch).enumerate() {
@@ -204,6 +218,105 @@ impl Model for Engine {
             generation_ms: generating.elapsed().as_secs_f64() * 1e3,
         })
     }
+}
+
+impl Engine {
+    /// Keeps the KV cache up to `keep` tokens; false if it had to be cleared.
+    fn keep_cache(&mut self, keep: usize) -> bool {
+        u32::try_from(keep)
+            .ok()
+            .and_then(|p0| {
+                self.context
+                    .clear_kv_cache_seq(Some(0), Some(p0), None)
+                    .ok()
+            })
+            .unwrap_or(false)
+    }
+
+    pub(crate) fn score_text(&mut self, text: &str) -> Result<Scored, String> {
+        let tokens = self.model.vocab().tokenize(text.as_bytes(), true, false);
+        if tokens.len() < 2 {
+            return Err("the prompt must be at least two tokens long".into());
+        }
+        if tokens.len() > self.n_ctx {
+            return Err(format!(
+                "the prompt is {} tokens, more than the context of {} (start caal-llm with a larger --ctx)",
+                tokens.len(),
+                self.n_ctx
+            ));
+        }
+        // Decode again from the last token shared with the cache, so its
+        // logits (the distribution of the first new token) are at hand.
+        let common = self
+            .cached
+            .iter()
+            .zip(&tokens)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let mut reuse = common.saturating_sub(1);
+        if !self.keep_cache(reuse) {
+            self.context.clear_kv_cache();
+            reuse = 0;
+        }
+        let mut logprobs: Vec<Option<f32>> = (0..tokens.len())
+            .map(|i| {
+                if i <= reuse {
+                    self.cached_logprobs.get(i).copied().flatten()
+                } else {
+                    None
+                }
+            })
+            .collect();
+        logprobs[0] = None;
+        self.cached.clear();
+        self.cached_logprobs.clear();
+        let mut batch = LlamaBatch::new(self.n_batch, 1);
+        for (start, part) in tokens[reuse..].chunks(self.n_batch).enumerate() {
+            batch.clear();
+            let first = reuse + start * self.n_batch;
+            for (i, token) in part.iter().enumerate() {
+                batch
+                    .add(*token, (first + i) as i32, &[0], true)
+                    .map_err(|e| e.to_string())?;
+            }
+            self.context
+                .decode(&mut batch)
+                .map_err(|e| format!("decoding the prompt: {e}"))?;
+            for i in 0..part.len() {
+                let Some(next) = tokens.get(first + i + 1) else {
+                    break;
+                };
+                let logits = self.context.get_logits_ith(i as i32);
+                logprobs[first + i + 1] = log_softmax_at(logits, next.0 as usize);
+            }
+        }
+        self.cached.extend_from_slice(&tokens);
+        self.cached_logprobs.clone_from(&logprobs);
+        let vocab = self.model.vocab();
+        let mut offsets = Vec::with_capacity(tokens.len());
+        let mut pieces = Vec::with_capacity(tokens.len());
+        let mut at = 0usize;
+        for token in &tokens {
+            let piece =
+                String::from_utf8_lossy(&vocab.token_to_piece(*token, false, None)).into_owned();
+            offsets.push(at);
+            at += piece.len();
+            pieces.push(piece);
+        }
+        Ok(Scored {
+            tokens: pieces,
+            offsets,
+            logprobs,
+        })
+    }
+}
+
+/// log softmax(logits)[token]; hand-written: a few lines, and llama.cpp's
+/// samplers would sort the whole vocabulary to give the same number.
+fn log_softmax_at(logits: &[f32], token: usize) -> Option<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = logits.iter().map(|l| (l - max).exp()).sum();
+    logits.get(token).map(|l| l - max - sum.ln())
 }
 
 fn sampler(model: &LlamaModel, prompt: &Prompt) -> Result<LlamaSampler, String> {

@@ -34,6 +34,11 @@ pub struct Args {
     /// CPU threads for generation; 0 uses every core.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// The chat template: the name of one llama.cpp knows ("gemma", "chatml",
+    /// "llama3", ...); empty uses the one the model file carries. A base
+    /// (not instruction-tuned) model's file carries none.
+    #[arg(long, env = "CAAL_LLM_CHAT_TEMPLATE", default_value = "")]
+    pub chat_template: String,
     /// Answer length when a request does not set `max_tokens`.
     #[arg(long, default_value_t = 256)]
     pub max_tokens: u32,

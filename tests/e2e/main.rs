@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `caal` binary on temp data dirs.
 
 mod browser;
+mod home;
 mod llm;
 mod memory;
 mod reasoning;

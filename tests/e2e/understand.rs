@@ -404,3 +404,161 @@ fn a_missing_embedding_model_is_named_and_routing_goes_on_without_it() {
         run.stdout
     );
 }
+
+/// A model server for the model layer: `/v1/completions` scores each
+/// continuation word by word, every word -1 but the preferred option's
+/// words (when it follows what was said) -0.1, so the preferred option wins
+/// by the same arithmetic a real model's log probabilities go through;
+/// `/v1/chat/completions` answers in words.
+fn scoring_model(prefer: std::sync::Arc<std::sync::Mutex<String>>) -> crate::support::Peer {
+    crate::support::Peer::start(move |path, body| {
+        let body: Value = serde_json::from_str(body).unwrap_or_default();
+        if path != "/v1/completions" {
+            let answer = serde_json::json!({"model": "fake", "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "That sounds like a long day."}}]});
+            return (200, answer.to_string());
+        }
+        let prefer = prefer.lock().unwrap().clone();
+        let choices: Vec<Value> = body["prompt"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let p = p.as_str().unwrap();
+                let cut = p.rfind(" to do is").unwrap() + " to do is".len();
+                let said = p.contains("said to their home assistant: \"");
+                let favoured = said && p[cut..] == prefer;
+                let (mut tokens, mut offsets, mut logprobs) = (vec![], vec![], vec![]);
+                let mut at = 0;
+                for word in p.split_inclusive(' ') {
+                    tokens.push(word.to_owned());
+                    offsets.push(at);
+                    let lp = if at >= cut && favoured { -0.1 } else { -1.0 };
+                    logprobs.push(if at == 0 {
+                        Value::Null
+                    } else {
+                        serde_json::json!(lp)
+                    });
+                    at += word.len();
+                }
+                serde_json::json!({"index": i, "text": p, "logprobs": {"tokens": tokens,
+                    "token_logprobs": logprobs, "text_offset": offsets}})
+            })
+            .collect();
+        (
+            200,
+            serde_json::json!({"model": "fake", "choices": choices}).to_string(),
+        )
+    })
+}
+
+#[test]
+fn what_the_meaning_layer_is_not_sure_of_a_model_chooses() {
+    let sb = Sandbox::new();
+    let prefer = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let model = scoring_model(prefer.clone());
+    let on = sb.path().join("model.toml");
+    fs::write(&on, "[understand.model]\nenabled = true\n").unwrap();
+    let on = on.to_str().unwrap();
+    let said = "it was dark when I left the office";
+    let shown = sb
+        .run(&["--config", on, "understand", "--json", said])
+        .ok()
+        .json();
+    let labels: Vec<&str> = shown["choices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert!(
+        labels.contains(&"turn on the office lights")
+            && labels.last() == Some(&"none of these: not a request to do something"),
+        "{shown}"
+    );
+    let say = |conversation: &str, url: &str| {
+        sb.run_env(
+            &[
+                "--config",
+                on,
+                "say",
+                "--json",
+                "--conversation",
+                conversation,
+                said,
+            ],
+            &[("CAAL_LLM_LOCAL_URL", url)],
+        )
+        .ok()
+        .json()
+    };
+    let route_by_model = |round: &Value| {
+        let shown = sb
+            .run(&[
+                "trace",
+                "show",
+                "--json",
+                round["round_id"].as_str().unwrap(),
+            ])
+            .ok()
+            .json();
+        let events = shown["events"].as_array().unwrap().clone();
+        let asked = events
+            .iter()
+            .find(|e| e["event_type"] == "llm.request" && e["payload"]["purpose"] == "choose")
+            .cloned();
+        let route = events
+            .iter()
+            .find(|e| e["event_type"] == "route.selected" && e["payload"]["decided_by"] == "model")
+            .map(|e| e["payload"].clone());
+        (asked, route)
+    };
+
+    // The model finds it no request: nothing runs or waits, the chat answers.
+    *prefer.lock().unwrap() = " nothing: it is not a request.".into();
+    let talk = say("a", &model.url);
+    assert!(commands(&talk).is_empty(), "{talk}");
+    assert!(talk["pending_confirmation"].is_null(), "{talk}");
+    assert_eq!(talk["reply"], "That sounds like a long day.", "{talk}");
+    let (asked, route) = route_by_model(&talk);
+    assert_eq!(asked.unwrap()["payload"]["method"], "score");
+    let route = route.expect("the model's decision is recorded");
+    assert_eq!(route["layer"], "model", "{route}");
+    assert_eq!(route["understood"]["intent"], "-", "{route}");
+
+    // The model picks the meaning layer's own nearest: two layers agree, it runs at its level.
+    *prefer.lock().unwrap() = " turn on the office lights.".into();
+    let agreed = say("b", &model.url);
+    assert_eq!(commands(&agreed), vec!["lights.set ok"], "{agreed}");
+    assert_eq!(agreed["auth_level"], 1, "{agreed}");
+    let (_, route) = route_by_model(&agreed);
+    let route = route.unwrap();
+    assert_eq!(
+        route["understood"]["choice"]["options"][0]["rank"].is_u64(),
+        true
+    );
+
+    // It picks another meaning: that one, but only asked about.
+    *prefer.lock().unwrap() = " turn off the office lights.".into();
+    let other = say("c", &model.url);
+    assert!(commands(&other).is_empty(), "{other}");
+    assert_eq!(
+        other["pending_confirmation"]["summary"], "turn off the office lights",
+        "{other}"
+    );
+
+    // No model to ask: the meaning layer's own decision stands (asked about, as before).
+    let alone = say("d", crate::support::NO_MODEL_URL);
+    assert!(commands(&alone).is_empty(), "{alone}");
+    assert_eq!(
+        alone["pending_confirmation"]["summary"], "turn on the office lights",
+        "{alone}"
+    );
+    let scored = model
+        .seen()
+        .iter()
+        .filter(|(path, _, _)| path == "/v1/completions")
+        .count();
+    assert_eq!(scored, 3, "one scoring request per round asked");
+}

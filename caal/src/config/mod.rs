@@ -287,6 +287,10 @@ pub struct LocalTierConfig {
     /// The caal-llm binary; empty: beside the caal binary.
     #[serde(default)]
     pub server_bin: String,
+    /// A chat template llama.cpp knows by name ("gemma", "chatml"); empty:
+    /// the model file's own. Base models' files carry none.
+    #[serde(default)]
+    pub chat_template: String,
     pub threads: usize,
     pub ctx: u32,
     pub timeout_ms: u64,
@@ -443,7 +447,7 @@ pub struct MacroStep {
 }
 
 /// The home model: areas (rooms) and devices, with the other names people use.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HomeConfig {
     #[serde(default)]
@@ -452,26 +456,30 @@ pub struct HomeConfig {
     pub devices: Vec<DeviceConfig>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AreaConfig {
     pub name: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aliases: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub floor: Option<String>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceConfig {
     pub name: String,
     /// Home Assistant's domain: light, lock, cover, climate, switch, fan, ...
     pub domain: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub area: Option<String>,
     /// What commands receive for it (e.g. `front` for the front door's lock); default: the name.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub device_class: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aliases: Vec<String>,
 }
 
@@ -495,6 +503,54 @@ pub struct UnderstandConfig {
     /// The semantic layer: what templates miss, by the nearest examples.
     #[serde(default)]
     pub semantic: SemanticConfig,
+    /// The model layer: what the semantic layer is not sure of, decided by
+    /// a language model choosing among its nearest meanings.
+    #[serde(default)]
+    pub model: ModelChoiceConfig,
+}
+
+/// The model layer (`[understand.model]`): when the nearest meanings are
+/// not clearly apart, or not near enough to be sure, a model tier is shown
+/// the few nearest (each as the command it would run, with the example it
+/// is nearest to) and a way out ("none of these"), and picks one; its reply
+/// is held to that choice by the tool's JSON Schema (a grammar, locally).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelChoiceConfig {
+    pub enabled: bool,
+    /// `score`: the model's likelihood of each option after what was said
+    /// (`/v1/completions` with log probabilities; best for small local
+    /// models); `choose`: the model picks one in a tool call held to the
+    /// options (for chat-only services).
+    pub method: ChoiceMethod,
+    /// How many of the nearest meanings the model chooses among.
+    pub candidates: usize,
+    /// Below this similarity to the nearest example the model is not asked
+    /// (the sentence is too far from every meaning to be one of them).
+    pub floor: f64,
+    /// The instruction the model is given before the options.
+    pub prompt: String,
+    pub max_tokens: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChoiceMethod {
+    Score,
+    Choose,
+}
+
+impl Default for ModelChoiceConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            method: ChoiceMethod::Score,
+            candidates: 3,
+            floor: 0.45,
+            prompt: String::new(),
+            max_tokens: 48,
+        }
+    }
 }
 
 /// The semantic layer (`[understand.semantic]`): an utterance no template
@@ -912,6 +968,9 @@ impl LlmConfig {
         }
         if let Some(v) = env("CAAL_LLM_SERVER_BIN") {
             self.local.server_bin = v;
+        }
+        if let Some(v) = env("CAAL_LLM_CHAT_TEMPLATE") {
+            self.local.chat_template = v;
         }
         let url = env("CAAL_LLM_REMOTE_URL");
         let model = env("CAAL_LLM_REMOTE_MODEL");

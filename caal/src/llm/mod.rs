@@ -44,6 +44,9 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
+    /// The reply must call one of the tools (OpenAI's `tool_choice:
+    /// "required"`); Ollama has no such switch and is only asked.
+    pub tool_required: bool,
 }
 
 /// A tool call the model asked for. `arguments` is JSON if it parsed, else
@@ -55,7 +58,7 @@ pub struct ModelToolCall {
     pub arguments: Value,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ChatResponse {
     pub model: String,
     /// The assistant's text: the answer, or the narrative beside tool calls.
@@ -213,6 +216,9 @@ impl Provider {
                 if let Some(n) = request.max_tokens {
                     body["max_tokens"] = json!(n);
                 }
+                if request.tool_required && !request.tools.is_empty() {
+                    body["tool_choice"] = json!("required");
+                }
                 if let Some(t) = request.temperature {
                     body["temperature"] = json!(t);
                 }
@@ -233,32 +239,31 @@ impl Provider {
         body
     }
 
-    /// One chat exchange.
-    pub fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let url = self.url();
-        let started = Instant::now();
-        let mut call = self.agent.post(&url);
+    /// POSTs `body` as JSON to `url`: the answer's JSON, or the error that
+    /// says what went wrong (timeouts and refused connections apart).
+    fn exchange(&self, url: &str, body: &Value) -> Result<Value, LlmError> {
+        let mut call = self.agent.post(url);
         if let Some(key) = &self.api_key {
             call = call.header("Authorization", &format!("Bearer {key}"));
         }
-        let mut response = call.send_json(self.body(request)).map_err(|e| match e {
+        let mut response = call.send_json(body).map_err(|e| match e {
             ureq::Error::Timeout(_) => LlmError::Timeout {
-                url: url.clone(),
+                url: url.to_owned(),
                 timeout_ms: self.timeout_ms,
             },
             other => LlmError::Unreachable {
-                url: url.clone(),
+                url: url.to_owned(),
                 detail: other.to_string(),
             },
         })?;
         let status = response.status().as_u16();
         let text = response.body_mut().read_to_string().map_err(|e| match e {
             ureq::Error::Timeout(_) => LlmError::Timeout {
-                url: url.clone(),
+                url: url.to_owned(),
                 timeout_ms: self.timeout_ms,
             },
             other => LlmError::Malformed {
-                url: url.clone(),
+                url: url.to_owned(),
                 detail: other.to_string(),
             },
         })?;
@@ -266,14 +271,88 @@ impl Provider {
             let body = crate::safety::global()
                 .scrub(&text.chars().take(300).collect::<String>())
                 .into_owned();
-            return Err(LlmError::Http { url, status, body });
+            return Err(LlmError::Http {
+                url: url.to_owned(),
+                status,
+                body,
+            });
         }
+        serde_json::from_str(&text).map_err(|e| LlmError::Malformed {
+            url: url.to_owned(),
+            detail: format!("not JSON ({e})"),
+        })
+    }
+
+    /// How likely the model finds each continuation, in OpenAI's legacy
+    /// completions wire format (`POST /v1/completions` with `echo: true`,
+    /// `max_tokens: 0`, `logprobs: 0`; `caal-llm` and most local servers
+    /// speak it): for each (prefix, continuation), the sum of the log
+    /// probabilities of the continuation's tokens given what comes before.
+    pub fn score(&self, texts: &[(String, String)]) -> Result<Vec<f64>, LlmError> {
+        let url = format!("{}/v1/completions", self.base_url);
+        if self.kind != ProviderKind::OpenAi {
+            return Err(LlmError::Malformed {
+                url,
+                detail:
+                    "scoring needs an OpenAI-compatible server (/v1/completions); Ollama has none"
+                        .into(),
+            });
+        }
+        let prompts: Vec<String> = texts.iter().map(|(p, c)| format!("{p}{c}")).collect();
+        let v = self.exchange(
+            &url,
+            &json!({"model": self.model, "prompt": prompts, "max_tokens": 0, "echo": true, "logprobs": 0}),
+        )?;
+        let malformed = |detail: &str| LlmError::Malformed {
+            url: url.clone(),
+            detail: detail.to_owned(),
+        };
+        let choices = v["choices"]
+            .as_array()
+            .filter(|c| c.len() == texts.len())
+            .ok_or_else(|| malformed("not one choice per prompt"))?;
+        let mut sums = Vec::with_capacity(texts.len());
+        for (i, (prefix, _)) in texts.iter().enumerate() {
+            let choice = choices
+                .iter()
+                .find(|c| c["index"].as_u64() == Some(i as u64))
+                .unwrap_or(&choices[i]);
+            let lp = &choice["logprobs"];
+            let (Some(offsets), Some(logprobs)) = (
+                lp["text_offset"].as_array(),
+                lp["token_logprobs"].as_array(),
+            ) else {
+                return Err(malformed(
+                    "a choice has no logprobs.text_offset/token_logprobs",
+                ));
+            };
+            let mut sum = 0.0;
+            let mut counted = 0;
+            for (at, logprob) in offsets.iter().zip(logprobs) {
+                if at.as_u64().is_some_and(|at| at as usize >= prefix.len()) {
+                    sum += logprob
+                        .as_f64()
+                        .ok_or_else(|| malformed("a continuation token has no log probability"))?;
+                    counted += 1;
+                }
+            }
+            if counted == 0 {
+                return Err(malformed("a continuation has no tokens of its own"));
+            }
+            sums.push(sum);
+        }
+        Ok(sums)
+    }
+
+    /// One chat exchange.
+    pub fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let url = self.url();
+        let started = Instant::now();
+        let v = self.exchange(&url, &self.body(request))?;
         let malformed = |detail: String| LlmError::Malformed {
             url: url.clone(),
             detail,
         };
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| malformed(format!("not JSON ({e})")))?;
         let latency_ms = started.elapsed().as_secs_f64() * 1e3;
         match self.kind {
             ProviderKind::OpenAi => {
@@ -402,6 +481,7 @@ pub fn cap_prompt(prompt: &str, max_chars: usize) -> CappedPrompt {
 }
 
 pub mod bench;
+pub mod choose;
 pub mod tiers;
 pub mod toolbox;
 pub mod validate;

@@ -21,6 +21,7 @@ fn request() -> ChatRequest {
         }],
         max_tokens: Some(64),
         temperature: Some(0.2),
+        tool_required: false,
     }
 }
 

@@ -90,6 +90,7 @@ pub struct LocalServer {
     model: PathBuf,
     threads: usize,
     ctx: u32,
+    chat_template: String,
     timeout_ms: u64,
     start_timeout_ms: u64,
     running: Mutex<Option<Running>>,
@@ -120,7 +121,11 @@ impl LocalServer {
             bin: self.bin.display().to_string(),
             detail,
         };
-        let mut child = Command::new(&self.bin)
+        let mut command = Command::new(&self.bin);
+        if !self.chat_template.is_empty() {
+            command.args(["--chat-template", &self.chat_template]);
+        }
+        let mut child = command
             .arg("--model")
             .arg(&self.model)
             .args(["--host", "127.0.0.1", "--port", "0"])
@@ -215,6 +220,7 @@ impl Tier {
                 model,
                 threads: config.threads,
                 ctx: config.ctx,
+                chat_template: config.chat_template.clone(),
                 timeout_ms: config.timeout_ms,
                 start_timeout_ms: config.start_timeout_ms,
                 running: Mutex::new(None),
@@ -234,6 +240,14 @@ impl Tier {
         match &self.endpoint {
             Endpoint::Fixed(p) => p.chat(request),
             Endpoint::Local(l) => l.provider()?.chat(request),
+        }
+    }
+
+    /// Scores continuations (`Provider::score`).
+    pub fn score(&self, texts: &[(String, String)]) -> Result<Vec<f64>, LlmError> {
+        match &self.endpoint {
+            Endpoint::Fixed(p) => p.score(texts),
+            Endpoint::Local(l) => l.provider()?.score(texts),
         }
     }
 

@@ -318,7 +318,8 @@ impl Engine {
         }
         let models_dir = crate::llm::tiers::models_dir(&*options.env);
         let voice = Arc::new(voice::VoiceParts::new(audio_dir, models_dir));
-        let tools = Tools::new(state.clone(), &config.executors, options.env);
+        let tools =
+            Tools::new(state.clone(), &config.executors, options.env).with_home(router.home());
         let toolbox = Toolbox::new(&router, &config.reasoning);
         Ok(Self {
             store,
@@ -649,6 +650,17 @@ impl Engine {
         result.source_rule = decision.source_rule.clone();
         result.command_id = decision.command_id.clone();
         result.auth_level = decision.auth_level.get();
+        // The meaning layer was not sure: a model chooses among its nearest.
+        if !decision.choices.is_empty() {
+            let consulted = self.consult(round, &text, decision, state_in)?;
+            decision = consulted.decision;
+            if consulted.decided {
+                result.route_code = decision.route_code.clone();
+                result.source_rule = decision.source_rule.clone();
+                result.command_id = decision.command_id.clone();
+                result.auth_level = decision.auth_level.get();
+            }
+        }
         if let Some(topic) = &decision.topic
             && !matches!(decision.intent, Intent::Memory { .. })
         {
@@ -1246,6 +1258,7 @@ impl Engine {
     }
 }
 
+mod consult;
 mod memory;
 mod reasoning;
 mod think;

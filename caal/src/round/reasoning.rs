@@ -224,6 +224,7 @@ impl Engine {
             tools: Vec::new(),
             max_tokens: Some(8),
             temperature: Some(0.0),
+            tool_required: false,
         };
         let answer = tier.chat(&request).map_err(|e| e.to_string())?;
         justify::parse_score(&answer.text)

@@ -118,6 +118,7 @@ impl Engine {
                     max_tokens: Some(cfg.max_tokens),
                     // The first attempt is deterministic; retries vary.
                     temperature: Some(if attempt == 1 { 0.0 } else { 0.7 }),
+                    tool_required: false,
                 };
                 let whole: String = request
                     .messages

@@ -74,6 +74,8 @@ pub struct Router {
     negation_idioms: Vec<String>,
     /// The semantic layer, when its model is loaded and the language has examples.
     semantic: Option<Semantic>,
+    /// The model layer: when and among how many meanings a model chooses.
+    model_choice: crate::config::ModelChoiceConfig,
 }
 
 /// What the round should do, as the router sees it.
@@ -132,6 +134,26 @@ pub struct RouteDecision {
     pub understood: Option<Value>,
     /// How sure the deciding layer is, 0–1 (rules: 1).
     pub confidence: f64,
+    /// When the meaning layer was not sure: the nearest meanings a model
+    /// may choose among (`Router::chosen` applies its choice). Empty when
+    /// another layer decided, or the model layer is off.
+    pub choices: Vec<Choice>,
+}
+
+/// One meaning the model layer may choose: what it would do, said as the
+/// command's summary, with the example sentence of it nearest to what was
+/// said and how near. `understood: None` is the way out: "none of these",
+/// talk that is no request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    pub label: String,
+    pub example: String,
+    pub similarity: f64,
+    /// Its place among the meanings by nearness (0: the nearest). Choices
+    /// are offered in the order of their labels, not by nearness, so a
+    /// model that favours the first option does not seem to agree.
+    pub rank: usize,
+    pub understood: Option<crate::understand::Understood>,
 }
 
 impl RouteDecision {
@@ -149,6 +171,7 @@ impl RouteDecision {
             layer: if source_rule_is_some { "rule" } else { "none" },
             understood: None,
             confidence: 1.0,
+            choices: Vec::new(),
         }
     }
 }
@@ -349,6 +372,7 @@ impl Router {
             negations: words.negations.iter().map(|w| normalize(w)).collect(),
             negation_idioms: words.negation_idioms.iter().map(|w| normalize(w)).collect(),
             semantic,
+            model_choice: u.model.clone(),
         })
     }
 
@@ -438,8 +462,12 @@ impl Router {
         }
         self.understood(text, context)
             .or_else(|| self.unknown_target(text, context))
-            .or_else(|| self.by_meaning(text, context))
-            .unwrap_or_else(|| self.unmatched(state))
+            .unwrap_or_else(|| {
+                let meaning = self.by_meaning(text, context);
+                let mut d = meaning.decided.unwrap_or_else(|| self.unmatched(state));
+                d.choices = meaning.choices;
+                d
+            })
     }
 
     /// The layers below the strong rules, without the catch-alls. A
@@ -532,7 +560,7 @@ impl Router {
         Some((priority, decision))
     }
 
-    fn unmatched(&self, state: &str) -> RouteDecision {
+    pub(crate) fn unmatched(&self, state: &str) -> RouteDecision {
         match self.state(state).map(|s| s.unmatched) {
             Some(Unmatched::Chat) => RouteDecision::simple(
                 "intent.chat",
@@ -592,6 +620,7 @@ impl Router {
                 layer: "rule",
                 understood: None,
                 confidence: 1.0,
+                choices: Vec::new(),
             },
             Err((command_id, problem)) => RouteDecision {
                 route_code: route_code.into(),
@@ -611,6 +640,7 @@ impl Router {
                 layer: "rule",
                 understood: None,
                 confidence: 1.0,
+                choices: Vec::new(),
             },
         }
     }

@@ -183,8 +183,13 @@ fn parse_one(
             if said.is_empty() || known.home.devices.is_empty() {
                 return Ok(ParamValue::Text(said.to_owned()));
             }
+            // An id as given ("light.kitchen_island", which normalising would
+            // change), or a name or other name as said.
             let found = known.home.devices.iter().find(|d| {
-                (d.id == said || d.name == said || d.aliases.iter().any(|x| x == said))
+                (d.id == text.trim()
+                    || d.id == said
+                    || d.name == said
+                    || d.aliases.iter().any(|x| x == said))
                     && (spec.values.is_empty() || spec.values.contains(&d.domain))
             });
             match found {

@@ -8,12 +8,24 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Intent, RouteDecision, Router, normalize};
+use super::{Choice, Intent, RouteDecision, Router, normalize};
 use crate::{
     auth::{AuthLevel, CommandChain},
     config::{ConfigError, ExampleConfig, IntentMapConfig, SemanticConfig},
     understand::{Context, Lang, Understood, home::value_names},
 };
+
+/// The model layer's way out: the sentence is none of the meanings offered.
+pub const NONE_OF_THESE: &str = "none of these: not a request to do something";
+
+/// What the meaning layer made of a sentence: a decision if it was near
+/// enough and clearly apart, and, when the model layer is on and it was not
+/// sure, the nearest meanings for a model to choose among.
+#[derive(Default)]
+pub(super) struct Meaning {
+    pub decided: Option<RouteDecision>,
+    pub choices: Vec<Choice>,
+}
 
 /// Slots the semantic layer reads by kind; any other it reads where an example marks it.
 const READ_BY_KIND: &[&str] = &["area", "name", "brightness", "temperature", "seconds"];
@@ -416,6 +428,7 @@ impl Router {
             layer: "split",
             understood: Some(json!({"layer": "split", "parts": understood})),
             confidence: 1.0,
+            choices: Vec::new(),
         })
     }
 
@@ -457,9 +470,14 @@ impl Router {
     /// request when the nearest is one, near enough, clearly nearer than any
     /// other meaning, and its slots could be read; asked about first (level
     /// 3) unless it is sure. Never for a sentence that says "not" or a
-    /// negation: nearness in meaning does not see them.
-    pub(super) fn by_meaning(&self, text: &str, context: &Context) -> Option<RouteDecision> {
-        let semantic = self.semantic.as_ref()?;
+    /// negation: nearness in meaning does not see them. When it is not sure
+    /// (or not near enough, or not clearly apart) and the model layer is on,
+    /// the nearest meanings come back as choices for a model.
+    pub(super) fn by_meaning(&self, text: &str, context: &Context) -> Meaning {
+        let nothing = Meaning::default();
+        let Some(semantic) = self.semantic.as_ref() else {
+            return nothing;
+        };
         // Embeddings barely tell "lock the door" from "don't lock the door":
         // a sentence with a negation is left to the other layers, unless
         // the negation is part of a saying that asks ("never mind the timer").
@@ -472,34 +490,161 @@ impl Router {
             .chain(self.negations.iter().map(String::as_str))
             .any(|n| padded.contains(&format!(" {n} ")))
         {
-            return None;
+            return nothing;
         }
         let found = match semantic.understand(text, &self.home, context) {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!("semantic layer: {e}");
-                return None;
+                return nothing;
             }
         };
         let cfg = &semantic.config;
-        let best = found.nearest.first()?;
+        let Some(best) = found.nearest.first() else {
+            return nothing;
+        };
         let other = found
             .nearest
             .iter()
             .find(|n| n.intent != best.intent || n.slots != best.slots);
-        let u = found.understood.as_ref()?;
-        if best.score < cfg.threshold || other.is_some_and(|o| best.score - o.score < cfg.margin) {
-            return None;
+        let apart = other.is_none_or(|o| best.score - o.score >= cfg.margin);
+        let decided = found
+            .understood
+            .as_ref()
+            .filter(|_| best.score >= cfg.threshold && apart)
+            .and_then(|u| {
+                let raise_to = (best.score < cfg.sure).then_some(AuthLevel::CONFIRM);
+                let mut d = self.intent_command(
+                    u,
+                    "semantic",
+                    raise_to,
+                    Some(("nearest", found.nearest_json(3))),
+                )?;
+                d.confidence = best.score;
+                Some(d)
+            });
+        let sure = decided.as_ref().is_some_and(|_| best.score >= cfg.sure);
+        let m = &self.model_choice;
+        let choices = if m.enabled && !sure && best.score >= m.floor {
+            self.choices(semantic, &found, text, context)
+        } else {
+            Vec::new()
+        };
+        Meaning { decided, choices }
+    }
+
+    /// The nearest meanings as choices for a model: each request as the
+    /// command it would run (its summary), in the order of their words,
+    /// then one way out ("none of these") with the nearest talk example.
+    fn choices(
+        &self,
+        semantic: &crate::understand::Semantic,
+        found: &crate::understand::semantic::Found,
+        text: &str,
+        context: &Context,
+    ) -> Vec<Choice> {
+        let mut choices: Vec<Choice> = Vec::new();
+        let mut talk: Option<Choice> = None;
+        for (rank, near) in found.nearest.iter().enumerate() {
+            if talk.is_some() && choices.len() >= self.model_choice.candidates {
+                break;
+            }
+            if near.intent == "-" {
+                talk.get_or_insert(Choice {
+                    label: NONE_OF_THESE.into(),
+                    example: near.example.clone(),
+                    similarity: near.score,
+                    rank,
+                    understood: None,
+                });
+                continue;
+            }
+            if choices.len() >= self.model_choice.candidates {
+                continue;
+            }
+            let Some(u) = semantic.reading(near, text, &self.home, context) else {
+                continue;
+            };
+            let Some(d) = self.intent_command(&u, "model", None, None) else {
+                continue;
+            };
+            let label = match &d.intent {
+                Intent::Chain(chain) => chain.summary.clone(),
+                _ => continue,
+            };
+            if choices.iter().any(|c| c.label == label) {
+                continue;
+            }
+            choices.push(Choice {
+                label,
+                example: near.example.clone(),
+                similarity: near.score,
+                rank,
+                understood: Some(u),
+            });
         }
-        let raise_to = (best.score < cfg.sure).then_some(AuthLevel::CONFIRM);
-        let mut d = self.intent_command(
-            u,
-            "semantic",
-            raise_to,
-            Some(("nearest", found.nearest_json(3))),
-        )?;
-        d.confidence = best.score;
-        Some(d)
+        if choices.is_empty() {
+            return choices;
+        }
+        choices.sort_by(|a, b| a.label.cmp(&b.label));
+        choices.push(talk.unwrap_or_else(|| Choice {
+            label: NONE_OF_THESE.into(),
+            example: String::new(),
+            similarity: 0.0,
+            rank: found.nearest.len(),
+            understood: None,
+        }));
+        choices
+    }
+
+    /// The decision after a model chose among `d.choices` (`pick`: the
+    /// index chosen; none when the model gave no usable answer, which keeps
+    /// `d`). The meaning layer's own nearest, chosen by the model too and
+    /// near enough to count, runs at its configured level: two layers
+    /// agree. Any other request chosen is asked about first (level 3).
+    /// "None of these" is no request: the state's unmatched route.
+    pub fn chosen(&self, d: RouteDecision, pick: Option<usize>, state: &str) -> RouteDecision {
+        let Some(choice) = pick.and_then(|i| d.choices.get(i)) else {
+            return d;
+        };
+        let threshold = self
+            .semantic
+            .as_ref()
+            .map_or(f64::INFINITY, |s| s.config.threshold);
+        let options: Vec<Value> = d
+            .choices
+            .iter()
+            .map(|c| {
+                json!({"label": c.label, "example": c.example, "rank": c.rank,
+                            "similarity": (c.similarity * 1000.0).round() / 1000.0})
+            })
+            .collect();
+        let evidence = json!({"picked": pick, "options": options});
+        let Some(u) = &choice.understood else {
+            let mut none = self.unmatched(state);
+            none.layer = "model";
+            none.understood = Some(json!({"layer": "model", "intent": "-", "choice": evidence}));
+            none.confidence = choice.similarity;
+            return none;
+        };
+        let agreed = choice.rank == 0 && choice.similarity >= threshold;
+        let raise_to = (!agreed).then_some(AuthLevel::CONFIRM);
+        match self.intent_command(u, "model", raise_to, Some(("choice", evidence))) {
+            Some(mut decided) => {
+                decided.confidence = choice.similarity;
+                decided
+            }
+            None => d,
+        }
+    }
+
+    /// Whether words said name one of the home's rooms ("the dining room").
+    fn is_area(&self, said: &str) -> bool {
+        let said = said.strip_prefix("the ").unwrap_or(said);
+        self.home
+            .areas
+            .iter()
+            .any(|a| a.name == said || a.aliases.iter().any(|x| x == said))
     }
 
     /// After nothing else matched: a request for a room or device the home
@@ -530,6 +675,7 @@ impl Router {
             } else if let Some(name) = u.slots.get("name")
                 && self.home.device(&name.text()).is_none()
                 && plausible_name(&name.said)
+                && !self.is_area(&name.said)
             {
                 let said = name.said.strip_prefix("the ").unwrap_or(&name.said);
                 // The devices this request could be for: the kinds its intent runs commands on.

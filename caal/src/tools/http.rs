@@ -53,14 +53,14 @@ impl HttpExecutors {
         outcome(&format!("the {name} webhook"), sent)
     }
 
-    pub fn home_assistant(&self, call: &ToolCall<'_>, data: &Value) -> ToolOutcome {
+    /// `service` as rendered over the call's parameters ("light.turn_{state}").
+    pub fn home_assistant(&self, service: &str, data: &Value) -> ToolOutcome {
         let Some((config, agent)) = &self.home_assistant else {
             return ToolOutcome::failed(
                 "Home Assistant is not configured ([executors.home_assistant])",
                 false,
             );
         };
-        let service = call.spec.config.service.as_deref().unwrap_or_default();
         let Some((domain, name)) = service.split_once('.') else {
             return ToolOutcome::failed(
                 format!("service {service:?} is not <domain>.<service>"),

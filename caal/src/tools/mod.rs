@@ -4,6 +4,7 @@
 //! that has run is never run again, and webhooks receive it as their
 //! `Idempotency-Key`.
 
+pub mod ha_home;
 mod home;
 mod http;
 
@@ -17,7 +18,7 @@ use crate::{
     auth::Command,
     config::{CommandConfig, ExecutorsConfig},
     ids::CallId,
-    router::{CommandSpec, render},
+    router::CommandSpec,
     state::StateDb,
     trace::{SCHEMA_VERSION, StoreError, now_timestamp},
 };
@@ -149,6 +150,9 @@ pub struct ToolCall<'a> {
 pub struct Tools {
     state: Arc<StateDb>,
     http: http::HttpExecutors,
+    /// The home's devices by name, with the id executors are given
+    /// (`{device.id}` in Home Assistant `data`: the entity id).
+    device_ids: std::collections::BTreeMap<String, String>,
 }
 
 impl Tools {
@@ -156,7 +160,18 @@ impl Tools {
         Self {
             state,
             http: http::HttpExecutors::new(executors, env),
+            device_ids: Default::default(),
         }
+    }
+
+    /// The home whose devices `{param.id}` looks up.
+    pub fn with_home(mut self, home: &crate::understand::Home) -> Self {
+        self.device_ids = home
+            .devices
+            .iter()
+            .map(|d| (d.name.clone(), d.id.clone()))
+            .collect();
+        self
     }
 
     /// The tool's id and the inputs it will be given: recorded as `tool.request`.
@@ -164,10 +179,10 @@ impl Tools {
         let c = &call.spec.config;
         match Executor::parse(&c.executor) {
             Some(Executor::HomeAssistant) => {
-                let service = c.service.clone().unwrap_or_default();
+                let service = self.ha_service(call);
                 (
                     format!("home_assistant:{service}"),
-                    json!({"service": service, "data": ha_data(call)}),
+                    json!({"service": service, "data": self.ha_data(call)}),
                 )
             }
             Some(Executor::Webhook(name)) => (format!("webhook:{name}"), json!(webhook_body(call))),
@@ -207,9 +222,9 @@ impl Tools {
         let safety = crate::safety::global();
         let mut outcome = match executor {
             Some(Executor::HomeAssistant) => {
-                let mut data = ha_data(call);
+                let mut data = self.ha_data(call);
                 safety.resolve_json(&mut data);
-                self.http.home_assistant(call, &data)
+                self.http.home_assistant(&self.ha_service(call), &data)
             }
             Some(Executor::Webhook(name)) => {
                 let mut body = json!(webhook_body(call));
@@ -272,20 +287,44 @@ fn already_ran(call_id: &str) -> ToolOutcome {
     )
 }
 
-fn ha_data(call: &ToolCall<'_>) -> Value {
-    let data: serde_json::Map<String, Value> = call
-        .spec
-        .config
-        .data
-        .iter()
-        .map(|(k, template)| {
-            (
-                k.clone(),
-                Value::String(render(template, &call.command.params)),
-            )
-        })
-        .collect();
-    Value::Object(data)
+impl Tools {
+    /// A Home Assistant service call's `data`: the command's `data`
+    /// templates over its parameters; `{device.id}` is the id of the device
+    /// a parameter names (an entity id, for a home imported from Home
+    /// Assistant), `{device}` its name.
+    fn ha_data(&self, call: &ToolCall<'_>) -> Value {
+        let lookup = |name: &str| self.ha_value(call, name);
+        let data: serde_json::Map<String, Value> = call
+            .spec
+            .config
+            .data
+            .iter()
+            .map(|(k, template)| {
+                (
+                    k.clone(),
+                    Value::String(crate::router::render_with(template, lookup)),
+                )
+            })
+            .collect();
+        Value::Object(data)
+    }
+
+    /// The service, its placeholders filled the same way ("light.turn_{state}").
+    fn ha_service(&self, call: &ToolCall<'_>) -> String {
+        let service = call.spec.config.service.as_deref().unwrap_or_default();
+        crate::router::render_with(service, |name| self.ha_value(call, name))
+    }
+
+    fn ha_value(&self, call: &ToolCall<'_>, name: &str) -> Option<String> {
+        let params = &call.command.params;
+        match name.strip_suffix(".id") {
+            Some(param) => params.get(param).map(|v| {
+                let said = v.to_string();
+                self.device_ids.get(&said).cloned().unwrap_or(said)
+            }),
+            None => params.get(name).map(ToString::to_string),
+        }
+    }
 }
 
 #[derive(Serialize)]

@@ -29,6 +29,7 @@ pub const OUT_OF_DOMAIN_SUITE: &str = include_str!("../../suites/out-of-domain-e
 pub const HELD_OUT_SUITE: &str = include_str!("../../suites/held-out-en.jsonl");
 pub const FRESH_SUITE: &str = include_str!("../../suites/fresh-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../suites/untouched-en.jsonl");
+pub const EVERYDAY_SUITE: &str = include_str!("../../suites/everyday-en.jsonl");
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct Expected {
@@ -54,6 +55,10 @@ pub struct Case {
 
 /// Speech for `--spoken`: what whisper heard when the line was said.
 pub type Hear<'a> = &'a dyn Fn(&str) -> Result<String, String>;
+
+/// The model layer for `--model`: which of a decision's choices a model
+/// picked for what was said (none: no usable answer).
+pub type Consult<'a> = &'a dyn Fn(&str, &crate::router::RouteDecision) -> Option<usize>;
 
 fn none() -> String {
     "-".into()
@@ -178,6 +183,7 @@ pub fn run_suite(
     name: &str,
     cases: &[Case],
     hear: Option<Hear<'_>>,
+    consult: Option<Consult<'_>>,
 ) -> Result<SuiteReport, String> {
     let mut outcomes = Vec::with_capacity(cases.len());
     // Warm caches once so the first line's time is like the others'.
@@ -194,7 +200,13 @@ pub fn run_suite(
         };
         let text = normalize(&heard);
         let started = Instant::now();
-        let decision = router.route_in(&text, "default", &context);
+        let mut decision = router.route_in(&text, "default", &context);
+        if let Some(consult) = consult
+            && !decision.choices.is_empty()
+        {
+            let pick = consult(&heard, &decision);
+            decision = router.chosen(decision, pick, "default");
+        }
         let decision_us = started.elapsed().as_secs_f64() * 1e6;
         let (decided, level) = match &decision.intent {
             Intent::Chain(chain) => (
@@ -349,6 +361,10 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
                 parse_suite(UNTOUCHED_SUITE, "untouched-en")?,
             ),
             (
+                "everyday-en".into(),
+                parse_suite(EVERYDAY_SUITE, "everyday-en")?,
+            ),
+            (
                 "out-of-domain-en".into(),
                 parse_suite(OUT_OF_DOMAIN_SUITE, "out-of-domain-en")?,
             ),
@@ -360,6 +376,7 @@ pub fn run(
     router: &Router,
     given: Option<(&str, &str)>,
     hear: Option<Hear<'_>>,
+    consult: Option<Consult<'_>>,
 ) -> Result<UnderstandReport, String> {
     // The examples' vectors are made (or read back) once, before any timing.
     if let Some(semantic) = router.semantic() {
@@ -367,7 +384,7 @@ pub fn run(
     }
     let mut reports = Vec::new();
     for (name, cases) in suites(given)? {
-        reports.push(run_suite(router, &name, &cases, hear)?);
+        reports.push(run_suite(router, &name, &cases, hear, consult)?);
     }
     Ok(UnderstandReport {
         library: router.library().origin.clone(),
@@ -384,7 +401,7 @@ mod tests {
     #[test]
     fn the_built_in_suites_parse_and_bad_lines_are_named() {
         let all = suites(None).unwrap();
-        assert_eq!(all.len(), 6);
+        assert_eq!(all.len(), 7);
         assert!(all.iter().all(|(_, cases)| !cases.is_empty()));
         let err = parse_suite("{\"text\": \"hi\"}\nnot json\n", "mine.jsonl").unwrap_err();
         assert!(err.contains("mine.jsonl line 2"), "{err}");

@@ -54,6 +54,9 @@ pub struct Near {
     pub slots: BTreeMap<String, String>,
     pub example: String,
     pub score: f64,
+    /// Which group and example (for reading this meaning's slots later).
+    group: usize,
+    example_at: usize,
 }
 
 /// What the semantic layer found: the nearest meanings, best first (one
@@ -227,6 +230,8 @@ impl Semantic {
                 slots: self.groups[g].slots.clone(),
                 example: unmark(&self.examples[e].text, "…"),
                 score: f64::from(s),
+                group: g,
+                example_at: e,
             })
             .collect();
         let understood = ranked.first().and_then(|&(g, s, e)| {
@@ -239,6 +244,32 @@ impl Semantic {
             nearest,
             understood,
         })
+    }
+
+    /// One of the nearest meanings (not only the best) with its slots read
+    /// from `text`: what the model layer chooses among. None for talk that
+    /// is no request, or when a slot it needs is not there.
+    pub fn reading(
+        &self,
+        near: &Near,
+        text: &str,
+        home: &Home,
+        context: &Context,
+    ) -> Option<Understood> {
+        let group = self.groups.get(near.group)?;
+        (group.intent != "-")
+            .then(|| {
+                self.read(
+                    group,
+                    near.group,
+                    near.example_at,
+                    text,
+                    home,
+                    context,
+                    near.score,
+                )
+            })
+            .flatten()
     }
 
     /// The group's meaning with its varying slots read from `text`; none

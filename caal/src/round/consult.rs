@@ -1,0 +1,112 @@
+//! The model layer inside a round: when the meaning layer was not sure, the
+//! first model tier the state's plan names is asked once which of the
+//! nearest meanings was meant (`llm::choose`: by the likelihood of each, or
+//! by a tool call held to them), the exchange recorded as `llm.request` /
+//! `llm.response` (`purpose: "choose"`, with the scores), and the router
+//! turns the pick into the decision (`Router::chosen`), recorded as a
+//! second `route.selected` (`decided_by: "model"`). A model that cannot be
+//! reached, or answers with no choice, leaves the meaning layer's decision
+//! as it was: this layer only ever narrows what the one below it found.
+
+use serde_json::json;
+
+use crate::{
+    config::Escalation,
+    llm::{cap_prompt, choose},
+    router::RouteDecision,
+    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
+};
+
+use super::Engine;
+
+/// What asking the model came to.
+pub(super) struct Consulted {
+    pub decision: RouteDecision,
+    /// Whether the model's pick replaced the decision.
+    pub decided: bool,
+}
+
+impl Engine {
+    pub(super) fn consult(
+        &self,
+        round: &OpenRound,
+        said: &str,
+        decision: RouteDecision,
+        state: &str,
+    ) -> Result<Consulted, StoreError> {
+        let keep = |decision| {
+            Ok(Consulted {
+                decision,
+                decided: false,
+            })
+        };
+        let Some(tiers) = self.llm.as_ref() else {
+            return keep(decision);
+        };
+        let escalation = self
+            .router
+            .state(state)
+            .map_or(Escalation::Normal, |p| p.escalation);
+        let Some((tier, _)) = tiers.plan(escalation, &self.config.llm).into_iter().next() else {
+            return keep(decision);
+        };
+        let cfg = &self.config.understand.model;
+        let offers = choose::offers(&decision.choices);
+        // What is asked, for the trace: the options and what was said.
+        let asked: String = offers
+            .iter()
+            .map(|o| format!("- {}\n", o.label))
+            .chain(std::iter::once(format!("said: {said}\n")))
+            .collect();
+        let capped = cap_prompt(&asked, self.config.llm.max_prompt_chars);
+        round.append(EventDraft::new(
+            EventType::LlmRequest,
+            json!({"model": tier.model(), "prompt_hash": capped.hash, "prompt_head": capped.head,
+                   "prompt_tail": capped.tail, "prompt_truncated": false, "tier": tier.name,
+                   "attempt": 1, "tools": [choose::TOOL], "purpose": "choose", "method": cfg.method}),
+        ))?;
+        let answer = choose::ask(tier, cfg.method, &cfg.prompt, said, &offers, cfg.max_tokens);
+        let picked = answer.picked;
+        let mut response = json!({"model": tier.model(), "latency_ms": answer.latency_ms, "text": "",
+                                  "usage": null, "truncated": false, "tier": tier.name, "attempt": 1,
+                                  "purpose": "choose", "method": cfg.method, "evidence": answer.evidence,
+                                  "picked": picked.as_ref().ok()});
+        if let Err(e) = &picked {
+            response["error"] = json!(e);
+        }
+        if let Some(failed) = &answer.failed {
+            response["transient"] = json!(failed.transient());
+        }
+        round.append(
+            EventDraft::new(EventType::LlmResponse, response).with_status(if picked.is_ok() {
+                EventStatus::Ok
+            } else {
+                EventStatus::Failed
+            }),
+        )?;
+        let Ok(pick) = picked else {
+            return keep(decision);
+        };
+        let chosen = self.router.chosen(decision, Some(pick), state);
+        round.append(EventDraft::new(
+            EventType::RouteSelected,
+            json!({
+                "route_code": chosen.route_code,
+                "source_rule": chosen.source_rule,
+                "decided_by": "model",
+                "topic": chosen.topic,
+                "auth_level": chosen.auth_level,
+                "macro": chosen.macro_name,
+                "command_id": chosen.command_id,
+                "params": chosen.params,
+                "state": state,
+                "layer": chosen.layer,
+                "understood": chosen.understood,
+            }),
+        ))?;
+        Ok(Consulted {
+            decision: chosen,
+            decided: true,
+        })
+    }
+}

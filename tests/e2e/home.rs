@@ -1,0 +1,376 @@
+//! The home imported from Home Assistant: a local server that speaks Home
+//! Assistant's wire protocol (the WebSocket API's auth and registry
+//! commands, REST `GET /api/states` with a bearer token) stands in for it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::{fs, thread};
+
+use serde_json::{Value, json};
+use tungstenite::Message;
+
+use crate::support::Sandbox;
+
+const TOKEN: &str = "ha-test-token-0123456789";
+
+fn registries(command: &str) -> Option<Value> {
+    Some(match command {
+        "config/area_registry/list" => json!([
+            {"area_id": "kitchen", "name": "Kitchen", "aliases": ["cookhouse"], "floor_id": "ground", "icon": null},
+            {"area_id": "nursery", "name": "Nursery", "aliases": [], "floor_id": "upstairs", "icon": null},
+            {"area_id": "den", "name": "Den", "aliases": ["snug"], "floor_id": null, "icon": null}
+        ]),
+        "config/floor_registry/list" => json!([
+            {"floor_id": "ground", "name": "Ground floor", "level": 0},
+            {"floor_id": "upstairs", "name": "Upstairs", "level": 1}
+        ]),
+        "config/device_registry/list" => json!([
+            {"id": "d-nightlight", "area_id": "nursery", "name": "Night light hub", "name_by_user": null}
+        ]),
+        "config/entity_registry/list" => json!([
+            {"entity_id": "light.kitchen_island", "area_id": "kitchen", "device_id": null, "name": null,
+             "aliases": ["island lights"], "disabled_by": null, "hidden_by": null, "entity_category": null, "options": {}},
+            {"entity_id": "light.night_light", "area_id": null, "device_id": "d-nightlight", "name": "Night light",
+             "aliases": [], "disabled_by": null, "hidden_by": null, "entity_category": null, "options": {}},
+            {"entity_id": "lock.den_door", "area_id": "den", "device_id": null, "name": null, "aliases": [],
+             "disabled_by": null, "hidden_by": null, "entity_category": null, "options": {}},
+            {"entity_id": "switch.kitchen_firmware", "area_id": "kitchen", "device_id": null, "name": null,
+             "aliases": [], "disabled_by": null, "hidden_by": null, "entity_category": "config", "options": {}},
+            {"entity_id": "light.secret_lab", "area_id": "den", "device_id": null, "name": null, "aliases": [],
+             "disabled_by": null, "hidden_by": null, "entity_category": null,
+             "options": {"conversation": {"should_expose": false}}}
+        ]),
+        _ => return None,
+    })
+}
+
+fn states() -> Value {
+    json!([
+        {"entity_id": "light.kitchen_island", "state": "off", "attributes": {"friendly_name": "Kitchen island"}},
+        {"entity_id": "light.night_light", "state": "on", "attributes": {"friendly_name": "Night light"}},
+        {"entity_id": "lock.den_door", "state": "locked", "attributes": {"friendly_name": "Den door"}},
+        {"entity_id": "switch.kitchen_firmware", "state": "off", "attributes": {"friendly_name": "Firmware update"}},
+        {"entity_id": "light.secret_lab", "state": "off", "attributes": {"friendly_name": "Secret lab"}},
+        {"entity_id": "sensor.outside_temperature", "state": "4", "attributes": {"friendly_name": "Outside"}}
+    ])
+}
+
+/// One WebSocket session as Home Assistant runs it: auth_required, auth,
+/// auth_ok (or auth_invalid and close), then `{id, type}` commands each
+/// answered with `{id, type: "result", success, result}`.
+fn websocket(stream: TcpStream) {
+    let Ok(mut ws) = tungstenite::accept(stream) else {
+        return;
+    };
+    let send = |ws: &mut tungstenite::WebSocket<TcpStream>, v: Value| {
+        ws.send(Message::text(v.to_string())).is_ok()
+    };
+    if !send(
+        &mut ws,
+        json!({"type": "auth_required", "ha_version": "2026.11.0"}),
+    ) {
+        return;
+    }
+    let Ok(Message::Text(auth)) = ws.read() else {
+        return;
+    };
+    let auth: Value = serde_json::from_str(auth.as_str()).unwrap_or_default();
+    if auth["type"] != "auth" || auth["access_token"] != TOKEN {
+        send(
+            &mut ws,
+            json!({"type": "auth_invalid", "message": "Invalid access token or password"}),
+        );
+        let _ = ws.close(None);
+        return;
+    }
+    send(
+        &mut ws,
+        json!({"type": "auth_ok", "ha_version": "2026.11.0"}),
+    );
+    while let Ok(message) = ws.read() {
+        let Message::Text(text) = message else {
+            continue;
+        };
+        let asked: Value = serde_json::from_str(text.as_str()).unwrap_or_default();
+        let id = asked["id"].clone();
+        let answer = match registries(asked["type"].as_str().unwrap_or_default()) {
+            Some(result) => json!({"id": id, "type": "result", "success": true, "result": result}),
+            None => json!({"id": id, "type": "result", "success": false,
+                           "error": {"code": "unknown_command", "message": "Unknown command."}}),
+        };
+        if !send(&mut ws, answer) {
+            return;
+        }
+    }
+}
+
+type Calls = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// A plain HTTP exchange with the bearer token: `GET /api/states`, or a
+/// service call `POST /api/services/<domain>/<service>` (kept in `calls`).
+fn rest(mut stream: TcpStream, head: &str, body: &str, calls: &Calls) {
+    let authorized = head
+        .lines()
+        .any(|l| l.to_ascii_lowercase() == format!("authorization: bearer {TOKEN}"));
+    let service = head
+        .strip_prefix("POST /api/services/")
+        .and_then(|r| r.split_whitespace().next());
+    let (status, body) = if !authorized {
+        ("401 Unauthorized", "401: Unauthorized".to_owned())
+    } else if head.starts_with("GET /api/states ") {
+        ("200 OK", states().to_string())
+    } else if let Some(service) = service {
+        let data: Value = serde_json::from_str(body).unwrap_or_default();
+        calls.lock().unwrap().push((service.to_owned(), data));
+        ("200 OK", "[]".to_owned())
+    } else {
+        ("404 Not Found", "{\"message\": \"not found\"}".to_owned())
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// Home Assistant on 127.0.0.1: its URL, and the service calls it gets.
+fn fake_home_assistant() -> (String, Calls) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let calls: Calls = Arc::default();
+    let kept = calls.clone();
+    thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let calls = kept.clone();
+            thread::spawn(move || {
+                // Read the request head without consuming it for the handshake.
+                let mut peek = [0u8; 4096];
+                let n = stream.peek(&mut peek).unwrap_or(0);
+                let head = String::from_utf8_lossy(&peek[..n]).into_owned();
+                if head.starts_with("GET /api/websocket ") {
+                    websocket(stream);
+                } else {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut head = String::new();
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                        head.push_str(line.trim_end());
+                        head.push('\n');
+                        line.clear();
+                    }
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .and_then(|n| n.trim().parse::<usize>().ok())
+                        })
+                        .unwrap_or(0);
+                    let mut body = vec![0u8; length];
+                    let _ = reader.read_exact(&mut body);
+                    rest(stream, &head, &String::from_utf8_lossy(&body), &calls);
+                }
+            });
+        }
+    });
+    (url, calls)
+}
+
+#[test]
+fn the_home_is_imported_from_home_assistant_and_understood() {
+    let sb = Sandbox::new();
+    let (ha, calls) = fake_home_assistant();
+    let with_ha = sb.path().join("ha.toml");
+    fs::write(
+        &with_ha,
+        format!(
+            "[executors.home_assistant]\nurl = \"{ha}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 5000\n"
+        ),
+    )
+    .unwrap();
+    let config = with_ha.to_str().unwrap();
+    let home_toml = sb.path().join("home.toml");
+    let out = home_toml.to_str().unwrap();
+
+    // Imported: areas with their other names and floors; the entities a
+    // person talks to, named as Home Assistant names them, ids entity ids.
+    let imported = sb
+        .run_env(
+            &["--config", config, "home", "import", "--out", out],
+            &[("CAAL_HA_TOKEN", TOKEN)],
+        )
+        .ok();
+    assert!(
+        imported.stderr.contains("3 areas and 3 devices"),
+        "{}",
+        imported.stderr
+    );
+    // The default macros name a hall this home has not: said, with the fix.
+    assert!(
+        imported.stderr.contains("macro \"arrive_home\"")
+            && imported
+                .stderr
+                .contains("change that part of your configuration"),
+        "{}",
+        imported.stderr
+    );
+    // Kept as the note says: the home, and the macro made to fit it.
+    let mut written = fs::read_to_string(&home_toml).unwrap();
+    written.push_str(
+        "\n[macros.arrive_home]\nsummary = \"turn on the kitchen lights\"\n\
+         steps = [{ command = \"lights.set\", params = { room = \"kitchen\", state = \"on\" } }]\n",
+    );
+    fs::write(&home_toml, &written).unwrap();
+    let parsed: toml::Value = toml::from_str(&written).unwrap();
+    let devices = parsed["home"]["devices"].as_array().unwrap();
+    let ids: Vec<&str> = devices.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        vec!["light.kitchen_island", "light.night_light", "lock.den_door"],
+        "firmware switches and what is not exposed to Assist are left out: {written}"
+    );
+    assert_eq!(devices[1]["area"].as_str(), Some("Nursery"), "{written}");
+    assert!(
+        written.contains("cookhouse") && written.contains("Upstairs"),
+        "{written}"
+    );
+    assert!(
+        !written.contains(TOKEN),
+        "the token is never written: {written}"
+    );
+
+    // Asked again without --force, the file stays as it is.
+    let again = sb.run_env(
+        &["--config", config, "home", "import", "--out", out],
+        &[("CAAL_HA_TOKEN", TOKEN)],
+    );
+    assert_eq!(again.code, 2);
+    assert!(again.stderr.contains("--force"), "{}", again.stderr);
+
+    // The imported home is the one understood: its rooms and devices by name.
+    let shown = sb.run(&["--config", out, "home", "show"]).ok();
+    assert!(
+        shown.stdout.contains("nursery: night light"),
+        "{}",
+        shown.stdout
+    );
+    let island = sb
+        .run(&[
+            "--config",
+            out,
+            "understand",
+            "--json",
+            "turn on the kitchen island",
+        ])
+        .ok()
+        .json();
+    assert_eq!(island["commands"][0]["command_id"], "light.set", "{island}");
+    assert_eq!(
+        island["commands"][0]["params"]["device"], "kitchen island",
+        "{island}"
+    );
+    let snug = sb
+        .run(&[
+            "--config",
+            out,
+            "understand",
+            "--json",
+            "turn off the lights in the snug",
+        ])
+        .ok()
+        .json();
+    assert_eq!(snug["commands"][0]["params"]["room"], "den", "{snug}");
+    let attic = sb
+        .run(&["--config", out, "say", "turn on the attic lights"])
+        .ok();
+    assert!(
+        attic.stdout.contains("the rooms are kitchen, nursery, den"),
+        "{}",
+        attic.stdout
+    );
+
+    // Run through Home Assistant: the service call names the entity.
+    let wired = sb.path().join("wired.toml");
+    fs::write(
+        &wired,
+        format!(
+            "{written}\n[executors.home_assistant]\nurl = \"{ha}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 5000\n\n\
+             [commands.\"light.set\"]\nexecutor = \"home_assistant\"\nservice = \"light.turn_{{state}}\"\n\
+             data = {{ entity_id = \"{{device.id}}\" }}\n"
+        ),
+    )
+    .unwrap();
+    let on = sb
+        .run_env(
+            &[
+                "--config",
+                wired.to_str().unwrap(),
+                "say",
+                "switch on the island lights",
+            ],
+            &[("CAAL_HA_TOKEN", TOKEN)],
+        )
+        .ok();
+    assert!(on.stdout.contains("kitchen island is on"), "{}", on.stdout);
+    assert_eq!(
+        calls.lock().unwrap().clone(),
+        vec![(
+            "light/turn_on".to_owned(),
+            json!({"entity_id": "light.kitchen_island"})
+        )]
+    );
+}
+
+#[test]
+fn a_wrong_token_or_no_home_assistant_is_named_with_the_fix() {
+    let sb = Sandbox::new();
+    let (ha, _) = fake_home_assistant();
+    let config = sb.path().join("ha.toml");
+    fs::write(
+        &config,
+        format!(
+            "[executors.home_assistant]\nurl = \"{ha}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 5000\n"
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let wrong = sb.run_env(
+        &["--config", config, "home", "import"],
+        &[("CAAL_HA_TOKEN", "not-the-token")],
+    );
+    assert_eq!(wrong.code, 2);
+    assert!(
+        wrong.stderr.contains("refused the token in CAAL_HA_TOKEN")
+            && wrong.stderr.contains("long-lived access token"),
+        "{}",
+        wrong.stderr
+    );
+    assert!(!wrong.stderr.contains("not-the-token"), "{}", wrong.stderr);
+
+    let none = sb.run(&["--config", config, "home", "import"]);
+    assert_eq!(none.code, 2);
+    assert!(none.stderr.contains("set CAAL_HA_TOKEN"), "{}", none.stderr);
+
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let away = sb.path().join("away.toml");
+    fs::write(
+        &away,
+        format!(
+            "[executors.home_assistant]\nurl = \"{gone}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 2000\n"
+        ),
+    )
+    .unwrap();
+    let unreachable = sb.run_env(
+        &["--config", away.to_str().unwrap(), "home", "import"],
+        &[("CAAL_HA_TOKEN", TOKEN)],
+    );
+    assert_eq!(unreachable.code, 2);
+    assert!(
+        unreachable.stderr.contains("cannot reach Home Assistant"),
+        "{}",
+        unreachable.stderr
+    );
+}
