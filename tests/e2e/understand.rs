@@ -562,3 +562,41 @@ fn what_the_meaning_layer_is_not_sure_of_a_model_chooses() {
         .count();
     assert_eq!(scored, 3, "one scoring request per round asked");
 }
+
+#[test]
+fn a_request_said_among_other_words_is_found_and_talk_around_a_name_is_not() {
+    let sb = Sandbox::new();
+    let done = sb.say("s", "switch off the dining room, we're done eating");
+    assert_eq!(commands(&done), vec!["lights.set ok"], "{done}");
+    assert_eq!(done["reply"], "Okay, the dining room lights are off.");
+    let shown = sb
+        .run(&[
+            "understand",
+            "--json",
+            "switch off the dining room, we're done eating",
+        ])
+        .ok()
+        .json();
+    assert_eq!(shown["layer"], "span", "{shown}");
+    assert_eq!(
+        shown["understood"]["span"], "switch off the dining room",
+        "{shown}"
+    );
+
+    // A governed command found this way is still asked about at its level.
+    let plumber = sb.say("p", "unlock the side door for the plumber");
+    assert!(commands(&plumber).is_empty(), "{plumber}");
+    assert_eq!(
+        plumber["pending_confirmation"]["summary"], "unlock the side door",
+        "{plumber}"
+    );
+    // Talk around a device's name, and a negation, run nothing.
+    for said in [
+        "leave the porch light as it is",
+        "don't unlock the side door for the plumber",
+    ] {
+        let r = sb.say("t", said);
+        assert!(commands(&r).is_empty(), "{said}: {r}");
+        assert!(r["pending_confirmation"].is_null(), "{said}: {r}");
+    }
+}

@@ -128,7 +128,8 @@ pub struct RouteDecision {
     pub intent: Intent,
     /// Which layer decided: `rule`, `template`, `split` (several requests),
     /// `negation`, `home` (a room or device that is not there), `semantic`
-    /// (the nearest examples), `none`.
+    /// (the nearest examples), `span` (a request among other words),
+    /// `model` (a model chose among the nearest meanings), `none`.
     pub layer: &'static str,
     /// What the understanding layers matched and how sure they were.
     pub understood: Option<Value>,
@@ -464,8 +465,13 @@ impl Router {
             .or_else(|| self.unknown_target(text, context))
             .unwrap_or_else(|| {
                 let meaning = self.by_meaning(text, context);
-                let mut d = meaning.decided.unwrap_or_else(|| self.unmatched(state));
-                d.choices = meaning.choices;
+                let mut d = meaning
+                    .decided
+                    .or_else(|| self.by_span(text, context))
+                    .unwrap_or_else(|| self.unmatched(state));
+                if d.layer != "span" {
+                    d.choices = meaning.choices;
+                }
                 d
             })
     }

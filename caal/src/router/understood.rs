@@ -69,6 +69,9 @@ fn plausible_name(said: &str) -> bool {
         "everything",
         "percent",
         "degrees",
+        // "turn the kitchen down": a direction, not part of a name.
+        "up",
+        "down",
     ];
     let words: Vec<&str> = said.split(' ').filter(|w| !w.is_empty()).collect();
     let words: &[&str] = match words.first() {
@@ -171,6 +174,27 @@ pub(super) fn check_examples(
         }
     }
     Ok(())
+}
+
+/// Whether a run of words says more than the names its template read: a
+/// bare "the porch light" inside "leave the porch light as it is" asks
+/// for nothing.
+fn asks_something(span: &str, d: &RouteDecision) -> bool {
+    let said: Vec<&str> = d
+        .understood
+        .as_ref()
+        .and_then(|u| u["slots"].as_object())
+        .map(|slots| {
+            slots
+                .values()
+                .filter_map(|s| s["said"].as_str())
+                .flat_map(|s| s.split(' '))
+                .collect()
+        })
+        .unwrap_or_default();
+    span.split(' ')
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .any(|w| !w.is_empty() && !["the", "a", "my", "please"].contains(&w) && !said.contains(&w))
 }
 
 /// Whether slot `key` satisfies a mapping's condition: `*` (present),
@@ -479,17 +503,8 @@ impl Router {
             return nothing;
         };
         // Embeddings barely tell "lock the door" from "don't lock the door":
-        // a sentence with a negation is left to the other layers, unless
-        // the negation is part of a saying that asks ("never mind the timer").
-        let mut padded = format!(" {text} ");
-        for idiom in &self.negation_idioms {
-            padded = padded.replace(&format!(" {idiom} "), " ");
-        }
-        if ["not", "never", "no"]
-            .into_iter()
-            .chain(self.negations.iter().map(String::as_str))
-            .any(|n| padded.contains(&format!(" {n} ")))
-        {
+        // a sentence with a negation is left to the other layers.
+        if self.says_not(text) {
             return nothing;
         }
         let found = match semantic.understand(text, &self.home, context) {
@@ -636,6 +651,63 @@ impl Router {
             }
             None => d,
         }
+    }
+
+    /// Whether the sentence says "not", "never", "no" or a configured
+    /// negation anywhere, other than in a saying that asks ("never mind the
+    /// timer") or says who is there ("no one's in the guest room").
+    fn says_not(&self, text: &str) -> bool {
+        let mut padded = format!(" {text} ");
+        for idiom in &self.negation_idioms {
+            padded = padded.replace(&format!(" {idiom} "), " ");
+        }
+        for nobody in [" no one ", " no one's ", " no-one ", " no-one's "] {
+            padded = padded.replace(nobody, " nobody ");
+        }
+        ["not", "never", "no"]
+            .into_iter()
+            .chain(self.negations.iter().map(String::as_str))
+            .any(|n| padded.contains(&format!(" {n} ")))
+    }
+
+    /// A request said among other words ("unlock the side door for the
+    /// plumber", "switch off the dining room, we're done eating"): the
+    /// longest run of the sentence's words that a template matches whole,
+    /// with no wildcard taking any of it, and at least half the sentence (a
+    /// few words inside a story are no request: "leave the porch light as
+    /// it is"). Never in a sentence that says "not": the run could leave it out.
+    pub(super) fn by_span(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        if self.says_not(text) {
+            return None;
+        }
+        let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+        let n = words.len();
+        if n < 3 {
+            return None;
+        }
+        for len in (n.div_ceil(2).max(2)..n).rev() {
+            for start in 0..=n - len {
+                let span = words[start..start + len].join(" ");
+                let Some(mut d) = self
+                    .by_templates(&span, context)
+                    .filter(|d| d.confidence >= 1.0 && matches!(d.intent, Intent::Chain(_)))
+                    .filter(|d| asks_something(&span, d))
+                else {
+                    continue;
+                };
+                let covered = len as f64 / n as f64;
+                d.layer = "span";
+                d.confidence = covered;
+                if let Some(Value::Object(u)) = &mut d.understood {
+                    u.insert("layer".into(), json!("span"));
+                    let span = span.trim_matches(|c: char| !c.is_alphanumeric());
+                    u.insert("span".into(), json!(span));
+                    u.insert("covered".into(), json!((covered * 1000.0).round() / 1000.0));
+                }
+                return Some(d);
+            }
+        }
+        None
     }
 
     /// Whether words said name one of the home's rooms ("the dining room").
