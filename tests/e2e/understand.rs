@@ -534,10 +534,10 @@ fn what_the_meaning_layer_is_not_sure_of_a_model_chooses() {
     assert_eq!(agreed["auth_level"], 1, "{agreed}");
     let (_, route) = route_by_model(&agreed);
     let route = route.unwrap();
-    assert_eq!(
-        route["understood"]["choice"]["options"][0]["rank"].is_u64(),
-        true
-    );
+    let options = route["understood"]["choice"]["options"].as_array().unwrap();
+    let picked = &options[route["understood"]["choice"]["picked"].as_u64().unwrap() as usize];
+    assert_eq!(picked["label"], "turn on the office lights", "{route}");
+    assert_eq!(picked["rank"], 0, "the meaning layer's nearest: {route}");
 
     // It picks another meaning: that one, but only asked about.
     *prefer.lock().unwrap() = " turn off the office lights.".into();
