@@ -177,19 +177,24 @@ fn fake_home_assistant() -> (String, Calls) {
     (url, calls)
 }
 
+/// A configuration file `name` in the sandbox naming Home Assistant at `url`.
+fn ha_config(sb: &Sandbox, name: &str, url: &str) -> String {
+    let path = sb.path().join(name);
+    fs::write(
+        &path,
+        format!(
+            "[executors.home_assistant]\nurl = \"{url}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 5000\n"
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
 #[test]
 fn the_home_is_imported_from_home_assistant_and_understood() {
     let sb = Sandbox::new();
     let (ha, calls) = fake_home_assistant();
-    let with_ha = sb.path().join("ha.toml");
-    fs::write(
-        &with_ha,
-        format!(
-            "[executors.home_assistant]\nurl = \"{ha}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 5000\n"
-        ),
-    )
-    .unwrap();
-    let config = with_ha.to_str().unwrap();
+    let config = &ha_config(&sb, "ha.toml", &ha);
     let home_toml = sb.path().join("home.toml");
     let out = home_toml.to_str().unwrap();
 
@@ -326,15 +331,7 @@ fn the_home_is_imported_from_home_assistant_and_understood() {
 fn a_wrong_token_or_no_home_assistant_is_named_with_the_fix() {
     let sb = Sandbox::new();
     let (ha, _) = fake_home_assistant();
-    let config = sb.path().join("ha.toml");
-    fs::write(
-        &config,
-        format!(
-            "[executors.home_assistant]\nurl = \"{ha}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 5000\n"
-        ),
-    )
-    .unwrap();
-    let config = config.to_str().unwrap();
+    let config = &ha_config(&sb, "ha.toml", &ha);
     let wrong = sb.run_env(
         &["--config", config, "home", "import"],
         &[("CAAL_HA_TOKEN", "not-the-token")],
@@ -355,16 +352,9 @@ fn a_wrong_token_or_no_home_assistant_is_named_with_the_fix() {
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
     let gone = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let away = sb.path().join("away.toml");
-    fs::write(
-        &away,
-        format!(
-            "[executors.home_assistant]\nurl = \"{gone}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 2000\n"
-        ),
-    )
-    .unwrap();
+    let away = ha_config(&sb, "away.toml", &gone);
     let unreachable = sb.run_env(
-        &["--config", away.to_str().unwrap(), "home", "import"],
+        &["--config", &away, "home", "import"],
         &[("CAAL_HA_TOKEN", TOKEN)],
     );
     assert_eq!(unreachable.code, 2);

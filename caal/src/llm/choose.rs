@@ -177,47 +177,38 @@ pub fn ask(
     max_tokens: u32,
 ) -> Asked {
     let started = std::time::Instant::now();
-    let elapsed = |s: std::time::Instant| s.elapsed().as_secs_f64() * 1e3;
-    match method {
+    // (the pick, what the model gave for it, the exchange's failure)
+    let (picked, evidence, failed) = match method {
         crate::config::ChoiceMethod::Score => match tier.score(&score_texts(said, offers)) {
             Ok(sums) => match pick_by_score(&sums, offers) {
-                Ok((best, scores)) => Asked {
-                    picked: Ok(best),
-                    evidence: json!({"scores": scores.iter().map(|s| (s * 1000.0).round() / 1000.0).collect::<Vec<_>>()}),
-                    latency_ms: elapsed(started),
-                    failed: None,
-                },
-                Err(e) => Asked {
-                    picked: Err(e),
-                    evidence: Value::Null,
-                    latency_ms: elapsed(started),
-                    failed: None,
-                },
+                Ok((best, scores)) => {
+                    let scores: Vec<f64> = scores
+                        .iter()
+                        .map(|s| (s * 1000.0).round() / 1000.0)
+                        .collect();
+                    (Ok(best), json!({"scores": scores}), None)
+                }
+                Err(e) => (Err(e), Value::Null, None),
             },
-            Err(e) => Asked {
-                picked: Err(e.to_string()),
-                evidence: Value::Null,
-                latency_ms: elapsed(started),
-                failed: Some(e),
-            },
+            Err(e) => (Err(e.to_string()), Value::Null, Some(e)),
         },
         crate::config::ChoiceMethod::Choose => {
             match tier.chat(&request(prompt, said, offers, max_tokens)) {
-                Ok(response) => Asked {
-                    picked: pick(&response, offers),
-                    evidence: json!({"tool_calls": response.tool_calls,
-                                     "text": crate::safety::global().scrub(&response.text)}),
-                    latency_ms: elapsed(started),
-                    failed: None,
-                },
-                Err(e) => Asked {
-                    picked: Err(e.to_string()),
-                    evidence: Value::Null,
-                    latency_ms: elapsed(started),
-                    failed: Some(e),
-                },
+                Ok(response) => (
+                    pick(&response, offers),
+                    json!({"tool_calls": response.tool_calls,
+                           "text": crate::safety::global().scrub(&response.text)}),
+                    None,
+                ),
+                Err(e) => (Err(e.to_string()), Value::Null, Some(e)),
             }
         }
+    };
+    Asked {
+        picked,
+        evidence,
+        latency_ms: started.elapsed().as_secs_f64() * 1e3,
+        failed,
     }
 }
 
