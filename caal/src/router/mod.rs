@@ -236,6 +236,7 @@ impl Router {
         }
         understood::check_maps(&u.intents, &commands)?;
         understood::check_examples(&words.examples, &u.intents, &u.semantic, lang)?;
+        understood::check_model_choice(&u.model)?;
         let semantic = embedder
             .filter(|_| !words.examples.is_empty())
             .map(|e| Semantic::new(e, u.semantic.clone(), lang, &words.examples, &home));

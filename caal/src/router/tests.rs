@@ -274,3 +274,33 @@ fn render_leaves_unknown_placeholders() {
     let p = BTreeMap::from([("a".to_string(), ParamValue::Integer(3))]);
     assert_eq!(render("{a} {b} {", &p), "3 {b} {");
 }
+
+#[test]
+fn the_model_layers_numbers_are_checked_naming_the_key() {
+    let floor = config_error("[understand.model]\nfloor = 1.5\n");
+    assert!(floor.contains("understand.model.floor"), "{floor}");
+    let candidates = config_error("[understand.model]\ncandidates = 0\n");
+    assert!(
+        candidates.contains("understand.model.candidates"),
+        "{candidates}"
+    );
+    let method = config_error("[understand.model]\nmethod = \"guess\"\n");
+    assert!(
+        method.contains("guess") || method.contains("method"),
+        "{method}"
+    );
+}
+
+#[test]
+fn the_model_layer_is_offered_only_what_the_meaning_layer_was_not_sure_of() {
+    // Without a semantic layer (no embedding model in unit tests) there is
+    // nothing to choose among: templates and rules decide as before.
+    let mut config = Config::defaults().unwrap();
+    config.understand.model.enabled = true;
+    let router = Router::compile(&config).unwrap();
+    let d = router.route(&normalize("turn on the kitchen lights"), "default");
+    assert!(d.choices.is_empty(), "{d:?}");
+    // A pick with no choices keeps the decision as it was.
+    let kept = router.chosen(d.clone(), Some(0), "default");
+    assert_eq!(kept, d);
+}

@@ -114,6 +114,33 @@ pub(super) fn check_maps(
     Ok(())
 }
 
+/// The model layer's numbers are ones it can use.
+pub(super) fn check_model_choice(m: &crate::config::ModelChoiceConfig) -> Result<(), ConfigError> {
+    let value = |key: &str, problem: String| ConfigError::Value {
+        key: format!("understand.model.{key}"),
+        problem,
+    };
+    if !(0.0..=1.0).contains(&m.floor) {
+        return Err(value(
+            "floor",
+            format!("{} is outside 0–1 (a cosine similarity)", m.floor),
+        ));
+    }
+    if !(1..=8).contains(&m.candidates) {
+        return Err(value(
+            "candidates",
+            format!(
+                "{} is not 1–8 (a model is shown that many meanings)",
+                m.candidates
+            ),
+        ));
+    }
+    if m.max_tokens == 0 {
+        return Err(value("max_tokens", "must be at least 1".into()));
+    }
+    Ok(())
+}
+
 /// Every example group means something a mapping runs (or `-`), and a
 /// free-text slot it reads is marked in one of its examples.
 pub(super) fn check_examples(
