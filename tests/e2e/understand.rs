@@ -329,7 +329,7 @@ fn what_no_template_foresaw_is_understood_by_its_meaning() {
     );
 
     // Near a request but not sure: it only asks, and "no" leaves it undone.
-    let unsure = sb.say("u", "it was dark when I left the office");
+    let unsure = sb.say("u", "it's a bit gloomy in the office");
     assert!(commands(&unsure).is_empty(), "{unsure}");
     assert_eq!(
         unsure["pending_confirmation"]["confirmations_required"], 1,
@@ -338,9 +338,11 @@ fn what_no_template_foresaw_is_understood_by_its_meaning() {
     let no = sb.say("u", "no");
     assert!(commands(&no).is_empty(), "{no}");
 
-    // Talk near examples that are no request, and negated requests: nothing.
+    // Talk near examples that are no request, a story about the past (near
+    // "it's dark in the office"), and negated requests: nothing.
     for said in [
         "my brother is coming next week",
+        "it was dark when I left the office",
         "leave the porch light as it is",
         "no need for the garage door to be open",
     ] {
@@ -461,7 +463,7 @@ fn what_the_meaning_layer_is_not_sure_of_a_model_chooses() {
     let on = sb.path().join("model.toml");
     fs::write(&on, "[understand.model]\nenabled = true\n").unwrap();
     let on = on.to_str().unwrap();
-    let said = "it was dark when I left the office";
+    let said = "it's a bit gloomy in the office";
     let shown = sb
         .run(&["--config", on, "understand", "--json", said])
         .ok()

@@ -599,6 +599,14 @@ pub struct LanguageConfig {
     /// otherwise leaves any sentence with a negation alone, reads these.
     #[serde(default)]
     pub negation_idioms: Vec<String>,
+    /// Words that tell of the past ("was", "yesterday"): a sentence with one
+    /// and none of `request_verbs` is a story, which the meaning layer
+    /// never takes for a request ("it was dark when I left the office").
+    #[serde(default)]
+    pub narrative_words: Vec<String>,
+    /// Verbs that ask for something ("turn", "lock", "add").
+    #[serde(default)]
+    pub request_verbs: Vec<String>,
     /// Expansion rules (`<turn>`) set over the library's own.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,

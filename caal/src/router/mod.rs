@@ -72,6 +72,8 @@ pub struct Router {
     split_words: Vec<String>,
     negations: Vec<String>,
     negation_idioms: Vec<String>,
+    narrative_words: Vec<String>,
+    request_verbs: Vec<String>,
     /// The semantic layer, when its model is loaded and the language has examples.
     semantic: Option<Semantic>,
     /// The model layer: when and among how many meanings a model chooses.
@@ -373,6 +375,8 @@ impl Router {
             split_words: words.split_words.iter().map(|w| normalize(w)).collect(),
             negations: words.negations.iter().map(|w| normalize(w)).collect(),
             negation_idioms: words.negation_idioms.iter().map(|w| normalize(w)).collect(),
+            narrative_words: words.narrative_words.iter().map(|w| normalize(w)).collect(),
+            request_verbs: words.request_verbs.iter().map(|w| normalize(w)).collect(),
             semantic,
             model_choice: u.model.clone(),
         })

@@ -529,9 +529,10 @@ impl Router {
         let Some(semantic) = self.semantic.as_ref() else {
             return nothing;
         };
-        // Embeddings barely tell "lock the door" from "don't lock the door":
-        // a sentence with a negation is left to the other layers.
-        if self.says_not(text) {
+        // Embeddings barely tell "lock the door" from "don't lock the door",
+        // or "it was dark in the office" from "it's dark in the office": a
+        // sentence with a negation, or a story, is left to the other layers.
+        if self.says_not(text) || self.tells_a_story(text) {
             return nothing;
         }
         let found = match semantic.understand(text, &self.home, context) {
@@ -695,6 +696,15 @@ impl Router {
             .into_iter()
             .chain(self.negations.iter().map(String::as_str))
             .any(|n| padded.contains(&format!(" {n} ")))
+    }
+
+    /// Whether the sentence tells of the past (a narrative word) and asks
+    /// for nothing (no request verb): "my timer at work went off three
+    /// times today" is a story, not a wish to cancel the timers.
+    fn tells_a_story(&self, text: &str) -> bool {
+        let padded = format!(" {text} ");
+        let has = |w: &String| padded.contains(&format!(" {w} "));
+        self.narrative_words.iter().any(has) && !self.request_verbs.iter().any(has)
     }
 
     /// A request said among other words ("unlock the side door for the
