@@ -724,6 +724,12 @@ impl Router {
         }
         for len in (n.div_ceil(2).max(2)..n).rev() {
             for start in 0..=n - len {
+                // A run right after an article is not a clause of its own:
+                // "the activate the lights" is a mishearing of "deactivate".
+                if start > 0 && ["the", "a", "an", "my", "our", "your"].contains(&words[start - 1])
+                {
+                    continue;
+                }
                 let span = words[start..start + len].join(" ");
                 let Some(mut d) = self
                     .by_templates(&span, context)
