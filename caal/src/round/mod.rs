@@ -147,6 +147,16 @@ pub struct RoundResult {
     pub reasoning: Option<RoundReasoning>,
 }
 
+impl RoundResult {
+    /// The routing decision's part of the result.
+    fn decided(&mut self, d: &RouteDecision) {
+        self.route_code = d.route_code.clone();
+        self.source_rule = d.source_rule.clone();
+        self.command_id = d.command_id.clone();
+        self.auth_level = d.auth_level.get();
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RoundError {
     #[error(
@@ -646,19 +656,13 @@ impl Engine {
                 "understood": decision.understood,
             }),
         ))?;
-        result.route_code = decision.route_code.clone();
-        result.source_rule = decision.source_rule.clone();
-        result.command_id = decision.command_id.clone();
-        result.auth_level = decision.auth_level.get();
+        result.decided(&decision);
         // The meaning layer was not sure: a model chooses among its nearest.
         if !decision.choices.is_empty() {
             let consulted = self.consult(round, &text, decision, state_in)?;
             decision = consulted.decision;
             if consulted.decided {
-                result.route_code = decision.route_code.clone();
-                result.source_rule = decision.source_rule.clone();
-                result.command_id = decision.command_id.clone();
-                result.auth_level = decision.auth_level.get();
+                result.decided(&decision);
             }
         }
         if let Some(topic) = &decision.topic

@@ -571,7 +571,7 @@ impl Router {
         Some((priority, decision))
     }
 
-    pub(crate) fn unmatched(&self, state: &str) -> RouteDecision {
+    fn unmatched(&self, state: &str) -> RouteDecision {
         match self.state(state).map(|s| s.unmatched) {
             Some(Unmatched::Chat) => RouteDecision::simple(
                 "intent.chat",
