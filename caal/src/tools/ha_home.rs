@@ -301,11 +301,7 @@ pub fn import(
     let devices = session.list("config/device_registry/list", false)?;
     let entities = session.list("config/entity_registry/list", false)?;
     let _ = session.socket.close(None);
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = super::http::agent(config.timeout_ms.max(1));
     let url = format!("{base}/api/states");
     let mut response = agent
         .get(&url)

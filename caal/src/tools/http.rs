@@ -17,7 +17,7 @@ pub struct HttpExecutors {
     env: EnvLookup,
 }
 
-fn agent(timeout_ms: u64) -> Agent {
+pub(super) fn agent(timeout_ms: u64) -> Agent {
     Agent::config_builder()
         .timeout_global(Some(Duration::from_millis(timeout_ms)))
         .http_status_as_error(false)
