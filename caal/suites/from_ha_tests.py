@@ -58,7 +58,7 @@ def expect(intent, slots):
                 return "light.set", {"device": name, "state": "on" if on else "off"}
             return "lights.set", {"room": area or "all", "state": "on" if on else "off"}
         if domain == "lock" and device:
-            return ("door.lock" if on else "door.unlock"), {"door": device[1]}
+            return ("door.lock" if on else "door.unlock"), {"door": name}
         if domain == "cover" and (s.get("device_class") == "garage" or name == "garage door"):
             return ("garage.open" if on else "garage.close"), {}
         return None

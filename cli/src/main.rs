@@ -617,7 +617,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     let models = caal::llm::tiers::models_dir(&env);
                     let hear = caal::voice::bench::hearing(&config, &models)
                         .map_err(anyhow::Error::msg)?;
-                    caal::understand::bench::run(&router, given, Some(&hear), consult)
+                    let spoken = caal::understand::bench::Spoken {
+                        hear: &hear,
+                        min_guess_word: config.voice.min_guess_word,
+                    };
+                    caal::understand::bench::run(&router, given, Some(spoken), consult)
                 }
                 #[cfg(not(feature = "whisper"))]
                 {

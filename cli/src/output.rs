@@ -606,7 +606,11 @@ pub fn print_voice_bench(r: &caal::voice::bench::VoiceBenchReport) {
         r.rtf_max, r.ratio_to_bare_max
     );
     println!(
-        "  end of speech to route decision, {:.1} s utterance streamed over the voice socket: p50 {:.0} ms, max {:.0} ms (goal ≤ 700 ms; {} ms of it is the silence that ends an utterance)",
-        r.streamed_audio_s, r.end_to_route_p50_ms, r.end_to_route_max_ms, r.vad_silence_ms
+        "  end of speech to route decision, {:.1} s utterance streamed over the voice socket: p50 {:.0} ms, max {:.0} ms (goal ≤ 700 ms; {} ms of it is the silence that ends an utterance, {:.0} ms transcribing it)",
+        r.streamed_audio_s,
+        r.end_to_route_p50_ms,
+        r.end_to_route_max_ms,
+        r.vad_silence_ms,
+        r.end_stt_p50_ms
     );
 }

@@ -224,7 +224,10 @@ fn the_home_is_imported_from_home_assistant_and_understood() {
     let mut written = fs::read_to_string(&home_toml).unwrap();
     written.push_str(
         "\n[macros.arrive_home]\nsummary = \"turn on the kitchen lights\"\n\
-         steps = [{ command = \"lights.set\", params = { room = \"kitchen\", state = \"on\" } }]\n",
+         steps = [{ command = \"lights.set\", params = { room = \"kitchen\", state = \"on\" } }]\n\
+         [macros.good_night]\nsummary = \"turn off all lights and lock the den door\"\n\
+         steps = [{ command = \"lights.set\", params = { room = \"all\", state = \"off\" } },\n\
+         { command = \"door.lock\", params = { door = \"den door\" } }]\n",
     );
     fs::write(&home_toml, &written).unwrap();
     let parsed: toml::Value = toml::from_str(&written).unwrap();
@@ -302,7 +305,9 @@ fn the_home_is_imported_from_home_assistant_and_understood() {
         format!(
             "{written}\n[executors.home_assistant]\nurl = \"{ha}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 5000\n\n\
              [commands.\"light.set\"]\nexecutor = \"home_assistant\"\nservice = \"light.turn_{{state}}\"\n\
-             data = {{ entity_id = \"{{device.id}}\" }}\n"
+             data = {{ entity_id = \"{{device.id}}\" }}\n\n\
+             [commands.\"door.lock\"]\nexecutor = \"home_assistant\"\nservice = \"lock.lock\"\n\
+             data = {{ entity_id = \"{{door.id}}\" }}\n"
         ),
     )
     .unwrap();
@@ -324,6 +329,30 @@ fn the_home_is_imported_from_home_assistant_and_understood() {
             "light/turn_on".to_owned(),
             json!({"entity_id": "light.kitchen_island"})
         )]
+    );
+    // A lock of the imported home is a door to lock, by its name.
+    let locked = sb
+        .run_env(
+            &[
+                "--config",
+                wired.to_str().unwrap(),
+                "say",
+                "lock the den door",
+            ],
+            &[("CAAL_HA_TOKEN", TOKEN)],
+        )
+        .ok();
+    assert!(
+        locked.stdout.contains("The den door is locked."),
+        "{}",
+        locked.stdout
+    );
+    assert_eq!(
+        calls.lock().unwrap().last().cloned(),
+        Some((
+            "lock/lock".to_owned(),
+            json!({"entity_id": "lock.den_door"})
+        ))
     );
 }
 

@@ -24,7 +24,7 @@ fn model() -> Peer {
             ])
         } else {
             json!([{"id": "c", "type": "function", "function": {"name": "door_unlock",
-                 "arguments": json!({"door": "front", "_justification": "The guest is at the front door and the user asked to let them in."}).to_string()}}])
+                 "arguments": json!({"door": "front door", "_justification": "The guest is at the front door and the user asked to let them in."}).to_string()}}])
         };
         (200, json!({"model": "fake", "choices": [{"index": 0, "finish_reason": "tool_calls",
             "message": {"role": "assistant", "content": "Getting the house ready.",

@@ -633,3 +633,53 @@ fn the_voice_benchmark_prints_its_figures_as_a_last_json_line() {
         "it includes the silence that ends an utterance"
     );
 }
+
+#[test]
+fn a_request_guessed_from_an_unsure_transcript_is_asked_about_first() {
+    let sb = Sandbox::new();
+    // No template says this; the meaning layer understands it. Held to a bar
+    // no transcript's least sure word reaches, it is asked about first.
+    let dark = espeak(sb.path(), "dark.wav", "I need light in the office");
+    let strict = sb.path().join("strict.toml");
+    std::fs::write(&strict, "[voice]\nmin_guess_word = 0.999\n").unwrap();
+    let heard = sb
+        .run(&[
+            "--config",
+            strict.to_str().unwrap(),
+            "voice",
+            "--json",
+            dark.to_str().unwrap(),
+        ])
+        .ok()
+        .json();
+    let round = &heard["utterances"][0]["round"];
+    assert_eq!(round["commands"], json!([]), "nothing ran: {round}");
+    assert_eq!(round["auth_level"], 3, "{round}");
+    assert!(!round["pending_confirmation"].is_null(), "{round}");
+    let route = events_of(&sb, round["round_id"].as_str().unwrap(), "route.selected");
+    let route = route.first().unwrap();
+    assert_eq!(route["layer"], "semantic", "{route}");
+    assert_eq!(route["understood"]["heard"]["bar"], 0.999, "{route}");
+    assert!(
+        route["understood"]["heard"]["least"].as_f64().unwrap() < 0.999,
+        "{route}"
+    );
+
+    // Heard as surely as the bar asks (none at 0), the same words run at
+    // their level.
+    let lenient = sb.path().join("lenient.toml");
+    std::fs::write(&lenient, "[voice]\nmin_guess_word = 0.0\n").unwrap();
+    let heard = sb
+        .run(&[
+            "--config",
+            lenient.to_str().unwrap(),
+            "voice",
+            "--json",
+            dark.to_str().unwrap(),
+        ])
+        .ok()
+        .json();
+    let round = &heard["utterances"][0]["round"];
+    assert_eq!(round["commands"][0]["status"], "ok", "{round}");
+    assert_eq!(round["commands"][0]["command_id"], "lights.set", "{round}");
+}

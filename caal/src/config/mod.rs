@@ -107,12 +107,19 @@ pub struct VoiceConfig {
     pub min_speech_confidence: f32,
     /// Threads whisper uses (0: as many as the machine has cores).
     pub threads: usize,
-    /// Words to expect (names of rooms and devices), given to whisper as
-    /// its initial prompt; empty for none.
+    /// Whisper's decoding: 1 for greedy, more for a beam search over that
+    /// many hypotheses (slower, and surer on short commands).
+    pub beam_size: u32,
+    /// What people say here, given to whisper as its first words;
+    /// `{names}` in it becomes the home's rooms and devices. Empty for none.
     pub prompt: String,
     /// A level-3 or level-4 command heard with a lower confidence (mean
     /// token probability) is asked again instead of confirmed.
     pub min_confidence: f32,
+    /// A request guessed below the templates (by meaning, among other
+    /// words, by a model) from a transcript whose least sure word scored
+    /// below this is asked about first.
+    pub min_guess_word: f32,
     /// Audio files are deleted by `caal audio sweep` after this many days
     /// unless pinned (`AUDIO_RETENTION_DAYS` overrides).
     pub retention_days: u32,

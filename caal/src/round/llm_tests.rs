@@ -287,7 +287,7 @@ fn a_command_a_model_picks_still_passes_the_authority_gate() {
             200,
             openai_tool(
                 "door_unlock",
-                json!({"door": "front", "_justification": "The user's friend is waiting at the front door to be let in."}),
+                json!({"door": "front door", "_justification": "The user's friend is waiting at the front door to be let in."}),
             ),
             NO_DELAY,
         )

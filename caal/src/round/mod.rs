@@ -579,6 +579,7 @@ impl Engine {
                 "model": v.transcript.model,
                 "language": v.transcript.language,
                 "confidence": v.transcript.confidence,
+                "least": v.transcript.least,
                 "audio_ms": v.transcript.audio_ms,
                 "stt_ms": v.transcript.stt_ms,
             });
@@ -634,6 +635,10 @@ impl Engine {
             return Ok(steps);
         }
         let mut decision = self.router.route(&normalized, state_in);
+        let bar = self.config.voice.min_guess_word;
+        if let Some(v) = voice {
+            decision = self.router.heard(decision, v.transcript.least, bar);
+        }
         let policy = self.router.state(state_in);
         let candidates = match &decision.intent {
             Intent::Ambiguous { candidates } => json!(candidates),
@@ -661,6 +666,9 @@ impl Engine {
         if !decision.choices.is_empty() {
             let consulted = self.consult(round, &text, decision, state_in)?;
             decision = consulted.decision;
+            if let Some(v) = voice {
+                decision = self.router.heard(decision, v.transcript.least, bar);
+            }
             if consulted.decided {
                 result.decided(&decision);
             }

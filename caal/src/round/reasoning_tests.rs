@@ -178,7 +178,7 @@ fn a_governed_call_is_justified_checked_stripped_and_receipted() {
         "",
         &[(
             "door_unlock",
-            json!({"door": "front", "_justification": GOOD}),
+            json!({"door": "front door", "_justification": GOOD}),
         )],
         None,
     );
@@ -217,9 +217,9 @@ fn a_governed_call_is_justified_checked_stripped_and_receipted() {
     assert_eq!(receipt["action"]["outcome"], "ok");
     assert_eq!(
         receipt["action"]["command"],
-        json!({"command_id": "door.unlock", "params": {"door": "front"}})
+        json!({"command_id": "door.unlock", "params": {"door": "front door"}})
     );
-    assert_eq!(receipt["input"]["arguments"], json!({"door": "front"}));
+    assert_eq!(receipt["input"]["arguments"], json!({"door": "front door"}));
     assert_eq!(receipt["confirmation"]["confirmations"], 1);
     assert_eq!(
         receipt["enforcement"]["config_hash"],
@@ -239,7 +239,7 @@ fn a_governed_call_is_justified_checked_stripped_and_receipted() {
 
 #[test]
 fn a_missing_justification_is_blocked_escalated_or_allowed_as_configured() {
-    let bare = tool_calls("", &[("door_unlock", json!({"door": "front"}))], None);
+    let bare = tool_calls("", &[("door_unlock", json!({"door": "front door"}))], None);
     // block (the default): nothing runs, the person hears why, a receipt says so.
     let (home, _l) = home_with_model("", bare.clone());
     let r = home.say("c", "let my friend in");
@@ -304,7 +304,7 @@ fn a_parroted_justification_is_caught_and_an_override_is_recorded() {
         "",
         &[(
             "door_unlock",
-            json!({"door": "front", "_justification": "Unlocking it because you asked me to, as always."}),
+            json!({"door": "front door", "_justification": "Unlocking it because you asked me to, as always."}),
         )],
         None,
     );
@@ -503,7 +503,7 @@ fn the_coherence_check_asks_the_model_tier_and_a_low_score_escalates() {
                 "",
                 &[(
                     "door_unlock",
-                    json!({"door": "front", "_justification": GOOD}),
+                    json!({"door": "front door", "_justification": GOOD}),
                 )],
                 None,
             )

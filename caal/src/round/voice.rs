@@ -105,11 +105,9 @@ impl Engine {
         if !stt::BUILT_IN {
             return Err(SttError::NotBuilt);
         }
-        // Whisper is told the home's words unless voice.prompt says others.
+        // Whisper is told what people say here, with the home's words.
         let mut cfg = self.config.voice.clone();
-        if cfg.prompt.is_empty() {
-            cfg.prompt = self.router.home().speech_prompt();
-        }
+        cfg.prompt = self.router.home().speech_prompt(&cfg.prompt);
         let cfg = &cfg;
         stt::install(cfg, &self.voice.models_dir, false)?;
         let loaded = Arc::new(Stt::load(
@@ -410,6 +408,7 @@ mod tests {
                 model: "ggml-tiny.en.bin".into(),
                 language: "en".into(),
                 confidence: 0.9,
+                least: 0.8,
                 audio_ms: 1_000,
                 stt_ms: 100.0,
                 no_speech: 0.01,

@@ -91,16 +91,48 @@ pub fn parse_params(
     let mut out = BTreeMap::new();
     for (name, spec) in specs {
         let given = raw.get(name).map(|s| s.trim()).filter(|s| !s.is_empty());
-        let Some(text) = given.or(spec.default.as_deref()) else {
+        // A device not named where the home has just one of its kind: that one.
+        let only = (spec.kind == ParamKind::Device)
+            .then(|| devices_of(spec, known.home))
+            .filter(|d| d.len() == 1)
+            .and_then(|d| d.first().copied());
+        let Some(text) = given.or(spec.default.as_deref()).or(only) else {
             return Err(ParamProblem {
                 param: name.clone(),
                 code: "validator.missing_param",
-                message: format!("I need the {name}"),
+                message: match spec.kind {
+                    ParamKind::Device if !known.home.devices.is_empty() => format!(
+                        "say which {name} ({})",
+                        or_list(&devices_of(spec, known.home))
+                    ),
+                    ParamKind::Area if !known.home.areas.is_empty() => {
+                        format!("say which room ({})", or_list(&known.home.area_names()))
+                    }
+                    _ => format!("I need the {name}"),
+                },
             });
         };
         out.insert(name.clone(), parse_one(name, spec, text, known)?);
     }
     Ok(out)
+}
+
+/// The home's devices a device parameter may name.
+fn devices_of<'h>(spec: &ParamSpec, home: &'h Home) -> Vec<&'h str> {
+    home.devices
+        .iter()
+        .filter(|d| spec.values.is_empty() || spec.values.contains(&d.domain))
+        .map(|d| d.name.as_str())
+        .collect()
+}
+
+/// "a, b or c".
+fn or_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
 }
 
 fn parse_one(

@@ -68,7 +68,17 @@ fn home_commands_route_with_typed_parameters() {
         (AuthLevel::UNDOABLE, Some("oat milk"))
     );
     assert_eq!(route("unlock the back door").auth_level, AuthLevel::CONFIRM);
-    assert_eq!(route("unlock the door").params, json!({"door": "front"}));
+    assert_eq!(
+        route("unlock the back door").params,
+        json!({"door": "back door"})
+    );
+    // Which door, when the home has several: asked, naming them.
+    let which = route("unlock the door");
+    assert!(
+        format!("{:?}", which.intent)
+            .contains("say which door (front door, back door or side door)"),
+        "{which:?}"
+    );
     assert_eq!(
         route("open the garage").auth_level,
         AuthLevel::DOUBLE_CONFIRM
@@ -265,7 +275,7 @@ fn a_stored_chain_rebuilds_at_no_lower_level() {
     assert_eq!(rebuilt.chain_level, AuthLevel::CONFIRM);
     assert_eq!(
         rebuilt.commands[0].params["door"],
-        ParamValue::Text("back".into())
+        ParamValue::Text("back door".into())
     );
 }
 
@@ -303,4 +313,30 @@ fn the_model_layer_is_offered_only_what_the_meaning_layer_was_not_sure_of() {
     // A pick with no choices keeps the decision as it was.
     let kept = router.chosen(d.clone(), Some(0), "default");
     assert_eq!(kept, d);
+}
+
+#[test]
+fn a_guess_from_a_word_heard_unsurely_is_asked_about_first() {
+    let router = router();
+    let matched = route("turn on the kitchen lights");
+    // (Unit tests have no sentence library: the command rules match it.)
+    assert!(matches!(matched.layer, "rule" | "template"), "{matched:?}");
+    // Every word matched a rule or template: the transcript's weakest word does not matter.
+    assert_eq!(router.heard(matched.clone(), 0.05, 0.3), matched);
+    // The same request guessed by a layer below is asked about when a word was unsure ...
+    let mut guessed = matched.clone();
+    guessed.layer = "semantic";
+    let asked = router.heard(guessed.clone(), 0.12, 0.3);
+    assert_eq!(asked.auth_level, AuthLevel::CONFIRM);
+    assert_eq!(chain(&asked).chain_level, AuthLevel::CONFIRM);
+    assert_eq!(
+        asked.understood.as_ref().unwrap()["heard"],
+        serde_json::json!({"least": 0.12, "bar": 0.3})
+    );
+    // ... and runs at its level when every word was heard surely enough.
+    assert_eq!(router.heard(guessed, 0.3, 0.3), {
+        let mut same = matched;
+        same.layer = "semantic";
+        same
+    });
 }

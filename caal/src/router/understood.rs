@@ -640,6 +640,32 @@ impl Router {
         choices
     }
 
+    /// A request guessed (by meaning, among other words, or by a model)
+    /// from a transcript whose least sure word was heard below `bar` is
+    /// asked about first: a misheard word is where a guess goes wrong
+    /// ("the activate the lights" near "activate the lights"). What the
+    /// templates understood keeps its level: every word of it was matched.
+    pub fn heard(&self, mut d: RouteDecision, least: f32, bar: f32) -> RouteDecision {
+        let guessed = matches!(d.layer, "semantic" | "span" | "model");
+        let Intent::Chain(chain) = &mut d.intent else {
+            return d;
+        };
+        if !guessed || least >= bar || chain.chain_level >= AuthLevel::CONFIRM {
+            return d;
+        }
+        chain.chain_level = AuthLevel::CONFIRM;
+        d.auth_level = AuthLevel::CONFIRM;
+        let round3 = |x: f32| (f64::from(x) * 1000.0).round() / 1000.0;
+        let heard = json!({"least": round3(least), "bar": round3(bar)});
+        match &mut d.understood {
+            Some(Value::Object(u)) => {
+                u.insert("heard".into(), heard);
+            }
+            other => *other = Some(json!({"layer": d.layer, "heard": heard})),
+        }
+        d
+    }
+
     /// The decision after a model chose among `d.choices` (`pick`: the
     /// index chosen; none when the model gave no usable answer, which keeps
     /// `d`). The meaning layer's own nearest, chosen by the model too and

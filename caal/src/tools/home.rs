@@ -212,7 +212,7 @@ fn status(c: &Connection, now_ms: i64) -> rusqlite::Result<String> {
         .query_map([], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     if !unlocked.is_empty() {
-        parts.push(format!("Unlocked: {} door.", unlocked.join(", ")));
+        parts.push(format!("Unlocked: {}.", unlocked.join(", ")));
     }
     if c.query_row("SELECT is_open FROM garage WHERE id = 1", [], |r| {
         r.get::<_, bool>(0)

@@ -29,7 +29,7 @@ fn wired(webhook: &str, home_assistant: &str) -> Config {
         [commands."door.unlock"]
         executor = "home_assistant"
         service = "lock.unlock"
-        data = {{ entity_id = "lock.{{door}}_door" }}
+        data = {{ entity_id = "lock.{{door.id}}_door" }}
         "#
     ))
     .unwrap()

@@ -53,8 +53,17 @@ pub struct Case {
     pub context: BTreeMap<String, String>,
 }
 
-/// Speech for `--spoken`: what whisper heard when the line was said.
-pub type Hear<'a> = &'a dyn Fn(&str) -> Result<String, String>;
+/// Speech for `--spoken`: what whisper heard when the line was said, and
+/// how surely its least sure word was heard.
+pub type Hear<'a> = &'a dyn Fn(&str) -> Result<(String, f32), String>;
+
+/// `--spoken`: how lines are heard, and `voice.min_guess_word`, the bar a
+/// guessed request's transcript is held to as in voice rounds.
+#[derive(Clone, Copy)]
+pub struct Spoken<'a> {
+    pub hear: Hear<'a>,
+    pub min_guess_word: f32,
+}
 
 /// The model layer for `--model`: which of a decision's choices a model
 /// picked for what was said (none: no usable answer).
@@ -177,12 +186,12 @@ fn params_match(want: &Expected, got: &Expected) -> bool {
             .all(|(k, v)| got.params.get(k).is_some_and(|g| same_value(v, g)))
 }
 
-/// Routes every line of `suite` (through `hear` first, when given: speech).
+/// Routes every line of `suite` (heard first, when `spoken`).
 pub fn run_suite(
     router: &Router,
     name: &str,
     cases: &[Case],
-    hear: Option<Hear<'_>>,
+    spoken: Option<Spoken<'_>>,
     consult: Option<Consult<'_>>,
 ) -> Result<SuiteReport, String> {
     let mut outcomes = Vec::with_capacity(cases.len());
@@ -191,9 +200,12 @@ pub fn run_suite(
         std::hint::black_box(router.route(&normalize(&first.text), "default"));
     }
     for case in cases {
-        let heard = match hear {
-            Some(hear) => hear(&case.text)?,
-            None => case.text.clone(),
+        let (heard, least) = match spoken {
+            Some(spoken) => {
+                let (text, least) = (spoken.hear)(&case.text)?;
+                (text, Some(least))
+            }
+            None => (case.text.clone(), None),
         };
         let context = Context {
             area: case.context.get("area").map(|a| normalize(a)),
@@ -206,6 +218,9 @@ pub fn run_suite(
         {
             let pick = consult(&heard, &decision);
             decision = router.chosen(decision, pick, "default");
+        }
+        if let (Some(spoken), Some(least)) = (spoken, least) {
+            decision = router.heard(decision, least, spoken.min_guess_word);
         }
         let decision_us = started.elapsed().as_secs_f64() * 1e6;
         let (decided, level) = match &decision.intent {
@@ -375,7 +390,7 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
 pub fn run(
     router: &Router,
     given: Option<(&str, &str)>,
-    hear: Option<Hear<'_>>,
+    spoken: Option<Spoken<'_>>,
     consult: Option<Consult<'_>>,
 ) -> Result<UnderstandReport, String> {
     // The examples' vectors are made (or read back) once, before any timing.
@@ -384,12 +399,12 @@ pub fn run(
     }
     let mut reports = Vec::new();
     for (name, cases) in suites(given)? {
-        reports.push(run_suite(router, &name, &cases, hear, consult)?);
+        reports.push(run_suite(router, &name, &cases, spoken, consult)?);
     }
     Ok(UnderstandReport {
         library: router.library().origin.clone(),
         sentences: router.library().sentence_count(),
-        spoken: hear.is_some(),
+        spoken: spoken.is_some(),
         suites: reports,
     })
 }

@@ -218,18 +218,13 @@ impl Home {
             .collect()
     }
 
-    /// Words to expect in speech, for whisper's prompt when `voice.prompt`
-    /// is empty: the rooms and devices by name, and how requests start.
-    pub fn speech_prompt(&self) -> String {
+    /// Whisper's prompt from `voice.prompt`: `{names}` there becomes the
+    /// home's rooms and devices ("Kitchen, living room, desk lamp").
+    pub fn speech_prompt(&self, template: &str) -> String {
         let mut names: Vec<&str> = self.area_names();
         names.extend(self.devices.iter().map(|d| d.name.as_str()));
-        if names.is_empty() {
-            return String::new();
-        }
-        format!(
-            "Turn on the lights. Set the thermostat. Set a timer. {}.",
-            super::super::auth::capitalise(&names.join(", "))
-        )
+        let names = super::super::auth::capitalise(&names.join(", "));
+        template.replace("{names}", &names).trim().to_owned()
     }
 
     /// The template lists with `area` and `name` open to any words: used

@@ -65,6 +65,8 @@ pub struct VoiceBenchReport {
     pub streamed_audio_s: f64,
     pub end_to_route_p50_ms: f64,
     pub end_to_route_max_ms: f64,
+    /// Of it, transcribing the utterance (median).
+    pub end_stt_p50_ms: f64,
     pub vad_silence_ms: u32,
 }
 
@@ -100,16 +102,28 @@ fn median(mut v: Vec<f64>) -> f64 {
     percentile(&v, 0.5)
 }
 
-/// Bare whisper-rs: the same model and parameters CAAL uses, nothing else.
+/// Bare whisper-rs: the same model and parameters CAAL uses (decoding,
+/// prompt), nothing else.
 fn bare(
     state: &mut whisper_rs::WhisperState,
     samples: &[f32],
     threads: i32,
+    cfg: &crate::config::VoiceConfig,
 ) -> Result<f64, String> {
     use whisper_rs::{FullParams, SamplingStrategy};
     let started = Instant::now();
-    let mut params = FullParams::new(SamplingStrategy::Greedy { best_of: 1 });
+    let mut params = FullParams::new(if cfg.beam_size > 1 {
+        SamplingStrategy::BeamSearch {
+            beam_size: i32::try_from(cfg.beam_size).unwrap_or(5),
+            patience: -1.0,
+        }
+    } else {
+        SamplingStrategy::Greedy { best_of: 1 }
+    });
     params.set_n_threads(threads);
+    if !cfg.prompt.is_empty() {
+        params.set_initial_prompt(&cfg.prompt);
+    }
     params.set_language(Some("en"));
     params.set_print_progress(false);
     params.set_print_realtime(false);
@@ -135,14 +149,12 @@ fn bare(
 pub fn hearing(
     config: &Config,
     models_dir: &Path,
-) -> Result<impl Fn(&str) -> Result<String, String>, String> {
+) -> Result<impl Fn(&str) -> Result<(String, f32), String>, String> {
     let mut cfg = config.voice.clone();
-    if cfg.prompt.is_empty() {
-        // As voice rounds do: whisper is told the home's words.
-        cfg.prompt = crate::understand::Home::from_config(&config.home)
-            .map_err(|e| e.to_string())?
-            .speech_prompt();
-    }
+    // As voice rounds do: whisper is told the home's words.
+    cfg.prompt = crate::understand::Home::from_config(&config.home)
+        .map_err(|e| e.to_string())?
+        .speech_prompt(&cfg.prompt);
     stt::install(&cfg, models_dir, false).map_err(|e| e.to_string())?;
     let stt =
         stt::Stt::load(&stt::model_path(&cfg, models_dir), &cfg).map_err(|e| e.to_string())?;
@@ -154,12 +166,17 @@ pub fn hearing(
             .into_iter()
             .flat_map(|u| u.samples)
             .collect();
-        Ok(stt.transcribe(&speech).map_err(|e| e.to_string())?.text)
+        let heard = stt.transcribe(&speech).map_err(|e| e.to_string())?;
+        Ok((heard.text, heard.least))
     })
 }
 
 pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBenchReport, String> {
-    let cfg = &config.voice;
+    let mut cfg = config.voice.clone();
+    cfg.prompt = crate::understand::Home::from_config(&config.home)
+        .map_err(|e| e.to_string())?
+        .speech_prompt(&cfg.prompt);
+    let cfg = &cfg;
     stt::install(cfg, models_dir, false).map_err(|e| e.to_string())?;
     let model_path = stt::model_path(cfg, models_dir);
     let ours = stt::Stt::load(&model_path, cfg).map_err(|e| e.to_string())?;
@@ -182,7 +199,7 @@ pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBench
         let samples = clip.samples.clone();
         // One untimed run of each warms caches.
         let mut heard = ours.transcribe(&samples).map_err(|e| e.to_string())?.text;
-        bare(&mut state, &samples, threads as i32)?;
+        bare(&mut state, &samples, threads as i32, cfg)?;
         let (mut caal_ms, mut bare_ms, mut prep_ms) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs {
             let started = Instant::now();
@@ -194,7 +211,7 @@ pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBench
             prep_ms.push(started.elapsed().as_secs_f64() * 1000.0);
             heard = ours.transcribe(&speech).map_err(|e| e.to_string())?.text;
             caal_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-            bare_ms.push(bare(&mut state, &samples, threads as i32)?);
+            bare_ms.push(bare(&mut state, &samples, threads as i32, cfg)?);
         }
         let audio_s = samples.len() as f64 / f64::from(audio::RATE);
         let (caal, bare) = (median(caal_ms), median(bare_ms));
@@ -211,8 +228,8 @@ pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBench
     }
     drop(state);
 
-    let (streamed_audio_s, latencies) = streamed(config, runs)?;
-    let mut sorted = latencies.clone();
+    let streamed = streamed(config, runs)?;
+    let mut sorted = streamed.latencies.clone();
     sorted.sort_by(f64::total_cmp);
     Ok(VoiceBenchReport {
         model: ours.model().to_owned(),
@@ -224,7 +241,8 @@ pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBench
             .map(|u| u.ratio_to_bare)
             .fold(0.0, f64::max),
         utterances,
-        streamed_audio_s,
+        streamed_audio_s: streamed.audio_s,
+        end_stt_p50_ms: median(streamed.transcribing),
         end_to_route_p50_ms: percentile(&sorted, 0.5),
         end_to_route_max_ms: sorted.last().copied().unwrap_or(0.0),
         vad_silence_ms: cfg.vad.silence_ms,
@@ -232,14 +250,22 @@ pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBench
 }
 
 /// A 2 s utterance over the voice socket at real-time pace, `runs` times.
-fn streamed(config: &Config, runs: usize) -> Result<(f64, Vec<f64>), String> {
+struct Streamed {
+    audio_s: f64,
+    /// End of speech to the round's result, each run.
+    latencies: Vec<f64>,
+    /// Of it, transcribing the utterance (the `final` message's `stt_ms`).
+    transcribing: Vec<f64>,
+}
+
+fn streamed(config: &Config, runs: usize) -> Result<Streamed, String> {
     let dir = tempfile_dir()?;
     let result = streamed_in(config, &dir, runs);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
 
-fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<(f64, Vec<f64>), String> {
+fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<Streamed, String> {
     let options = EngineOptions {
         library_id: Some("bench".into()),
         env: Arc::new(|k| std::env::var(k).ok()),
@@ -260,7 +286,7 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<(f64, Vec<f64
         .unwrap_or(clip.samples.len());
     let speech = &clip.samples[..end];
     let frame = audio::RATE as usize / 50; // 20 ms, as a browser sends
-    let mut latencies = Vec::with_capacity(runs);
+    let (mut latencies, mut transcribing) = (Vec::with_capacity(runs), Vec::new());
     for _ in 0..runs.max(1) {
         let (mut socket, _) =
             tungstenite::connect(format!("ws://{addr}/voice/stream")).map_err(|e| e.to_string())?;
@@ -286,6 +312,7 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<(f64, Vec<f64
         let silence = vec![0.0f32; frame];
         let total = speech.len() + audio::RATE as usize * 2;
         let mut result = None;
+        let mut seen = Vec::new();
         while sent < total && result.is_none() {
             let due = started + Duration::from_secs_f64(sent as f64 / f64::from(audio::RATE));
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
@@ -303,24 +330,40 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<(f64, Vec<f64
             if sent >= speech.len() && speech_ended.is_none() {
                 speech_ended = Some(Instant::now());
             }
-            result = poll(&mut socket, "result")?;
+            result = poll_seen(&mut socket, "result", &mut seen)?;
         }
         let arrived = match result {
             Some(at) => at,
-            None => wait_for(&mut socket, "result", Duration::from_secs(30))?,
+            None => wait_seen(&mut socket, "result", Duration::from_secs(30), &mut seen)?,
         };
         let ended = speech_ended.ok_or("the speech never ended")?;
         latencies.push(arrived.duration_since(ended).as_secs_f64() * 1000.0);
+        if let Some(ms) = seen
+            .iter()
+            .rfind(|m| m["type"] == "final")
+            .and_then(|m| m["stt_ms"].as_f64())
+        {
+            transcribing.push(ms);
+        }
         let _ = socket.close(None);
     }
     running.stop()?;
-    Ok((speech.len() as f64 / f64::from(audio::RATE), latencies))
+    Ok(Streamed {
+        audio_s: speech.len() as f64 / f64::from(audio::RATE),
+        latencies,
+        transcribing,
+    })
 }
 
 type Socket = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
 
-/// Reads what has arrived; the time a message of `kind` arrived, if one did.
-fn poll(socket: &mut Socket, kind: &str) -> Result<Option<Instant>, String> {
+/// Reads what has arrived, keeping every message in `seen`; the time a
+/// message of `kind` arrived, if one did.
+fn poll_seen(
+    socket: &mut Socket,
+    kind: &str,
+    seen: &mut Vec<Value>,
+) -> Result<Option<Instant>, String> {
     loop {
         match socket.read() {
             Ok(tungstenite::Message::Text(t)) => {
@@ -328,7 +371,9 @@ fn poll(socket: &mut Socket, kind: &str) -> Result<Option<Instant>, String> {
                 if v["type"] == "error" {
                     return Err(format!("the voice socket said: {v}"));
                 }
-                if v["type"] == kind {
+                let found = v["type"] == kind;
+                seen.push(v);
+                if found {
                     return Ok(Some(Instant::now()));
                 }
             }
@@ -347,9 +392,18 @@ fn poll(socket: &mut Socket, kind: &str) -> Result<Option<Instant>, String> {
 }
 
 fn wait_for(socket: &mut Socket, kind: &str, within: Duration) -> Result<Instant, String> {
+    wait_seen(socket, kind, within, &mut Vec::new())
+}
+
+fn wait_seen(
+    socket: &mut Socket,
+    kind: &str,
+    within: Duration,
+    seen: &mut Vec<Value>,
+) -> Result<Instant, String> {
     let started = Instant::now();
     while started.elapsed() < within {
-        if let Some(at) = poll(socket, kind)? {
+        if let Some(at) = poll_seen(socket, kind, seen)? {
             return Ok(at);
         }
     }

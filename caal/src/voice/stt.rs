@@ -12,6 +12,9 @@ pub struct Transcript {
     pub language: String,
     /// Mean probability of the transcript's words' tokens, 0–1.
     pub confidence: f32,
+    /// The probability of its least sure word token, 0–1: one misheard
+    /// word ("the activate" for "deactivate") shows here, not in the mean.
+    pub least: f32,
     /// Whisper's own estimate that the audio held no speech at all, 0–1.
     pub no_speech: f32,
     pub audio_ms: u64,
@@ -78,6 +81,75 @@ pub fn install(
     Ok(Some(super::convert::convert(&source, &model)?))
 }
 
+/// What whisper wrote, tidied of two habits of small models on short
+/// commands: the sentence said again and again ("Lights off. Lights off.",
+/// "bed room lamp, half, bed room lamp, half, bed room"), kept once; and a
+/// fraction spelled out between digits ("1 slash 2 hour"), written as one;
+/// and a number said as tens and units written with a dash ("20-2" for
+/// "twenty-two"), written as the number.
+pub fn tidy(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let plain: Vec<String> = words
+        .iter()
+        .map(|w| {
+            w.chars()
+                .filter(|c| c.is_alphanumeric())
+                .flat_map(char::to_lowercase)
+                .collect()
+        })
+        .collect();
+    let n = words.len();
+    // The shortest run of words the whole transcript repeats, at least twice
+    // in full (the last copy may be cut short).
+    let period = (1..=n / 2).find(|&p| (p..n).all(|i| plain[i] == plain[i % p]));
+    let kept: Vec<&str> = match period {
+        Some(p) => words[..p].to_vec(),
+        None => words,
+    };
+    let mut out: Vec<String> = Vec::with_capacity(kept.len());
+    let mut i = 0;
+    while i < kept.len() {
+        let numeric = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit());
+        if i + 2 < kept.len()
+            && numeric(kept[i])
+            && kept[i + 1].eq_ignore_ascii_case("slash")
+            && numeric(kept[i + 2].trim_end_matches(|c: char| !c.is_ascii_digit()))
+        {
+            out.push(format!("{}/{}", kept[i], kept[i + 2]));
+            i += 3;
+        } else {
+            out.push(tens_and_units(kept[i]).unwrap_or_else(|| kept[i].to_owned()));
+            i += 1;
+        }
+    }
+    let mut joined = out.join(" ");
+    if period.is_some() {
+        // The copy kept ends as the transcript did, not mid-list.
+        let end = text
+            .trim_end()
+            .chars()
+            .last()
+            .filter(|c| ".?!".contains(*c));
+        while joined.ends_with([',', ';', '.', '?', '!']) {
+            joined.pop();
+        }
+        if let Some(c) = end {
+            joined.push(c);
+        }
+    }
+    joined
+}
+
+/// "20-2" (and "20-2%", "20-2,") as "22": tens from 20 to 90, a unit from 1 to 9.
+fn tens_and_units(word: &str) -> Option<String> {
+    let (tens, rest) = word.split_once('-')?;
+    let units: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let tail = &rest[units.len()..];
+    let (t, u): (u32, u32) = (tens.parse().ok()?, units.parse().ok()?);
+    (units.len() == 1 && (20..=90).contains(&t) && t % 10 == 0 && u > 0)
+        .then(|| format!("{}{tail}", t + u))
+}
+
 /// Encoder context for `n` samples: 50 positions a second plus 128 as
 /// margin, in steps of 64, at least 384, at most the full 1500. (tiny.en
 /// repeated itself without end at 192 positions on 1.7 s; from 256 up it
@@ -103,6 +175,7 @@ mod engine {
         language: String,
         threads: i32,
         prompt: String,
+        beam_size: u32,
     }
 
     impl Stt {
@@ -136,6 +209,7 @@ mod engine {
                 language: language.to_owned(),
                 threads: i32::try_from(threads).unwrap_or(2),
                 prompt: cfg.prompt.clone(),
+                beam_size: cfg.beam_size.max(1),
             })
         }
 
@@ -155,7 +229,15 @@ mod engine {
                 Some(s) => s,
                 None => self.ctx.create_state().map_err(|e| failed(e.to_string()))?,
             };
-            let mut params = FullParams::new(SamplingStrategy::Greedy { best_of: 1 });
+            let strategy = if self.beam_size > 1 {
+                SamplingStrategy::BeamSearch {
+                    beam_size: i32::try_from(self.beam_size).unwrap_or(5),
+                    patience: -1.0,
+                }
+            } else {
+                SamplingStrategy::Greedy { best_of: 1 }
+            };
+            let mut params = FullParams::new(strategy);
             params.set_n_threads(self.threads);
             if !self.prompt.is_empty() {
                 params.set_initial_prompt(&self.prompt);
@@ -192,7 +274,7 @@ mod engine {
                 .map_err(|e| failed(e.to_string()))?;
             let eot = self.ctx.token_eot();
             let mut text = String::new();
-            let (mut sum, mut count) = (0.0f32, 0u32);
+            let (mut sum, mut count, mut least) = (0.0f32, 0u32, 1.0f32);
             let mut no_speech = 0.0f32;
             for segment in state.as_iter() {
                 no_speech = no_speech.max(segment.no_speech_probability());
@@ -206,8 +288,10 @@ mod engine {
                             .to_str_lossy()
                             .is_ok_and(|s| s.chars().any(char::is_alphanumeric))
                     {
-                        sum += token.token_probability();
+                        let p = token.token_probability();
+                        sum += p;
                         count += 1;
+                        least = least.min(p);
                     }
                 }
             }
@@ -219,10 +303,11 @@ mod engine {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(state);
             Ok(Transcript {
-                text: text.trim().to_owned(),
+                text: super::tidy(text.trim()),
                 model: self.model.clone(),
                 language,
                 confidence: if count == 0 { 0.0 } else { sum / count as f32 },
+                least: if count == 0 { 0.0 } else { least },
                 no_speech,
                 audio_ms: samples.len() as u64 * 1000 / u64::from(super::super::audio::RATE),
                 stt_ms: started.elapsed().as_secs_f64() * 1000.0,
@@ -258,3 +343,40 @@ pub use engine::Stt;
 
 /// Whether this build can transcribe.
 pub const BUILT_IN: bool = cfg!(feature = "whisper");
+
+#[cfg(test)]
+mod tidy_tests {
+    use super::tidy;
+
+    #[test]
+    fn a_sentence_said_again_is_kept_once() {
+        assert_eq!(
+            tidy("Turn the lights in here off. Turn the lights in here off."),
+            "Turn the lights in here off."
+        );
+        assert_eq!(
+            tidy("Bed room lamp, half, bed room lamp, half, bed room lamp,"),
+            "Bed room lamp, half"
+        );
+        // Words said twice inside a sentence are not a repeated transcript.
+        assert_eq!(
+            tidy("Turn off the lights, the lights in the kitchen."),
+            "Turn off the lights, the lights in the kitchen."
+        );
+        assert_eq!(tidy("very very bright"), "very very bright");
+    }
+
+    #[test]
+    fn a_fraction_spelled_out_is_written() {
+        assert_eq!(
+            tidy("Set a timer for 1 and 1 slash 2 hours."),
+            "Set a timer for 1 and 1/2 hours."
+        );
+        assert_eq!(tidy("a slash b"), "a slash b");
+        assert_eq!(tidy("Make it 20-2 degrees."), "Make it 22 degrees.");
+        assert_eq!(tidy("lights at 40-5%"), "lights at 45%");
+        // A range, or a date, stays as it was.
+        assert_eq!(tidy("between 10-20 minutes"), "between 10-20 minutes");
+        assert_eq!(tidy("on 2026-11-23"), "on 2026-11-23");
+    }
+}

@@ -220,6 +220,21 @@ fn vad_streams_frame_by_frame_like_the_whole_clip() {
 }
 
 #[test]
+fn vad_says_when_speech_under_way_has_paused() {
+    // The voice socket skips a partial transcript then: the final one would wait on it.
+    let cfg = Config::defaults().unwrap().voice.vad;
+    let mut v = vad::Vad::new(cfg);
+    v.push(&vec![0.0f32; 8_000]);
+    assert!(!v.pausing(), "no speech yet");
+    v.push(&sine(300.0, RATE, 0.6, 0.3));
+    assert!(v.in_speech() && !v.pausing());
+    v.push(&vec![0.0f32; 1_600]); // 100 ms of quiet: not yet the end
+    assert!(v.in_speech() && v.pausing());
+    v.push(&sine(300.0, RATE, 0.3, 0.3));
+    assert!(!v.pausing(), "speaking again");
+}
+
+#[test]
 fn mel_filters_are_slaney_triangles() {
     let f = super::convert::mel_filters(80);
     assert_eq!(f.len(), 80 * 201);

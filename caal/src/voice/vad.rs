@@ -78,6 +78,11 @@ impl Vad {
         self.utterance.is_some()
     }
 
+    /// Speech under way has gone quiet: it may be about to end.
+    pub fn pausing(&self) -> bool {
+        self.utterance.is_some() && self.silence_run > 0
+    }
+
     /// The utterance heard so far (for a partial transcript).
     pub fn current(&self) -> Option<&[f32]> {
         self.utterance.as_ref().map(|(_, s)| s.as_slice())
