@@ -58,6 +58,24 @@ fn everyday_phrasings_run_the_command_they_mean() {
             "The living room lights are at 50%.",
             "template:HassLightSet",
         ),
+        // A device whose name begins with its room's is the device, not the
+        // room's lights.
+        (
+            "dim the bedroom lamp to 20 percent",
+            "The bedroom lamp is at 20%.",
+            "template:HassLightSet",
+        ),
+        (
+            "dim the bedroom lights to 20 percent",
+            "The bedroom lights are at 20%.",
+            "template:HassLightSet",
+        ),
+        // The home's locks by name.
+        (
+            "lock the back door",
+            "The back door is locked.",
+            "template:HassTurnOn",
+        ),
         (
             "it's too dark in the office",
             "Okay, the office lights are on.",
@@ -80,6 +98,16 @@ fn everyday_phrasings_run_the_command_they_mean() {
         assert!(r["pending_confirmation"].is_null(), "{said}");
         last_round = r["round_id"].as_str().unwrap().to_owned();
     }
+    // One door of several, not named: asked which, naming them; nothing runs.
+    let which = sb.say("d", "lock the door");
+    assert!(
+        which["reply"]
+            .as_str()
+            .unwrap()
+            .contains("say which door (front door, back door or side door)"),
+        "{which}"
+    );
+    assert_eq!(commands(&which), Vec::<String>::new(), "{which}");
     // What the template layer matched is evidence: route.selected says it.
     let shown = sb
         .run(&["trace", "show", "--json", &last_round])

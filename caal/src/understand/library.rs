@@ -381,12 +381,17 @@ impl Library {
             }
         }
         // Surest first; then the reading whose own words covered most; then
-        // the one that fills more slots (more specific); library order last.
+        // one that names a device over one that names only its room ("the
+        // bedroom lamp" is the lamp, not the bedroom's lights and a word
+        // for light); then the one that fills more slots (more specific);
+        // library order last.
+        let device = |u: &Understood| u.slots.contains_key("name");
         found.sort_by(|(a, la), (b, lb)| {
             a.needs_area
                 .cmp(&b.needs_area)
                 .then(b.confidence.total_cmp(&a.confidence))
                 .then(lb.cmp(la))
+                .then(device(b).cmp(&device(a)))
                 .then(b.slots.len().cmp(&a.slots.len()))
         });
         found.into_iter().map(|(u, _)| u).collect()
