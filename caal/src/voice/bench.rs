@@ -110,16 +110,9 @@ fn bare(
     threads: i32,
     cfg: &crate::config::VoiceConfig,
 ) -> Result<f64, String> {
-    use whisper_rs::{FullParams, SamplingStrategy};
+    use whisper_rs::FullParams;
     let started = Instant::now();
-    let mut params = FullParams::new(if cfg.beam_size > 1 {
-        SamplingStrategy::BeamSearch {
-            beam_size: i32::try_from(cfg.beam_size).unwrap_or(5),
-            patience: -1.0,
-        }
-    } else {
-        SamplingStrategy::Greedy { best_of: 1 }
-    });
+    let mut params = FullParams::new(stt::sampling(cfg.beam_size));
     params.set_n_threads(threads);
     if !cfg.prompt.is_empty() {
         params.set_initial_prompt(&cfg.prompt);

@@ -178,6 +178,18 @@ mod engine {
         beam_size: u32,
     }
 
+    /// `voice.beam_size` as whisper's decoding: 1 greedy, more a beam search.
+    pub fn sampling(beam_size: u32) -> SamplingStrategy {
+        if beam_size > 1 {
+            SamplingStrategy::BeamSearch {
+                beam_size: i32::try_from(beam_size).unwrap_or(5),
+                patience: -1.0,
+            }
+        } else {
+            SamplingStrategy::Greedy { best_of: 1 }
+        }
+    }
+
     impl Stt {
         pub fn load(path: &Path, cfg: &crate::config::VoiceConfig) -> Result<Self, SttError> {
             let (language, threads) = (cfg.language.as_str(), cfg.threads);
@@ -229,15 +241,7 @@ mod engine {
                 Some(s) => s,
                 None => self.ctx.create_state().map_err(|e| failed(e.to_string()))?,
             };
-            let strategy = if self.beam_size > 1 {
-                SamplingStrategy::BeamSearch {
-                    beam_size: i32::try_from(self.beam_size).unwrap_or(5),
-                    patience: -1.0,
-                }
-            } else {
-                SamplingStrategy::Greedy { best_of: 1 }
-            };
-            let mut params = FullParams::new(strategy);
+            let mut params = FullParams::new(sampling(self.beam_size));
             params.set_n_threads(self.threads);
             if !self.prompt.is_empty() {
                 params.set_initial_prompt(&self.prompt);
@@ -340,6 +344,8 @@ mod engine {
 }
 
 pub use engine::Stt;
+#[cfg(feature = "whisper")]
+pub use engine::sampling;
 
 /// Whether this build can transcribe.
 pub const BUILT_IN: bool = cfg!(feature = "whisper");
