@@ -152,11 +152,15 @@ impl CommandChain {
 
 /// "a, b and c".
 pub fn join_summaries<'a>(parts: impl Iterator<Item = &'a str>) -> String {
-    let parts: Vec<&str> = parts.collect();
-    match parts.as_slice() {
+    join_with(&parts.collect::<Vec<_>>(), "and")
+}
+
+/// "a, b `word` c" ("and", "or").
+pub fn join_with(parts: &[&str], word: &str) -> String {
+    match parts {
         [] => String::new(),
         [one] => (*one).to_owned(),
-        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+        [init @ .., last] => format!("{} {word} {last}", init.join(", ")),
     }
 }
 

@@ -92,21 +92,22 @@ pub fn parse_params(
     for (name, spec) in specs {
         let given = raw.get(name).map(|s| s.trim()).filter(|s| !s.is_empty());
         // A device not named where the home has just one of its kind: that one.
-        let only = (spec.kind == ParamKind::Device)
-            .then(|| devices_of(spec, known.home))
-            .filter(|d| d.len() == 1)
-            .and_then(|d| d.first().copied());
-        let Some(text) = given.or(spec.default.as_deref()).or(only) else {
+        let only = || match devices_of(spec, known.home).as_slice() {
+            [one] if spec.kind == ParamKind::Device => Some(*one),
+            _ => None,
+        };
+        let Some(text) = given.or(spec.default.as_deref()).or_else(only) else {
             return Err(ParamProblem {
                 param: name.clone(),
                 code: "validator.missing_param",
                 message: match spec.kind {
                     ParamKind::Device if !known.home.devices.is_empty() => format!(
                         "say which {name} ({})",
-                        or_list(&devices_of(spec, known.home))
+                        crate::auth::join_with(&devices_of(spec, known.home), "or")
                     ),
                     ParamKind::Area if !known.home.areas.is_empty() => {
-                        format!("say which room ({})", or_list(&known.home.area_names()))
+                        let rooms = known.home.area_names();
+                        format!("say which room ({})", crate::auth::join_with(&rooms, "or"))
                     }
                     _ => format!("I need the {name}"),
                 },
@@ -124,15 +125,6 @@ fn devices_of<'h>(spec: &ParamSpec, home: &'h Home) -> Vec<&'h str> {
         .filter(|d| spec.values.is_empty() || spec.values.contains(&d.domain))
         .map(|d| d.name.as_str())
         .collect()
-}
-
-/// "a, b or c".
-fn or_list(names: &[&str]) -> String {
-    match names {
-        [] => String::new(),
-        [one] => (*one).to_owned(),
-        [init @ .., last] => format!("{} or {last}", init.join(", ")),
-    }
 }
 
 fn parse_one(
