@@ -14,6 +14,7 @@ pub mod retry;
 pub mod round;
 pub mod router;
 pub mod safety;
+pub mod schedule;
 pub mod server;
 mod sqlite;
 pub mod state;

@@ -35,9 +35,57 @@ DEVICES = {  # name -> (domain, id)
 }
 
 
+TIMER_COMMANDS = {
+    "HassCancelTimer": "timer.cancel",
+    "HassPauseTimer": "timer.pause",
+    "HassUnpauseTimer": "timer.resume",
+    "HassTimerStatus": "timer.status",
+    "HassIncreaseTimer": "timer.add",
+    "HassDecreaseTimer": "timer.subtract",
+}
+
+
+def seconds_of(s, prefix=""):
+    return round(s.get(prefix + "hours", 0) * 3600 + s.get(prefix + "minutes", 0) * 60
+                 + s.get(prefix + "seconds", 0))
+
+
+def timer_expect(intent, s):
+    """A timer intent: the timer named (or, said of a timer, its room) or
+    the length it was set for picks it; the names a test accepts must agree."""
+    name = s.get("name")
+    if isinstance(name, list):
+        names = {n.strip() for n in name}
+        if len(names) != 1:
+            return None
+        name = names.pop()
+    if name is None and s.get("area") is not None:
+        if s["area"] not in AREAS:
+            return None
+        name = s["area"]
+    params = {}
+    if name is not None:
+        params["name"] = name
+    if intent == "HassStartTimer":
+        if "conversation_command" in s:
+            return None
+        params["duration"] = seconds_of(s)
+        return "timer.set", params
+    if intent == "HassCancelAllTimers":
+        return "timer.cancel_all", {}
+    if seconds_of(s, "start_"):
+        params["start"] = seconds_of(s, "start_")
+    if intent in ("HassIncreaseTimer", "HassDecreaseTimer"):
+        params["duration"] = seconds_of(s)
+    return TIMER_COMMANDS[intent], params
+
+
 def expect(intent, slots):
     """The CAAL command and parameters for a test's intent and slots, or None."""
     s = {k: (v.lower() if isinstance(v, str) else v) for k, v in slots.items()}
+    if intent in TIMER_COMMANDS or intent in ("HassStartTimer", "HassCancelAllTimers"):
+        s = {k: ([x.lower() for x in v] if isinstance(v, list) else v) for k, v in s.items()}
+        return timer_expect(intent, s)
     if any(isinstance(v, (list, dict)) for v in s.values()):
         return None  # a test that accepts several answers: not one CAAL decision
     name, area = s.get("name"), s.get("area")
@@ -73,13 +121,6 @@ def expect(intent, slots):
         if name not in (None, "thermostat") or "temperature" not in s or not 10 <= s["temperature"] <= 30:
             return None
         return "thermostat.set", {"temperature": s["temperature"]}
-    if intent == "HassStartTimer":
-        if "conversation_command" in s:
-            return None
-        seconds = (s.get("hours", 0) * 3600 + s.get("minutes", 0) * 60 + s.get("seconds", 0))
-        return "timer.set", {"duration": round(seconds)}
-    if intent in ("HassCancelAllTimers", "HassCancelTimer"):
-        return "timer.cancel", {}
     if intent in ("HassShoppingListAddItem",) or (intent == "HassListAddItem" and name == "shopping list"):
         return "shopping.add", {"item": s["item"]}
     return None

@@ -5,6 +5,7 @@ mod bucket;
 mod home;
 mod output;
 mod reasoning;
+mod timers;
 mod voice;
 
 use std::{
@@ -127,6 +128,9 @@ enum Command {
     /// The audio voice rounds kept: list, show, pin, unpin, sweep.
     #[command(subcommand)]
     Audio(voice::AudioCommand),
+    /// Timers and reminders to come: list, cancel.
+    #[command(subcommand)]
+    Timers(timers::TimersCommand),
     /// The speech model: install (convert) it.
     #[command(subcommand)]
     Model(voice::ModelCommand),
@@ -205,6 +209,21 @@ enum ConfigCommand {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Timers due in the same second, rung by the scheduler as rounds: how
+    /// late each rang, in due order or not.
+    Timers {
+        #[arg(long, default_value_t = 1000)]
+        timers: usize,
+        /// Spread over this many conversations.
+        #[arg(long, default_value_t = 10)]
+        conversations: usize,
+        /// Due one after another across this many milliseconds (0: all at once).
+        #[arg(long, default_value_t = 1000)]
+        spread_ms: u64,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// Trace store throughput: chained appends vs bare inserts, and fsync rounds.
     Trace {
         /// Events to append in the chained and bare runs.
@@ -376,13 +395,20 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let result = engine
                 .text_round(&conversation, &text, Channel::Text)
                 .map_err(anyhow::Error::from)?;
+            // Nothing else rings while this holds the data dir: what is
+            // overdue (or came due during the round) rings now.
+            let rang = engine.fire_due().map_err(anyhow::Error::from)?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&result).map_err(anyhow::Error::from)?
-                );
+                let mut out = serde_json::to_value(&result).map_err(anyhow::Error::from)?;
+                if !rang.is_empty() {
+                    out["notifications"] = serde_json::json!(rang);
+                }
+                println!("{out}");
             } else {
                 println!("{}", result.reply);
+                for n in &rang {
+                    println!("{}", timers::bell(n, conversation.as_str()));
+                }
             }
         }
         Command::Chat { conversation } => {
@@ -440,6 +466,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             json,
         )?,
         Command::Audio(command) => voice::audio(&cli.data_dir, load_config()?.0, command)?,
+        Command::Timers(command) => timers::run(&cli.data_dir, load_config()?.0, command)?,
         Command::Model(command) => voice::model(&load_config()?.0, command)?,
         Command::Home(command) => home::run(&load_config()?.0, command)?,
         Command::Livekit(command) => voice::livekit(command)?,
@@ -526,6 +553,27 @@ fn run(cli: Cli) -> Result<(), Failure> {
             bench_trace(&cli.data_dir, events, fsync_seconds, json)?;
         }
         Command::Bench(BenchCommand::Say { runs, json }) => bench_say(&cli.data_dir, runs, json)?,
+        Command::Bench(BenchCommand::Timers {
+            timers,
+            conversations,
+            spread_ms,
+            json,
+        }) => {
+            if timers == 0 {
+                return Err(anyhow::anyhow!("--timers must be at least 1").into());
+            }
+            let dir = bench_dir(&cli.data_dir, "timers")?;
+            let report = caal::round::schedule_bench::run(&dir, timers, conversations, spread_ms);
+            let _ = fs::remove_dir_all(&dir);
+            let report = report.map_err(|e| anyhow::anyhow!(e))?;
+            output::print_timers_bench(&report);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).map_err(anyhow::Error::from)?
+                );
+            }
+        }
         Command::Bench(BenchCommand::Serve {
             clients,
             seconds,
@@ -806,6 +854,19 @@ fn chat(engine: &Engine, conversation: &ConversationId) -> Result<()> {
     if interactive {
         println!("caal chat, conversation {conversation}. /quit to leave.");
     }
+    // Timers and reminders ring while the chat is open, printed as they do.
+    let mut rang = engine.notifications();
+    let _scheduler = engine.start_scheduler()?;
+    let mine = conversation.to_string();
+    std::thread::spawn(move || {
+        while let Ok(n) = rang.blocking_recv() {
+            println!("\n{}", timers::bell(&n, &mine));
+            if interactive {
+                print!("you> ");
+            }
+            let _ = io::stdout().flush();
+        }
+    });
     let mut stdout = io::stdout();
     let mut lines = io::stdin().lock().lines();
     loop {
@@ -1093,6 +1154,9 @@ fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
     caal::safety::logging::init(&std::env::var("CAAL_LOG").unwrap_or_else(|_| "info".into()));
     let engine = open_engine(data_dir, config, Start::Warm)?;
     let token = caal::server::auth::load_or_create(data_dir, explicit.as_deref())?;
+    // Timers and reminders ring from here; what came due while CAAL was
+    // stopped rings at once, saying how late it is.
+    let _scheduler = engine.start_scheduler()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -450,6 +450,31 @@ pub fn print_scan_bench(r: &ScanBenchReport) {
     }
 }
 
+pub fn print_timers_bench(r: &caal::round::schedule_bench::TimersBenchReport) {
+    println!(
+        "timers benchmark: {} timers due within {} ms, {} conversations, each rung as a round",
+        r.timers, r.spread_ms, r.conversations
+    );
+    println!(
+        "  rang: {} of {}, {}",
+        r.rang,
+        r.timers,
+        if r.in_due_order {
+            "in due order"
+        } else {
+            "NOT in due order"
+        }
+    );
+    println!(
+        "  late (heard minus due): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        r.late_p50_ms, r.late_p99_ms, r.late_max_ms
+    );
+    println!(
+        "  first due to last heard: {:.0} ms ({:.0} firing rounds/s)",
+        r.span_ms, r.rounds_per_s
+    );
+}
+
 pub fn print_serve_bench(r: &ServeBenchReport) {
     println!(
         "service benchmark: {} keep-alive clients for {:.1} s, POST /api/chat, level-1 rounds",

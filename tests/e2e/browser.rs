@@ -302,3 +302,50 @@ fn the_voice_page_streams_the_microphone_and_shows_the_round() {
     let errors = browser.script("return window.caal.errors");
     assert_eq!(errors, json!([]), "{errors}");
 }
+
+#[test]
+fn the_page_counts_a_timer_down_and_rings_when_it_is_done() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
+    let url = served.url.clone();
+    let (_driver, browser) = Browser::launch(&[]);
+    browser.command(
+        "POST",
+        "/url",
+        json!({"url": format!("{url}/#token={TOKEN}")}),
+    );
+    browser.wait_for(
+        "the live stream connected",
+        "return document.getElementById('live').textContent === 'live'",
+    );
+    let mut said = agent()
+        .post(&format!("{url}/api/chat"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .send_json(json!({"conversation_id": "default", "text": "set a timer for 4 seconds"}))
+        .unwrap();
+    let said: Value = serde_json::from_str(&said.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(said["reply"], "Timer set for 4 seconds.");
+    // Shown running, counting down from what was left.
+    let shown = browser.wait_for(
+        "the running timer",
+        "const t = document.querySelector('#timers .timer'); return t && t.textContent",
+    );
+    let shown = shown.as_str().unwrap();
+    assert!(shown.contains("4 second timer"), "{shown}");
+    assert!(
+        ["0:04", "0:03", "0:02", "0:01"]
+            .iter()
+            .any(|c| shown.contains(c)),
+        "{shown}"
+    );
+    // It rings on the page: a banner (a chime and a notification beside it), and it is gone from the list.
+    let ring = browser.wait_for(
+        "the ringing",
+        "const r = document.querySelector('#ringing .ring'); return r && r.textContent",
+    );
+    assert_eq!(ring, "🔔 Your 4 second timer is done. ");
+    browser.wait_for(
+        "no timer left",
+        "return document.querySelector('#timers .timer') === null",
+    );
+}

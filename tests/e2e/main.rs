@@ -9,6 +9,7 @@ mod router;
 mod safety;
 mod serve;
 mod support;
+mod time;
 mod trace;
 mod understand;
 mod voice;

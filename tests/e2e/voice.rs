@@ -361,9 +361,9 @@ fn sweep_deletes_expired_audio_keeps_pinned_and_the_hashes() {
     assert!(run.stderr.contains("caal audio list"), "{}", run.stderr);
 }
 
-type Socket = WebSocket<MaybeTlsStream<TcpStream>>;
+pub type Socket = WebSocket<MaybeTlsStream<TcpStream>>;
 
-fn connect(url: &str) -> Socket {
+pub fn connect(url: &str) -> Socket {
     let ws_url = format!("{}/voice/stream", url.replacen("http://", "ws://", 1));
     let (socket, _) = tungstenite::connect(ws_url).expect("the voice socket accepts");
     if let MaybeTlsStream::Plain(s) = socket.get_ref() {
@@ -372,7 +372,7 @@ fn connect(url: &str) -> Socket {
     socket
 }
 
-fn next_json(socket: &mut Socket) -> Value {
+pub fn next_json(socket: &mut Socket) -> Value {
     loop {
         match socket.read().expect("the server answers") {
             Message::Text(t) => return serde_json::from_str(&t).unwrap(),

@@ -44,10 +44,23 @@ pub struct Config {
     pub home: HomeConfig,
     /// The layers below the rules: sentence templates and what their intents run.
     pub understand: UnderstandConfig,
+    /// Timers and reminders.
+    #[serde(default)]
+    pub schedule: ScheduleConfig,
     /// `sha256:` of the effective configuration (defaults, file and
     /// environment merged, canonical JSON): receipts name the rules they ran under.
     #[serde(skip)]
     pub hash: String,
+}
+
+/// Timers and reminders that ring.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleConfig {
+    /// The IANA time zone reminders at a time of day are in ("Europe/Berlin");
+    /// empty: the machine's. `CAAL_TIME_ZONE` overrides it.
+    #[serde(default)]
+    pub time_zone: String,
 }
 
 /// Reasoning steps, justifications and receipts.
@@ -414,6 +427,9 @@ pub enum ParamKind {
     Area,
     /// A device of the home, of the kinds in `values` (domains) if given.
     Device,
+    /// A time of day ("6 pm", "half past six", "tomorrow at 9"), kept as
+    /// `[tomorrow ]HH:MM[?]`.
+    Time,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -427,6 +443,9 @@ pub struct ParamSpec {
     pub max: Option<f64>,
     pub unit: Option<String>,
     pub default: Option<String>,
+    /// May be left unsaid: the command then runs without it.
+    #[serde(default)]
+    pub optional: bool,
 }
 
 /// The compensating command that undoes a level-2 command.
@@ -849,6 +868,9 @@ impl Config {
             })?;
         }
         config.llm.apply_env(env)?;
+        if let Some(tz) = env("CAAL_TIME_ZONE") {
+            config.schedule.time_zone = tz;
+        }
         if let Some(days) = env("AUDIO_RETENTION_DAYS") {
             config.voice.retention_days = days.parse().map_err(|_| ConfigError::Value {
                 key: "AUDIO_RETENTION_DAYS".into(),
@@ -919,6 +941,12 @@ impl Config {
                 ),
             });
         }
+        crate::understand::clock::time_zone(&self.schedule.time_zone).map_err(|problem| {
+            ConfigError::Value {
+                key: "schedule.time_zone".into(),
+                problem,
+            }
+        })?;
         crate::router::Router::compile(self).map(|_| ())
     }
 }

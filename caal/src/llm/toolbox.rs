@@ -224,6 +224,9 @@ fn parameters_schema(
             ParamKind::Duration => {
                 json!({"type": "string", "description": "a duration such as \"10 minutes\""})
             }
+            ParamKind::Time => {
+                json!({"type": "string", "description": "a time of day such as \"6 pm\" or \"tomorrow at 9 am\""})
+            }
             ParamKind::Integer => json!({"type": "integer"}),
             ParamKind::Number => json!({"type": "number"}),
             // The home's own names: a model may only pick one that is there.
@@ -247,7 +250,7 @@ fn parameters_schema(
         if let Some(unit) = &p.unit {
             prop["description"] = json!(format!("in {unit}"));
         }
-        if p.default.is_none() {
+        if p.default.is_none() && !p.optional {
             required.push(name.clone());
         }
         properties.insert(name.clone(), prop);

@@ -223,6 +223,9 @@ pub struct Engine {
     validators: Arc<Vec<Box<dyn Validator>>>,
     receipt_key: Arc<ed25519_dalek::SigningKey>,
     voice: Arc<voice::VoiceParts>,
+    /// What the scheduler rang, for clients of its conversation.
+    notify: tokio::sync::broadcast::Sender<schedule::Notification>,
+    wake: Arc<schedule::Wake>,
 }
 
 /// What changes at the round boundary, once the round is durable.
@@ -328,8 +331,16 @@ impl Engine {
         }
         let models_dir = crate::llm::tiers::models_dir(&*options.env);
         let voice = Arc::new(voice::VoiceParts::new(audio_dir, models_dir));
-        let tools =
-            Tools::new(state.clone(), &config.executors, options.env).with_home(router.home());
+        let time_zone =
+            crate::understand::clock::time_zone(&config.schedule.time_zone).map_err(|problem| {
+                ConfigError::Value {
+                    key: "schedule.time_zone".into(),
+                    problem,
+                }
+            })?;
+        let tools = Tools::new(state.clone(), &config.executors, options.env)
+            .with_home(router.home())
+            .with_time_zone(time_zone);
         let toolbox = Toolbox::new(&router, &config.reasoning);
         Ok(Self {
             store,
@@ -345,6 +356,8 @@ impl Engine {
             config: Arc::new(config),
             clock: options.clock,
             voice,
+            notify: tokio::sync::broadcast::channel(4096).0,
+            wake: Arc::default(),
         })
     }
 
@@ -497,6 +510,8 @@ impl Engine {
             }
         }
         self.apply_boundary(conversation, &state_in, boundary)?;
+        // It may have set, moved or cancelled a timer.
+        self.wake.poke();
         Ok(result)
     }
 
@@ -1273,10 +1288,15 @@ impl Engine {
 mod consult;
 mod memory;
 mod reasoning;
+mod schedule;
+pub mod schedule_bench;
 mod think;
 mod voice;
 
 pub use memory::{OPERATOR_CONVERSATION, OperatorError, OperatorOutcome, OperatorWrite};
+pub use schedule::{
+    Notification, Scheduled, ScheduledReminder, ScheduledTimer, Scheduler, scheduled_in,
+};
 pub use think::{LlmSummary, RetryNote};
 pub use voice::{AudioAction, RetentionReport, VoiceInput};
 
@@ -1286,5 +1306,7 @@ mod llm_tests;
 mod memory_tests;
 #[cfg(test)]
 pub(crate) mod reasoning_tests;
+#[cfg(test)]
+mod schedule_tests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -307,7 +307,10 @@ impl Router {
                         problem(format!("command {id:?} is not defined under [commands]"))
                     })?;
                     for (name, param) in &spec.config.params {
-                        if param.default.is_none() && !captures.contains(name.as_str()) {
+                        if param.default.is_none()
+                            && !param.optional
+                            && !captures.contains(name.as_str())
+                        {
                             return Err(problem(format!(
                                 "the pattern never captures `{name}`, which command {id} needs; add (?P<{name}>...) or a default"
                             )));

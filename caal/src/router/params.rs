@@ -96,6 +96,9 @@ pub fn parse_params(
             [one] if spec.kind == ParamKind::Device => Some(*one),
             _ => None,
         };
+        if given.is_none() && spec.optional {
+            continue;
+        }
         let Some(text) = given.or(spec.default.as_deref()).or_else(only) else {
             return Err(ParamProblem {
                 param: name.clone(),
@@ -113,7 +116,13 @@ pub fn parse_params(
                 },
             });
         };
-        out.insert(name.clone(), parse_one(name, spec, text, known)?);
+        let value = parse_one(name, spec, text, known)?;
+        // An optional duration of nothing ("0h0m0s": a template said no
+        // length) is as good as unsaid.
+        if spec.optional && value == ParamValue::Seconds(0) {
+            continue;
+        }
+        out.insert(name.clone(), value);
     }
     Ok(out)
 }
@@ -232,6 +241,10 @@ fn parse_one(
                 }
             }
         }
+        ParamKind::Time => text
+            .parse::<crate::understand::clock::TimeOfDay>()
+            .map(|t| ParamValue::Text(t.to_string()))
+            .map_err(bad),
         ParamKind::State => {
             if known.states.contains(text) {
                 Ok(ParamValue::Text(text.to_owned()))
@@ -284,6 +297,7 @@ mod tests {
             max,
             unit: Some("°C".into()),
             default: None,
+            optional: false,
         }
     }
 

@@ -203,7 +203,7 @@ fn equal_priority_rules_naming_different_commands_ask_which() {
     assert_eq!(d.route_code, "intent.ambiguous");
     match d.intent {
         Intent::Ambiguous { candidates } => {
-            assert_eq!(candidates, ["open the garage door", "cancel all timers"])
+            assert_eq!(candidates, ["open the garage door", "cancel the timer"])
         }
         other => panic!("{other:?}"),
     }

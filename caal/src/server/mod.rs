@@ -86,6 +86,9 @@ pub fn app(state: AppState) -> Router {
         .route("/trace/export", get(export))
         .route("/trace/verify", get(verify))
         .route("/pending", get(pending))
+        .route("/timers", get(timers))
+        .route("/timers/{id}/cancel", post(cancel_timer))
+        .route("/reminders/{id}/cancel", post(cancel_reminder))
         .route("/pending/{id}/confirm", post(confirm))
         .route("/pending/{id}/deny", post(deny))
         .route("/buckets", get(buckets))
@@ -325,6 +328,61 @@ async fn pending(State(state): State<AppState>) -> Result<Json<Value>, AppError>
         .map(|(c, p)| json!({"conversation_id": c, "pending": PendingView::of(p)}))
         .collect();
     Ok(Json(json!({"pending": views})))
+}
+
+#[derive(Deserialize)]
+struct TimersQuery {
+    conversation: Option<String>,
+}
+
+/// Timers (running and paused) and reminders to come, with what is left.
+async fn timers(
+    State(state): State<AppState>,
+    Query(q): Query<TimersQuery>,
+) -> Result<Json<Value>, AppError> {
+    if let Some(c) = &q.conversation {
+        conversation(c)?;
+    }
+    let engine = state.engine.clone();
+    let scheduled = blocking(move || Ok(engine.scheduled(q.conversation.as_deref())?)).await?;
+    Ok(Json(json!(scheduled)))
+}
+
+async fn cancel_timer(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    cancel_scheduled(state, "timer", &id).await
+}
+
+async fn cancel_reminder(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    cancel_scheduled(state, "reminder", &id).await
+}
+
+/// Recorded as a round (channel `api`) of the conversation that set it.
+async fn cancel_scheduled(
+    state: AppState,
+    kind: &'static str,
+    id: &str,
+) -> Result<Json<Value>, AppError> {
+    let id: i64 = id.parse().map_err(|_| {
+        AppError::bad_request(
+            "id.invalid",
+            format!("{id:?} is not a {kind} id; GET /api/timers lists them"),
+        )
+    })?;
+    let engine = state.engine.clone();
+    match blocking(move || Ok(engine.cancel_scheduled(kind, id, Channel::Api)?)).await? {
+        Some(said) => Ok(Json(
+            json!({"cancelled": {"kind": kind, "id": id}, "reply": said}),
+        )),
+        None => Err(AppError::NotFound {
+            what: format!("{kind} {id} to come (it rang, was cancelled, or never was)"),
+        }),
+    }
 }
 
 #[derive(Deserialize, Default)]

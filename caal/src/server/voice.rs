@@ -13,7 +13,9 @@
 //! `partial` transcripts while it goes on, `final` (text, confidence, audio
 //! id and hash), `result` (the round, as `POST /api/chat` returns it) or
 //! `no_speech`, and with `tts` a `reply_audio` message followed by the
-//! spoken reply as one binary WAV message. Errors are `error` messages with
+//! spoken reply as one binary WAV message. When a timer or reminder of the
+//! conversation rings, a `notification` message (and with `tts` its
+//! `reply_audio` and WAV) comes unasked. Errors are `error` messages with
 //! a code; a bad start closes the socket.
 
 use std::sync::Arc;
@@ -138,7 +140,24 @@ async fn session(state: AppState, mut socket: WebSocket) {
     let mut vad = Vad::new(cfg.vad.clone());
     let mut heard_ms = 0u64;
     let mut last_partial_ms = 0u64;
-    while let Some(Ok(message)) = socket.recv().await {
+    let mut rang = state.engine.notifications();
+    loop {
+        let message = tokio::select! {
+            m = socket.recv() => match m {
+                Some(Ok(m)) => m,
+                _ => break,
+            },
+            // A timer or reminder of this conversation rang: say so.
+            n = rang.recv() => {
+                if let Ok(n) = n
+                    && n.conversation_id == conversation.as_str()
+                    && !ring(&mut socket, &n, start.tts, &cfg.tts_voice).await
+                {
+                    return;
+                }
+                continue;
+            }
+        };
         let events = match message {
             Message::Binary(bytes) => {
                 let samples = audio::resample(&audio::pcm16_to_f32(&bytes), rate, audio::RATE);
@@ -279,28 +298,50 @@ async fn utterance(
         return false;
     }
     if tts && !tts_voice.is_empty() && !reply.is_empty() {
-        let voice = tts_voice.to_owned();
-        match tokio::task::spawn_blocking(move || crate::voice::tts::speak(&reply, &voice)).await {
-            Ok(Ok(wav)) => {
-                if !send(
-                    socket,
-                    json!({"type": "reply_audio", "format": "wav", "bytes": wav.len()}),
-                )
-                .await
-                {
-                    return false;
-                }
-                return socket.send(Message::Binary(Bytes::from(wav))).await.is_ok();
+        return speak(socket, reply, tts_voice).await;
+    }
+    true
+}
+
+/// `reply_audio`, then `text` spoken as one binary WAV message.
+async fn speak(socket: &mut WebSocket, text: String, tts_voice: &str) -> bool {
+    let voice = tts_voice.to_owned();
+    match tokio::task::spawn_blocking(move || crate::voice::tts::speak(&text, &voice)).await {
+        Ok(Ok(wav)) => {
+            if !send(
+                socket,
+                json!({"type": "reply_audio", "format": "wav", "bytes": wav.len()}),
+            )
+            .await
+            {
+                return false;
             }
-            Ok(Err(e)) => {
-                return send(
-                    socket,
-                    json!({"type": "error", "code": "tts.failed", "message": e.to_string()}),
-                )
-                .await;
-            }
-            Err(_) => return false,
+            socket.send(Message::Binary(Bytes::from(wav))).await.is_ok()
         }
+        Ok(Err(e)) => {
+            send(
+                socket,
+                json!({"type": "error", "code": "tts.failed", "message": e.to_string()}),
+            )
+            .await
+        }
+        Err(_) => false,
+    }
+}
+
+/// A timer or reminder rang in this socket's conversation: `notification`
+/// (its round, what is said, how late), then with `tts` the spoken WAV.
+async fn ring(
+    socket: &mut WebSocket,
+    n: &crate::round::Notification,
+    tts: bool,
+    tts_voice: &str,
+) -> bool {
+    if !send(socket, json!({"type": "notification", "notification": n})).await {
+        return false;
+    }
+    if tts && !tts_voice.is_empty() {
+        return speak(socket, n.text.clone(), tts_voice).await;
     }
     true
 }

@@ -8,8 +8,7 @@ use serde_json::json;
 
 use super::{ToolCall, ToolOutcome};
 use crate::{
-    router::{ParamValue, human_duration},
-    state::rfc3339_ms,
+    router::ParamValue,
     trace::{SCHEMA_VERSION, now_timestamp},
 };
 
@@ -19,9 +18,6 @@ pub const COMMANDS: &[&str] = &[
     "light.set",
     "light.brightness",
     "thermostat.set",
-    "timer.set",
-    "timer.cancel",
-    "reminder.add",
     "shopping.add",
     "shopping.remove",
     "shopping.list",
@@ -34,7 +30,7 @@ pub const COMMANDS: &[&str] = &[
 ];
 
 pub fn supports(command_id: &str) -> bool {
-    COMMANDS.contains(&command_id)
+    COMMANDS.contains(&command_id) || super::timers::COMMANDS.contains(&command_id)
 }
 
 fn text<'a>(call: &'a ToolCall<'_>, name: &str) -> &'a str {
@@ -53,15 +49,15 @@ fn number(call: &ToolCall<'_>, name: &str) -> f64 {
     }
 }
 
-fn seconds(call: &ToolCall<'_>, name: &str) -> u64 {
-    match call.command.params.get(name) {
-        Some(ParamValue::Seconds(s)) => *s,
-        _ => 0,
-    }
-}
-
 /// Runs a built-in command inside the caller's transaction.
-pub fn run_in(c: &Connection, call: &ToolCall<'_>) -> rusqlite::Result<ToolOutcome> {
+pub fn run_in(
+    c: &Connection,
+    call: &ToolCall<'_>,
+    tz: &jiff::tz::TimeZone,
+) -> rusqlite::Result<ToolOutcome> {
+    if super::timers::COMMANDS.contains(&call.command.command_id.as_str()) {
+        return super::timers::run_in(c, call, tz);
+    }
     let now = now_timestamp();
     let v = SCHEMA_VERSION;
     Ok(match call.command.command_id.as_str() {
@@ -94,32 +90,6 @@ pub fn run_in(c: &Connection, call: &ToolCall<'_>) -> rusqlite::Result<ToolOutco
             c.prepare_cached("INSERT INTO thermostat (id, schema_version, temperature, updated_at) VALUES (1, ?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET temperature = excluded.temperature, updated_at = excluded.updated_at")?.execute(params![v, t, now])?;
             ToolOutcome::ok(json!({"temperature": t}), "")
-        }
-        "timer.set" => {
-            let s = seconds(call, "duration");
-            let due = call.now_ms + i64::try_from(s).unwrap_or(i64::MAX / 2) * 1000;
-            c.prepare_cached("INSERT INTO timers (schema_version, seconds, due_at_ms, created_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![v, s, due, now])?;
-            ToolOutcome::ok(
-                json!({"timer_id": c.last_insert_rowid(), "seconds": s, "due_at": rfc3339_ms(due)}),
-                "",
-            )
-        }
-        "timer.cancel" => {
-            let n = c
-                .prepare_cached(
-                    "UPDATE timers SET cancelled = 1 WHERE cancelled = 0 AND due_at_ms > ?1",
-                )?
-                .execute([call.now_ms])?;
-            ToolOutcome::ok(json!({"cancelled": n}), "")
-        }
-        "reminder.add" => {
-            let s = seconds(call, "duration");
-            let due = call.now_ms + i64::try_from(s).unwrap_or(i64::MAX / 2) * 1000;
-            c.prepare_cached("INSERT INTO reminders (schema_version, what, due_at_ms, created_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![v, text(call, "what"), due, now])?;
-            ToolOutcome::ok(
-                json!({"reminder_id": c.last_insert_rowid(), "due_at": rfc3339_ms(due)}),
-                "",
-            )
         }
         "shopping.add" => {
             let item = text(call, "item");
@@ -222,17 +192,15 @@ fn status(c: &Connection, now_ms: i64) -> rusqlite::Result<String> {
     {
         parts.push("The garage is open.".into());
     }
-    let timers: Vec<i64> = c
-        .prepare("SELECT due_at_ms FROM timers WHERE cancelled = 0 AND due_at_ms > ?1 ORDER BY due_at_ms")?
-        .query_map([now_ms], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+    let timers = crate::schedule::timers(c, None)?;
     if !timers.is_empty() {
         let left: Vec<String> = timers
             .iter()
-            .map(|due| {
+            .map(|t| {
                 format!(
-                    "{} left",
-                    human_duration(u64::try_from((due - now_ms) / 1000).unwrap_or(0))
+                    "{} {} left",
+                    t.label(),
+                    crate::schedule::human_left(t.left_ms(now_ms))
                 )
             })
             .collect();

@@ -7,6 +7,7 @@
 pub mod ha_home;
 mod home;
 mod http;
+mod timers;
 
 use std::{sync::Arc, time::Instant};
 
@@ -153,6 +154,8 @@ pub struct Tools {
     /// The home's devices by name, with the id executors are given
     /// (`{device.id}` in Home Assistant `data`: the entity id).
     device_ids: std::collections::BTreeMap<String, String>,
+    /// Reminders at a time of day are in this zone.
+    time_zone: jiff::tz::TimeZone,
 }
 
 impl Tools {
@@ -161,7 +164,14 @@ impl Tools {
             state,
             http: http::HttpExecutors::new(executors, env),
             device_ids: Default::default(),
+            time_zone: jiff::tz::TimeZone::system(),
         }
+    }
+
+    /// The zone reminders at a time of day are in.
+    pub fn with_time_zone(mut self, tz: jiff::tz::TimeZone) -> Self {
+        self.time_zone = tz;
+        self
     }
 
     /// The home whose devices `{param.id}` looks up.
@@ -208,7 +218,7 @@ impl Tools {
                 if !claim(c, &call_id, &tool_id)? {
                     return Ok(already_ran(&call_id));
                 }
-                let mut outcome = home::run_in(c, call)?;
+                let mut outcome = home::run_in(c, call, &self.time_zone)?;
                 outcome.latency_ms = started.elapsed().as_secs_f64() * 1e3;
                 finish(c, &call_id, &outcome)?;
                 Ok(outcome)

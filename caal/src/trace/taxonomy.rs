@@ -61,6 +61,8 @@ event_types! {
     ReceiptIssued = "receipt.issued",
     AudioRetention = "audio.retention",
     LivekitWebhook = "livekit.webhook",
+    ScheduleFired = "schedule.fired",
+    ScheduleCancelled = "schedule.cancelled",
 }
 
 impl EventType {

@@ -99,7 +99,10 @@ impl Library {
             lang,
             origin: "configuration".into(),
             rules: HashMap::new(),
-            lists: HashMap::from([("duration".to_string(), SlotList::Duration)]),
+            lists: HashMap::from([
+                ("duration".to_string(), SlotList::Duration),
+                ("time".to_string(), SlotList::TimeOfDay),
+            ]),
             skip_words: Vec::new(),
             sentences: Vec::new(),
         }
@@ -118,6 +121,7 @@ impl Library {
         let json: Value = serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
         let mut lib = Self::empty(lang);
         lib.lists.insert("duration".into(), SlotList::Duration);
+        lib.lists.insert("time".into(), SlotList::TimeOfDay);
         lib.origin = format!(
             "home-assistant-intents {HA_INTENTS_VERSION} ({})",
             lang.code()

@@ -388,8 +388,16 @@ fn duration_amount(lang: Lang, text: &str, pos: usize) -> Option<(f64, usize)> {
         .find(|(_, end)| duration_unit(text[*end..].trim_start()).is_some())
 }
 
-/// A unit word at the start of `rest`, its length in seconds and where it ends.
+/// A unit word at the start of `rest` ("five more minutes", "two extra
+/// hours": the word between is skipped), its length in seconds and where it ends.
 fn duration_unit(rest: &str) -> Option<(f64, usize)> {
+    if let Some(after) = ["more ", "extra "]
+        .iter()
+        .find_map(|w| rest.strip_prefix(w))
+    {
+        let skipped = rest.len() - after.len();
+        return duration_unit(after).map(|(s, end)| (s, skipped + end));
+    }
     let word_end = rest.find(' ').unwrap_or(rest.len());
     let word = &rest[..word_end];
     let seconds = match word {
@@ -495,6 +503,8 @@ mod tests {
         assert_eq!(d("10 minutes"), Some(600));
         assert_eq!(d("ten minutes"), Some(600));
         assert_eq!(d("an hour and a half"), Some(5400));
+        assert_eq!(d("five more minutes"), Some(300));
+        assert_eq!(d("two extra hours"), Some(7200));
         assert_eq!(d("half an hour"), Some(1800));
         assert_eq!(d("a minute and a half"), Some(90));
         assert_eq!(d("1 hour 30 minutes"), Some(5400));

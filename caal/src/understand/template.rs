@@ -236,6 +236,9 @@ pub enum SlotList {
     /// A duration in any words `numbers::parse_duration` reads ("an hour
     /// and a half", "ten minutes", "1h30"), as seconds. CAAL's own list.
     Duration,
+    /// A time of day `clock::parse` reads ("6 pm", "half past six",
+    /// "tomorrow at 9"), as its kept form ("18:00"). CAAL's own list.
+    TimeOfDay,
 }
 
 /// One value of a list: what is said (a template), the value it gives,
@@ -490,6 +493,15 @@ fn fill_slot(
                 end = input[end + 1..].find(' ').map_or(b.len(), |i| end + 1 + i);
                 if let Some(seconds) = numbers::parse_duration(scope.lang, &input[start..end]) {
                     bind(end, Value::from(seconds), None, false);
+                }
+            }
+        }
+        SlotList::TimeOfDay => {
+            let mut end = start;
+            while end < b.len() {
+                end = input[end + 1..].find(' ').map_or(b.len(), |i| end + 1 + i);
+                if let Some(t) = super::clock::parse(&input[start..end]) {
+                    bind(end, Value::String(t.to_string()), None, false);
                 }
             }
         }

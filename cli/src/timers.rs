@@ -1,0 +1,104 @@
+//! `caal timers`: the timers and reminders to come, and cancelling one by
+//! its id (recorded as a round of the conversation that set it). They ring
+//! from `caal serve` and `caal chat`; `caal say` rings what is overdue.
+
+use std::path::Path;
+
+use anyhow::{Result, bail};
+use caal::{
+    config::Config,
+    round::{Channel, Notification, Scheduled, scheduled_in},
+    schedule::human_left,
+    state::{Clock, SystemClock},
+};
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum TimersCommand {
+    /// Timers (running and paused) and reminders to come, soonest first.
+    List {
+        /// Only this conversation's.
+        #[arg(long)]
+        conversation: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a timer (or, with --reminder, a reminder) by the id `list` shows.
+    Cancel {
+        id: i64,
+        /// The id is a reminder's.
+        #[arg(long)]
+        reminder: bool,
+    },
+}
+
+pub fn run(data_dir: &Path, config: Config, command: TimersCommand) -> Result<()> {
+    match command {
+        TimersCommand::List { conversation, json } => {
+            if let Some(c) = &conversation {
+                crate::parse_conversation(c)?;
+            }
+            let state = crate::open_state(data_dir)?;
+            let now = SystemClock.now_ms();
+            let scheduled = scheduled_in(&state, conversation.as_deref(), now)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&scheduled)?);
+            } else {
+                print_list(&scheduled);
+            }
+        }
+        TimersCommand::Cancel { id, reminder } => {
+            let engine = crate::open_engine(data_dir, config, crate::Start::Lazy)?;
+            let kind = if reminder { "reminder" } else { "timer" };
+            match engine.cancel_scheduled(kind, id, Channel::Cli)? {
+                Some(said) => println!("{said}"),
+                None => bail!(
+                    "there is no {kind} {id} to come (it rang, was cancelled, or never was); see `caal timers list`"
+                ),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_list(s: &Scheduled) {
+    if s.timers.is_empty() && s.reminders.is_empty() {
+        println!("No timers or reminders to come.");
+        return;
+    }
+    for t in &s.timers {
+        println!(
+            "timer {:>4}  {:<24} {:>18}  {}  conversation {}",
+            t.timer.id,
+            t.label,
+            format!("{} left", human_left(t.left_ms)),
+            if t.paused {
+                "paused".to_owned()
+            } else {
+                format!("due {}", t.due_at.as_deref().unwrap_or("-"))
+            },
+            t.timer.conversation_id
+        );
+    }
+    for r in &s.reminders {
+        println!(
+            "reminder {:>1}  {:<24} {:>18}  due {}  conversation {}",
+            r.reminder.id,
+            r.reminder.what,
+            format!("in {}", human_left(r.left_ms)),
+            r.due_at,
+            r.reminder.conversation_id
+        );
+    }
+}
+
+/// How a ringing is printed where someone typed: the conversation named
+/// when it is not theirs.
+pub fn bell(n: &Notification, mine: &str) -> String {
+    if n.conversation_id == mine {
+        format!("🔔 {}", n.text)
+    } else {
+        format!("🔔 ({}) {}", n.conversation_id, n.text)
+    }
+}

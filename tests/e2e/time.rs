@@ -1,0 +1,291 @@
+//! Timers and reminders ring: in a running `caal serve` (the live stream and
+//! the voice socket of the conversation hear it), after a restart (late, and
+//! saying so), in `caal chat`, and when `caal say` next runs.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::Stdio,
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+use tungstenite::Message;
+
+use crate::{
+    support::Sandbox,
+    voice::{connect, next_json},
+};
+
+const TOKEN: &str = "time-test-token-0123456789abcdef";
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+fn chat(url: &str, conversation: &str, text: &str) -> Value {
+    agent()
+        .post(&format!("{url}/api/chat"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .send_json(json!({"conversation_id": conversation, "text": text}))
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap()
+}
+
+fn get(url: &str, path: &str) -> (u16, Value) {
+    let mut r = agent()
+        .get(&format!("{url}{path}"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .call()
+        .unwrap();
+    (r.status().as_u16(), r.body_mut().read_json().unwrap())
+}
+
+/// The live stream's (event type, data) as they come, from a reader thread.
+fn live(url: &str) -> mpsc::Receiver<(String, Value)> {
+    let (tx, rx) = mpsc::channel();
+    let response = ureq::Agent::config_builder()
+        .timeout_global(None)
+        .build()
+        .new_agent()
+        .get(&format!("{url}/api/events"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .call()
+        .unwrap();
+    thread::spawn(move || {
+        let mut kind = String::new();
+        for line in BufReader::new(response.into_body().into_reader()).lines() {
+            let Ok(line) = line else { return };
+            if let Some(k) = line.strip_prefix("event:") {
+                kind = k.trim().to_owned();
+            } else if let Some(d) = line.strip_prefix("data:")
+                && tx
+                    .send((
+                        kind.clone(),
+                        serde_json::from_str(d.trim()).unwrap_or(Value::Null),
+                    ))
+                    .is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+fn a_two_second_timer_rings_on_the_live_stream_and_the_voice_socket() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
+    let url = served.url.clone();
+    let stream = live(&url);
+
+    // A voice client of the kitchen conversation, and one of another conversation.
+    let start = |conversation: &str| {
+        let mut socket = connect(&url);
+        socket
+            .send(Message::text(
+                json!({"type": "start", "token": TOKEN, "conversation_id": conversation, "tts": true})
+                    .to_string(),
+            ))
+            .unwrap();
+        assert_eq!(next_json(&mut socket)["type"], "ready");
+        socket
+    };
+    let mut kitchen = start("kitchen");
+    let mut hall = start("hall");
+
+    let set = chat(&url, "kitchen", "set a timer for 2 seconds");
+    let set_at = Instant::now();
+    assert_eq!(set["reply"], "Timer set for 2 seconds.");
+    let (status, timers) = get(&url, "/api/timers?conversation=kitchen");
+    assert_eq!(status, 200);
+    assert_eq!(timers["timers"][0]["label"], "2 second timer", "{timers}");
+    assert!(timers["timers"][0]["left_ms"].as_i64().unwrap() <= 2000);
+
+    // The voice client hears it unasked: the notification, then its WAV.
+    let rang = next_json(&mut kitchen);
+    let after = set_at.elapsed();
+    assert_eq!(rang["type"], "notification", "{rang}");
+    let n = &rang["notification"];
+    assert_eq!(n["text"], "Your 2 second timer is done.");
+    assert_eq!(n["kind"], "timer");
+    assert!(
+        after >= Duration::from_millis(1900) && after < Duration::from_secs(5),
+        "rang after {after:?}"
+    );
+    let announced = next_json(&mut kitchen);
+    assert_eq!(announced["type"], "reply_audio", "{announced}");
+    let wav = next_json(&mut kitchen);
+    assert_eq!(wav["wav"], true);
+    assert_eq!(wav["binary"], announced["bytes"]);
+
+    // The live stream carried the ringing round's events.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let fired = loop {
+        let (kind, data) = stream
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("schedule.fired on the live stream");
+        if kind == "schedule.fired" {
+            break data;
+        }
+    };
+    assert_eq!(fired["conversation_id"], "kitchen");
+    assert_eq!(fired["round_id"], n["round_id"]);
+    assert_eq!(fired["payload"]["set_in_round"], set["round_id"]);
+
+    // The other conversation's client heard nothing of it.
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = hall.get_ref() {
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+    }
+    assert!(
+        hall.read().is_err(),
+        "the hall client was told of the kitchen's timer"
+    );
+
+    // Cancelling over the API is a recorded round; an unknown id is a 404.
+    chat(&url, "kitchen", "set a pasta timer for 10 minutes");
+    let (_, timers) = get(&url, "/api/timers");
+    let id = timers["timers"][0]["id"].as_i64().unwrap();
+    let mut cancelled = agent()
+        .post(&format!("{url}/api/timers/{id}/cancel"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .send_empty()
+        .unwrap();
+    assert_eq!(cancelled.status().as_u16(), 200);
+    let body: Value = cancelled.body_mut().read_json().unwrap();
+    assert_eq!(body["reply"], "The pasta timer was cancelled.");
+    let again = agent()
+        .post(&format!("{url}/api/timers/{id}/cancel"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .send_empty()
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 404);
+    let (status, _) = get(&url, "/api/timers?conversation=no%20such");
+    assert_eq!(status, 400);
+    let (status, _) = served.terminate();
+    assert!(status.success());
+}
+
+#[test]
+fn a_timer_due_while_caal_was_down_rings_at_start_late_and_saying_so() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
+    assert_eq!(
+        chat(&served.url, "den", "set a timer for 2 seconds")["reply"],
+        "Timer set for 2 seconds."
+    );
+    // Killed outright, well before it is due.
+    drop(served);
+    thread::sleep(Duration::from_secs(5));
+    let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
+    let started = Instant::now();
+    let rang = loop {
+        let (_, rounds) = get(&served.url, "/api/conversations/den/rounds");
+        let found = rounds["rounds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["channel"] == "system")
+            .cloned();
+        if let Some(r) = found {
+            break r;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{rounds}");
+        thread::sleep(Duration::from_millis(100));
+    };
+    let (_, round) = get(
+        &served.url,
+        &format!("/api/rounds/{}", rang["round_id"].as_str().unwrap()),
+    );
+    let events = round["events"].as_array().unwrap();
+    let fired = events
+        .iter()
+        .find(|e| e["event_type"] == "schedule.fired")
+        .unwrap();
+    let late = fired["payload"]["late_ms"].as_i64().unwrap();
+    assert!((2_500..20_000).contains(&late), "late by {late} ms");
+    let said = events
+        .iter()
+        .find(|e| e["event_type"] == "output.emitted")
+        .unwrap();
+    let text = said["payload"]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Your 2 second timer is done. It was due ")
+            && text.ends_with(" ago, while CAAL was not running."),
+        "{text}"
+    );
+    let (status, _) = served.terminate();
+    assert!(status.success());
+    // The chain holds, ringing and all.
+    assert_eq!(sb.run(&["trace", "verify"]).code, 0);
+}
+
+#[test]
+fn say_rings_what_is_overdue_and_chat_rings_while_open() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["say", "set a timer for 1 second"]).ok();
+    assert_eq!(run.stdout.trim(), "Timer set for 1 second.");
+    let listed = sb.run(&["timers", "list", "--json"]).ok().json();
+    assert_eq!(listed["timers"][0]["label"], "1 second timer");
+    thread::sleep(Duration::from_millis(1500));
+    let said = sb.say("default", "turn on the kitchen lights");
+    assert_eq!(said["reply"], "Okay, the kitchen lights are on.");
+    assert_eq!(
+        said["notifications"][0]["text"],
+        "Your 1 second timer is done."
+    );
+    assert!(
+        sb.run(&["say", "hello"]).ok().stdout.lines().count() == 1,
+        "rung once only"
+    );
+
+    // `caal chat` rings while it is open, between lines.
+    let mut child = sb
+        .command()
+        .args(["chat", "--conversation", "desk"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "set a tea timer for 2 seconds").unwrap();
+    stdin.flush().unwrap();
+    thread::sleep(Duration::from_secs(4));
+    writeln!(stdin, "/quit").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("caal> Tea timer set for 2 seconds."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("🔔 Your tea timer is done."), "{stdout}");
+
+    // Operators cancel by id; a wrong id says where to look.
+    sb.run(&["say", "remind me to call mom in 2 hours"]).ok();
+    let listed = sb.run(&["timers", "list", "--json"]).ok().json();
+    let id = listed["reminders"][0]["id"].as_i64().unwrap().to_string();
+    let cancelled = sb.run(&["timers", "cancel", "--reminder", &id]).ok();
+    assert_eq!(
+        cancelled.stdout.trim(),
+        "The reminder to call mom was cancelled."
+    );
+    let again = sb.run(&["timers", "cancel", "--reminder", &id]);
+    assert_eq!(again.code, 2);
+    assert!(
+        again.stderr.contains("caal timers list"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(sb.run(&["trace", "verify"]).code, 0);
+}
