@@ -3,6 +3,7 @@
 
 mod bucket;
 mod home;
+mod jobs;
 mod output;
 mod reasoning;
 mod timers;
@@ -131,6 +132,9 @@ enum Command {
     /// Timers and reminders to come: list, cancel.
     #[command(subcommand)]
     Timers(timers::TimersCommand),
+    /// Background jobs ("look up …"): list, show, cancel.
+    #[command(subcommand)]
+    Jobs(jobs::JobsCommand),
     /// The speech model: install (convert) it.
     #[command(subcommand)]
     Model(voice::ModelCommand),
@@ -395,9 +399,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let result = engine
                 .text_round(&conversation, &text, Channel::Text)
                 .map_err(anyhow::Error::from)?;
+            if !json {
+                println!("{}", result.reply);
+            }
             // Nothing else rings while this holds the data dir: what is
-            // overdue (or came due during the round) rings now.
-            let rang = engine.fire_due().map_err(anyhow::Error::from)?;
+            // overdue (or came due during the round) rings now, and a job
+            // this round (or an earlier one) queued runs now.
+            let mut rang = engine.fire_due().map_err(anyhow::Error::from)?;
+            rang.extend(engine.run_jobs_now().map_err(anyhow::Error::from)?);
             if json {
                 let mut out = serde_json::to_value(&result).map_err(anyhow::Error::from)?;
                 if !rang.is_empty() {
@@ -405,7 +414,6 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 }
                 println!("{out}");
             } else {
-                println!("{}", result.reply);
                 for n in &rang {
                     println!("{}", timers::bell(n, conversation.as_str()));
                 }
@@ -467,6 +475,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         )?,
         Command::Audio(command) => voice::audio(&cli.data_dir, load_config()?.0, command)?,
         Command::Timers(command) => timers::run(&cli.data_dir, load_config()?.0, command)?,
+        Command::Jobs(command) => jobs::run(&cli.data_dir, load_config()?.0, command)?,
         Command::Model(command) => voice::model(&load_config()?.0, command)?,
         Command::Home(command) => home::run(&load_config()?.0, command)?,
         Command::Livekit(command) => voice::livekit(command)?,

@@ -289,3 +289,89 @@ fn say_rings_what_is_overdue_and_chat_rings_while_open() {
     );
     assert_eq!(sb.run(&["trace", "verify"]).code, 0);
 }
+
+#[test]
+fn a_research_job_killed_mid_answer_is_queued_again_and_told_after_the_restart() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+    // The model: the first question hangs (the process is killed under it),
+    // later ones answer at once.
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let model = crate::support::Peer::start(move |_, _| {
+        if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+            thread::sleep(Duration::from_secs(6));
+        }
+        (
+            200,
+            json!({"model": "smol", "choices": [{"index": 0, "finish_reason": "stop",
+                   "message": {"role": "assistant", "content": "The Nile is about 6,650 km long."}}]})
+            .to_string(),
+        )
+    });
+    let sb = Sandbox::new();
+    let env = [
+        ("CAAL_API_TOKEN", TOKEN),
+        ("CAAL_LLM_LOCAL_URL", model.url.as_str()),
+    ];
+    let served = sb.serve(&env);
+    let r = chat(&served.url, "study", "look up how long the nile is");
+    assert_eq!(r["route_code"], "intent.research");
+    assert_eq!(r["reply"], "I'll look that up and tell you when I have it.");
+    let started = Instant::now();
+    while asked.load(Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the job never asked the model"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let (_, jobs) = get(&served.url, "/api/jobs");
+    assert_eq!(jobs["jobs"][0]["state"], "running", "{jobs}");
+    // kill -9 while the model thinks.
+    drop(served);
+
+    let served = sb.serve(&env);
+    let started = Instant::now();
+    let job = loop {
+        let (_, jobs) = get(&served.url, "/api/jobs");
+        if jobs["jobs"][0]["state"] == "done" {
+            break jobs["jobs"][0].clone();
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{jobs}");
+        thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(job["attempts"], 2, "{job}");
+    assert_eq!(job["result"], "The Nile is about 6,650 km long.");
+    // Told in a round of the conversation that asked.
+    let (_, told) = get(
+        &served.url,
+        &format!("/api/rounds/{}", job["result_round_id"].as_str().unwrap()),
+    );
+    assert_eq!(told["round"]["conversation_id"], "study");
+    assert_eq!(told["round"]["channel"], "system");
+    let said = told["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_type"] == "output.emitted")
+        .unwrap();
+    assert_eq!(said["payload"]["text"], "The Nile is about 6,650 km long.");
+    let (status, _) = get(&served.url, "/api/jobs/no-such-job");
+    assert_eq!(status, 404);
+    let (status, _) = served.terminate();
+    assert!(status.success());
+    // The first attempt's work round was left open by the kill: recorded as
+    // crashed, and every chain still holds.
+    let shown = sb
+        .run(&["jobs", "show", job["job_id"].as_str().unwrap()])
+        .ok();
+    assert!(
+        shown.stdout.contains("state done, attempts 2"),
+        "{}",
+        shown.stdout
+    );
+    assert_eq!(sb.run(&["trace", "verify"]).code, 0);
+}

@@ -54,13 +54,37 @@ pub struct Config {
 }
 
 /// Timers and reminders that ring.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleConfig {
     /// The IANA time zone reminders at a time of day are in ("Europe/Berlin");
     /// empty: the machine's. `CAAL_TIME_ZONE` overrides it.
     #[serde(default)]
     pub time_zone: String,
+    /// Background jobs (research) run on this many worker threads at once.
+    #[serde(default = "default_job_workers")]
+    pub job_workers: usize,
+    /// A job is tried this many times (a process that died under it counts).
+    #[serde(default = "default_job_attempts")]
+    pub job_attempts: u32,
+}
+
+impl Default for ScheduleConfig {
+    fn default() -> Self {
+        Self {
+            time_zone: String::new(),
+            job_workers: default_job_workers(),
+            job_attempts: default_job_attempts(),
+        }
+    }
+}
+
+fn default_job_workers() -> usize {
+    2
+}
+
+fn default_job_attempts() -> u32 {
+    2
 }
 
 /// Reasoning steps, justifications and receipts.
@@ -939,6 +963,12 @@ impl Config {
                     "{} must be between 0 and 1",
                     self.reasoning.coherence_threshold
                 ),
+            });
+        }
+        if self.schedule.job_workers == 0 || self.schedule.job_attempts == 0 {
+            return Err(ConfigError::Value {
+                key: "schedule.job_workers".into(),
+                problem: "job_workers and job_attempts must be at least 1".into(),
             });
         }
         crate::understand::clock::time_zone(&self.schedule.time_zone).map_err(|problem| {

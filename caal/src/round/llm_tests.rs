@@ -351,18 +351,172 @@ fn a_refusal_escalates_at_once_and_research_goes_to_the_remote_tier_first() {
     );
     assert!(r.retries[0].reason.contains("validator.refusal"));
 
+    // Research runs as a job: the round answers at once, the job asks the remote tier first.
     let r = home.say("c", "look up the height of the eiffel tower");
     assert_eq!(r.route_code, "intent.research");
-    assert_eq!(
-        (
-            r.llm.unwrap().tier.as_deref(),
-            local.seen().len(),
-            remote.seen().len()
-        ),
-        (Some("remote"), 1, 2)
-    );
+    assert_eq!(r.reply, super::jobs::ACCEPTED);
+    assert!(r.llm.is_none(), "the asking round asks no model");
+    let told = home.engine.run_jobs_now().unwrap();
+    assert_eq!(told[0].text, "The Eiffel Tower is 330 metres tall.");
+    assert_eq!((local.seen().len(), remote.seen().len()), (1, 2));
     // Research is answered in words: no tools are offered.
     assert!(remote.seen()[1].body.get("tools").is_none());
+}
+
+#[test]
+fn research_runs_as_a_job_retried_like_a_read_only_call_and_told_in_its_own_round() {
+    // The model is busy once (503), then answers.
+    let local = Server::start(|n, _| match n {
+        1 => (503, "busy".into(), NO_DELAY),
+        _ => (
+            200,
+            openai_answer("Mount Everest is 8,849 metres high."),
+            NO_DELAY,
+        ),
+    });
+    let home = home("", Some(&local), None);
+    let mut heard = home.engine.notifications();
+    let asked = home.say("c", "look up how high mount everest is");
+    assert_eq!(asked.reply, super::jobs::ACCEPTED);
+    let enqueued = home.of_type("c", "job.enqueued");
+    assert_eq!(enqueued.len(), 1);
+    assert_eq!(enqueued[0]["class"], "research");
+    let job_id = enqueued[0]["job_id"].as_str().unwrap().to_owned();
+    // Meanwhile the conversation goes on: a command runs while the job waits.
+    assert_eq!(
+        home.say("c", "turn on the kitchen lights").reply,
+        "Okay, the kitchen lights are on."
+    );
+    assert!(local.seen().is_empty(), "nothing asked a model yet");
+
+    let told = home.engine.run_jobs_now().unwrap();
+    assert_eq!(told.len(), 1);
+    let n = &told[0];
+    assert_eq!(
+        (n.kind, n.text.as_str(), n.conversation_id.as_str()),
+        ("job", "Mount Everest is 8,849 metres high.", "c")
+    );
+    assert_eq!(heard.try_recv().unwrap(), *n);
+    // The work: its own conversation, the failed attempt and the retry recorded.
+    let job = &home.engine.jobs(10).unwrap()[0];
+    assert_eq!((job.state.as_str(), job.attempts), ("done", 1));
+    let work = home.events(&format!("job-{}", job.id));
+    let types: Vec<&str> = work
+        .iter()
+        .map(|e| e.event_type.as_str())
+        .filter(|t| *t != "validator.ran")
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "round.started",
+            "input.received",
+            "job.progress",
+            "llm.request",
+            "llm.response",
+            "llm.request",
+            "llm.response",
+            "job.result",
+            "round.completed"
+        ]
+    );
+    let responses: Vec<Value> = work
+        .iter()
+        .filter(|e| e.event_type == "llm.response")
+        .map(super::tests::payload)
+        .collect();
+    assert_eq!(responses.len(), 2, "one retry after the 503");
+    assert_eq!(local.seen().len(), 2);
+    // The telling: a system round of the asking conversation naming the work round.
+    let result = home.of_type("c", "job.result");
+    assert_eq!(result.len(), 1);
+    assert_eq!(result[0]["job_id"], job_id);
+    assert_eq!(result[0]["status"], "done");
+    assert_eq!(
+        result[0]["result"]["work_round_id"],
+        json!(job.work_round_id)
+    );
+    assert!(home.engine.store().reader().verify(None).unwrap().ok);
+}
+
+#[test]
+fn a_cancelled_job_stops_and_says_so_and_a_dead_processes_job_is_queued_again_or_failed() {
+    let local = Server::start(|_, _| (200, openai_answer("It is 42."), NO_DELAY));
+    let home = home("", Some(&local), None);
+    home.say("c", "look up the answer to everything");
+    let job = home.engine.jobs(1).unwrap().remove(0);
+    let said = home
+        .engine
+        .cancel_job(&job.job_id, super::Channel::Cli)
+        .unwrap();
+    assert_eq!(
+        said.as_deref(),
+        Some("I stopped looking up the answer to everything.")
+    );
+    assert!(
+        home.engine.run_jobs_now().unwrap().is_empty(),
+        "a cancelled job never runs"
+    );
+    assert!(local.seen().is_empty());
+    assert_eq!(
+        home.engine
+            .cancel_job(&job.job_id, super::Channel::Cli)
+            .unwrap(),
+        None
+    );
+    let results = home.of_type("c", "job.result");
+    assert_eq!(results[0]["status"], "cancelled");
+
+    // A job claimed when the process died: queued again at the next start, and run.
+    home.say("d", "look up the meaning of life");
+    let claimed = home
+        .engine
+        .state()
+        .transaction(|c| crate::schedule::jobs::claim_next(c, 0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.attempts, 1);
+    let home = home.restart();
+    let scheduler = home.engine.start_scheduler().unwrap();
+    let mut heard = home.engine.notifications();
+    let n = loop {
+        let n = heard.blocking_recv().unwrap();
+        if n.kind == "job" {
+            break n;
+        }
+    };
+    drop(scheduler);
+    assert_eq!(
+        (n.conversation_id.as_str(), n.text.as_str()),
+        ("d", "It is 42.")
+    );
+    assert_eq!(
+        home.engine
+            .jobs(10)
+            .unwrap()
+            .iter()
+            .find(|j| j.id == claimed.id)
+            .unwrap()
+            .attempts,
+        2
+    );
+
+    // Its attempts spent when the process died again: failed, and told so.
+    home.say("e", "look up the tallest tree");
+    let claimed = home.engine.state().transaction(|c| {
+        crate::schedule::jobs::claim_next(c, 0)?;
+        c.execute("UPDATE jobs SET attempts = 2 WHERE state = 'running'", [])?;
+        Ok(())
+    });
+    claimed.unwrap();
+    let home = home.restart();
+    drop(home.engine.start_scheduler().unwrap());
+    let said = home.of_type("e", "output.emitted");
+    assert_eq!(
+        said.last().unwrap()["text"],
+        "I couldn't look up the tallest tree: CAAL stopped while it ran, and it has been tried as often as it may be."
+    );
+    assert_eq!(home.of_type("e", "job.result")[0]["status"], "failed");
 }
 
 #[test]

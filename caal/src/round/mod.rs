@@ -15,7 +15,7 @@ use crate::{
         self, AuthLevel, Command, CommandChain, GateAction, Pending, Resolution, Utterance,
         store::UndoRecord,
     },
-    config::{Config, ConfigError},
+    config::{Config, ConfigError, RouteType},
     ids::{BucketId, CallId, ConversationId, LibraryId, LibraryIdError},
     llm::{Tiers, toolbox::Toolbox, validate::Validator},
     memory::{MEMORY_FILE, MemoryError, MemoryStore},
@@ -698,6 +698,11 @@ impl Engine {
         let mut decisions: Vec<ToolDecision> = Vec::new();
         if let Intent::Think { route, fallback } = &decision.intent {
             decision.intent = match (&self.llm, fallback) {
+                // Research runs beside the conversation; this round answers now.
+                (Some(_), _) if *route == RouteType::Research => {
+                    self.enqueue_research(round, &text, decision.topic.as_deref())?;
+                    Intent::Reply(jobs::ACCEPTED.into())
+                }
                 (Some(_), _) => {
                     let thought = self.think(round, &text, *route, state_in)?;
                     result.llm = Some(thought.summary);
@@ -1286,6 +1291,7 @@ impl Engine {
 }
 
 mod consult;
+mod jobs;
 mod memory;
 mod reasoning;
 mod schedule;

@@ -32,7 +32,7 @@ use crate::{
 pub struct Notification {
     pub conversation_id: String,
     pub round_id: String,
-    /// `timer` or `reminder`.
+    /// `timer`, `reminder` or `job` (what a background job found).
     pub kind: &'static str,
     pub id: i64,
     /// What is said: "Your 10 minute timer is done."
@@ -141,16 +141,17 @@ const POLL_MS: i64 = 500;
 /// Claimed and recorded together; the rest follow at once.
 const BATCH: usize = 256;
 
-/// The running scheduler; dropping it stops the thread.
+/// The running scheduler and job workers; dropping it stops the threads
+/// (a job under way finishes first).
 pub struct Scheduler {
     wake: Arc<Wake>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Drop for Scheduler {
     fn drop(&mut self) {
         self.wake.stop();
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -208,20 +209,18 @@ impl Engine {
                 json!({"what": r.what, "set_in_round": r.set_in_round}),
             ),
         };
-        let (round, state) =
-            self.recorded_round(due.conversation_id(), None, Channel::System, &said)?;
         let mut payload = json!({"kind": due.kind(), "id": due.id(), "due_at": rfc3339_ms(due.due_at_ms()),
                                  "fired_at": rfc3339_ms(now), "late_ms": late});
         if let (Some(p), Some(d)) = (payload.as_object_mut(), detail.as_object()) {
             p.extend(d.clone());
         }
-        round.append(EventDraft::new(EventType::ScheduleFired, payload))?;
-        round.append(EventDraft::new(
-            EventType::OutputEmitted,
-            json!({"text": text, "channel": Channel::System.as_str()}),
-        ))?;
-        let round_id = round.header().round_id.to_string();
-        round.complete(&state)?;
+        let round_id = self.announce(
+            due.conversation_id(),
+            Channel::System,
+            &said,
+            EventDraft::new(EventType::ScheduleFired, payload),
+            &text,
+        )?;
         Ok(Notification {
             conversation_id: due.conversation_id().to_owned(),
             round_id,
@@ -241,6 +240,31 @@ impl Engine {
             tracing::warn!(
                 released,
                 "timers or reminders claimed before a crash, without their round, ring again"
+            );
+        }
+        self.recover_jobs()?;
+        let mut threads = Vec::new();
+        for n in 0..self.config.schedule.job_workers {
+            let engine = self.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("caal-job-{n}"))
+                    .spawn(move || {
+                        let mut seen = 0;
+                        loop {
+                            match engine.run_next_job() {
+                                Ok(Some(_)) => continue,
+                                Ok(None) => {}
+                                Err(e) => tracing::error!("a job could not run: {e}"),
+                            }
+                            if !engine.wake.wait(&mut seen, POLL_MS as u64) {
+                                return;
+                            }
+                        }
+                    })
+                    .map_err(|e| {
+                        StoreError::Sqlite(format!("cannot start a job worker thread: {e}"))
+                    })?,
             );
         }
         let engine = self.clone();
@@ -265,10 +289,8 @@ impl Engine {
                 }
             })
             .map_err(|e| StoreError::Sqlite(format!("cannot start the scheduler thread: {e}")))?;
-        Ok(Scheduler {
-            wake,
-            thread: Some(thread),
-        })
+        threads.push(thread);
+        Ok(Scheduler { wake, threads })
     }
 
     /// Timers and reminders to come, of one conversation or all.
@@ -319,21 +341,42 @@ impl Engine {
         payload["kind"] = json!(due.kind());
         payload["id"] = json!(id);
         payload["by"] = json!(by);
-        let (round, state) = self.recorded_round(due.conversation_id(), None, channel, &said)?;
         let cancelled = self.state.transaction(|c| match &due {
             Due::Timer(_) => schedule::cancel_timer(c, id),
             Due::Reminder(_) => schedule::cancel_reminder(c, id),
         })?;
         if !cancelled {
-            round.fail("schedule.gone", "it rang or was cancelled meanwhile")?;
             return Ok(None);
         }
-        round.append(EventDraft::new(EventType::ScheduleCancelled, payload))?;
+        self.announce(
+            due.conversation_id(),
+            channel,
+            &said,
+            EventDraft::new(EventType::ScheduleCancelled, payload),
+            &text,
+        )?;
+        Ok(Some(text))
+    }
+
+    /// A round of something CAAL did or was told rather than said to it (a
+    /// ringing, a job's answer, an operator's cancellation): `said` as its
+    /// input, `event`, then `text` said on `channel`. Its round id.
+    pub(super) fn announce(
+        &self,
+        conversation: &str,
+        channel: Channel,
+        said: &str,
+        event: EventDraft,
+        text: &str,
+    ) -> Result<String, StoreError> {
+        let (round, state) = self.recorded_round(conversation, None, channel, said)?;
+        round.append(event)?;
         round.append(EventDraft::new(
             EventType::OutputEmitted,
             json!({"text": text, "channel": channel.as_str()}),
         ))?;
+        let round_id = round.header().round_id.to_string();
         round.complete(&state)?;
-        Ok(Some(text))
+        Ok(round_id)
     }
 }

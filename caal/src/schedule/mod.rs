@@ -7,6 +7,8 @@
 //! settled (`fired_round_id`). A claim left unsettled by a crash is released
 //! when the next process starts, so a timer rings at least once.
 
+pub mod jobs;
+
 use rusqlite::{Connection, params};
 use serde::Serialize;
 

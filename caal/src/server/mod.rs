@@ -89,6 +89,9 @@ pub fn app(state: AppState) -> Router {
         .route("/timers", get(timers))
         .route("/timers/{id}/cancel", post(cancel_timer))
         .route("/reminders/{id}/cancel", post(cancel_reminder))
+        .route("/jobs", get(jobs))
+        .route("/jobs/{id}", get(job))
+        .route("/jobs/{id}/cancel", post(cancel_job))
         .route("/pending/{id}/confirm", post(confirm))
         .route("/pending/{id}/deny", post(deny))
         .route("/buckets", get(buckets))
@@ -381,6 +384,53 @@ async fn cancel_scheduled(
         )),
         None => Err(AppError::NotFound {
             what: format!("{kind} {id} to come (it rang, was cancelled, or never was)"),
+        }),
+    }
+}
+
+#[derive(Deserialize)]
+struct JobsQuery {
+    limit: Option<usize>,
+}
+
+/// Background jobs: queued and running first, then the newest.
+async fn jobs(
+    State(state): State<AppState>,
+    Query(q): Query<JobsQuery>,
+) -> Result<Json<Value>, AppError> {
+    let engine = state.engine.clone();
+    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let list = blocking(move || Ok(engine.jobs(limit)?)).await?;
+    Ok(Json(json!({"jobs": list})))
+}
+
+async fn job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    let engine = state.engine.clone();
+    let found = blocking(move || {
+        Ok(engine
+            .state()
+            .with(|c| crate::schedule::jobs::get(c, &id))?)
+    })
+    .await?;
+    found
+        .map(|j| Json(json!(j)))
+        .ok_or_else(|| AppError::NotFound { what: "job".into() })
+}
+
+/// Stops a queued or running job, told (channel `api`) in the conversation that asked.
+async fn cancel_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    let engine = state.engine.clone();
+    let shown = id.clone();
+    match blocking(move || Ok(engine.cancel_job(&id, Channel::Api)?)).await? {
+        Some(said) => Ok(Json(json!({"cancelled": shown, "reply": said}))),
+        None => Err(AppError::NotFound {
+            what: "queued or running job (it ended, or never was)".into(),
         }),
     }
 }
