@@ -255,6 +255,34 @@ fn reminders_at_a_time_of_day_come_in_the_configured_zone() {
     let fired = h.engine.fire_due().unwrap();
     assert_eq!(fired.len(), 1);
     assert_eq!(fired[0].text, "Reminder: call mom.");
+    // Said back to the person; an alarm is a reminder to wake up; listed and cancelled by what.
+    assert_eq!(
+        h.say("default", "remind me at 9 pm to take my pills").reply,
+        "I'll remind you to take your pills at 9 pm."
+    );
+    assert_eq!(
+        h.say("default", "set an alarm for 6:45 am").reply,
+        "I'll remind you to wake up tomorrow at 6:45 am."
+    );
+    assert_eq!(
+        h.say("default", "what are my reminders").reply,
+        "4 reminders: feed the cat at 8:30 pm, take your pills at 9 pm, wake up tomorrow at 6:45 am and water the plants tomorrow at 9 am."
+    );
+    let r = h.say("default", "cancel the reminder");
+    assert_eq!(r.status, "failed", "four: it asks which");
+    assert_eq!(
+        h.say("default", "cancel the reminder to feed the cat")
+            .reply,
+        "I won't remind you to feed the cat."
+    );
+    assert_eq!(
+        h.say("default", "remind me to call the plumber").reply,
+        "I couldn't remind you to call the plumber: say when: \"in 20 minutes\" or \"at 6 pm\"."
+    );
+    assert_eq!(
+        h.say("default", "set a timer").reply,
+        "I can't do that: say how long, for example \"for 10 minutes\"."
+    );
 }
 
 #[test]

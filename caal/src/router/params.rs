@@ -275,6 +275,14 @@ fn parse_one(
         ParamKind::Duration => {
             let s = parse_duration(text)
                 .ok_or_else(|| bad(format!("I could not read {text:?} as a duration")))?;
+            // "Set a timer": no length said (a template's "0h0m0s").
+            if s == 0 && !spec.optional {
+                return Err(ParamProblem {
+                    param: name.to_owned(),
+                    code: "validator.missing_param",
+                    message: "say how long, for example \"for 10 minutes\"".into(),
+                });
+            }
             range(s as f64, human_duration(s))?;
             Ok(ParamValue::Seconds(s))
         }

@@ -79,6 +79,25 @@ pub fn human_left(ms: i64) -> String {
     }
 }
 
+/// What someone asked to be reminded of, said back to them: "take my
+/// pills" → "take your pills".
+pub fn said_back(what: &str) -> String {
+    what.split(' ')
+        .map(|w| match w {
+            "my" => "your",
+            "me" => "you",
+            "i" | "I" => "you",
+            "i'm" | "I'm" => "you're",
+            "myself" => "yourself",
+            "mine" => "yours",
+            "our" => "your",
+            "us" => "you",
+            w => w,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A reminder not yet rung nor cancelled.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Reminder {
@@ -275,7 +294,7 @@ impl Due {
     pub fn announcement(&self, late_ms: i64) -> String {
         let said = match self {
             Due::Timer(t) => format!("Your {} is done.", t.label()),
-            Due::Reminder(r) => format!("Reminder: {}.", r.what.trim_end_matches('.')),
+            Due::Reminder(r) => format!("Reminder: {}.", said_back(r.what.trim_end_matches('.'))),
         };
         if late_ms >= LATE_MS {
             format!(

@@ -25,6 +25,8 @@ pub const COMMANDS: &[&str] = &[
     "timer.subtract",
     "timer.status",
     "reminder.add",
+    "reminder.list",
+    "reminder.cancel",
 ];
 
 fn text<'a>(call: &'a ToolCall<'_>, name: &str) -> Option<&'a str> {
@@ -116,8 +118,10 @@ pub fn run_in(c: &Connection, call: &ToolCall<'_>, tz: &TimeZone) -> rusqlite::R
     let now = call.now_ms;
     let conversation = call.conversation_id;
     let id = call.command.command_id.as_str();
-    if id == "reminder.add" {
-        return remind(c, call, tz);
+    match id {
+        "reminder.add" => return remind(c, call, tz),
+        "reminder.list" | "reminder.cancel" => return reminders(c, call, tz),
+        _ => {}
     }
     let timers = schedule::timers(c, Some(conversation))?;
     let sel = selector(call);
@@ -286,6 +290,67 @@ fn remind(c: &Connection, call: &ToolCall<'_>, tz: &TimeZone) -> rusqlite::Resul
     let id = schedule::add_reminder(c, call.conversation_id, what, due, call.round_id)?;
     Ok(ToolOutcome::ok(
         json!({"reminder_id": id, "due_at": rfc3339_ms(due), "time_zone": tz.iana_name()}),
-        format!("I'll remind you to {what} {when}."),
+        format!("I'll remind you to {} {when}.", schedule::said_back(what)),
     ))
+}
+
+/// "what are my reminders", "cancel the reminder [to call mom]".
+fn reminders(c: &Connection, call: &ToolCall<'_>, tz: &TimeZone) -> rusqlite::Result<ToolOutcome> {
+    let now = call.now_ms;
+    let all = schedule::reminders(c, Some(call.conversation_id))?;
+    let described = |r: &schedule::Reminder| {
+        format!(
+            "{} {}",
+            schedule::said_back(&r.what),
+            clock::describe(r.due_at_ms, now, tz)
+        )
+    };
+    let listed = |rs: &[&schedule::Reminder]| {
+        let parts: Vec<String> = rs.iter().map(|r| described(r)).collect();
+        let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+        crate::auth::join_with(&parts, "and")
+    };
+    let every: Vec<&schedule::Reminder> = all.iter().collect();
+    if call.command.command_id == "reminder.list" {
+        let message = match every.as_slice() {
+            [] => "You have no reminders.".to_owned(),
+            [one] => format!("One reminder: {}.", described(one)),
+            many => format!("{} reminders: {}.", many.len(), listed(many)),
+        };
+        let ids: Vec<i64> = all.iter().map(|r| r.id).collect();
+        return Ok(ToolOutcome::ok(json!({"reminders": ids}), message));
+    }
+    let wanted = text(call, "what").map(crate::understand::normalize);
+    let found: Vec<&schedule::Reminder> = every
+        .iter()
+        .copied()
+        .filter(|r| {
+            wanted.as_deref().is_none_or(|w| {
+                let have = crate::understand::normalize(&r.what);
+                have.contains(w) || w.contains(have.as_str())
+            })
+        })
+        .collect();
+    Ok(match (found.as_slice(), every.len()) {
+        (_, 0) => ToolOutcome::failed("you have no reminders".to_owned(), false),
+        ([], _) => ToolOutcome::failed(
+            format!("no reminder is about that; you have {}", listed(&every)),
+            false,
+        ),
+        ([one], _) => {
+            schedule::cancel_reminder(c, one.id)?;
+            ToolOutcome::ok(
+                json!({"reminder_id": one.id}),
+                format!("I won't remind you to {}.", schedule::said_back(&one.what)),
+            )
+        }
+        (many, _) => ToolOutcome::failed(
+            format!(
+                "you have {} reminders, {}; say which",
+                many.len(),
+                listed(many)
+            ),
+            false,
+        ),
+    })
 }
