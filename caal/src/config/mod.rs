@@ -428,6 +428,10 @@ pub struct CommandConfig {
     #[serde(default)]
     pub params: BTreeMap<String, ParamSpec>,
     pub undo: Option<UndoConfig>,
+    /// What "don't …" of this command asks for, when it asks for something
+    /// ("don't remind me to call mom": cancel that reminder); without it a
+    /// negated request is only acknowledged and nothing runs.
+    pub negation: Option<UndoConfig>,
     /// False for read-only commands: those are retried after transient failures.
     #[serde(default = "yes")]
     pub side_effects: bool,

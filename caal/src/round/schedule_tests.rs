@@ -275,6 +275,16 @@ fn reminders_at_a_time_of_day_come_in_the_configured_zone() {
             .reply,
         "I won't remind you to feed the cat."
     );
+    // "Don't remind me to …" cancels that reminder rather than only saying it won't.
+    assert_eq!(
+        h.say("default", "don't remind me to take my pills").reply,
+        "I won't remind you to take your pills."
+    );
+    assert_eq!(h.engine.scheduled(None).unwrap().reminders.len(), 2);
+    assert_eq!(
+        h.say("default", "don't unlock the front door").reply,
+        "Okay, I won't unlock the front door."
+    );
     assert_eq!(
         h.say("default", "remind me to call the plumber").reply,
         "I couldn't remind you to call the plumber: say when: \"in 20 minutes\" or \"at 6 pm\"."

@@ -820,23 +820,28 @@ fn compile_commands(
         );
     }
     for (id, spec) in &out {
-        if let Some(undo) = &spec.config.undo {
-            let target = out.get(&undo.command).ok_or_else(|| ConfigError::Item {
+        let named = [
+            ("undo", &spec.config.undo),
+            ("negation", &spec.config.negation),
+        ];
+        for (key, other) in named {
+            let Some(other) = other else { continue };
+            let target = out.get(&other.command).ok_or_else(|| ConfigError::Item {
                 what: "command",
                 name: id.clone(),
                 problem: format!(
-                    "undo names command {:?}, which is not defined",
-                    undo.command
+                    "{key} names command {:?}, which is not defined",
+                    other.command
                 ),
             })?;
-            for name in undo.params.keys() {
+            for name in other.params.keys() {
                 if !target.config.params.contains_key(name) {
                     return Err(ConfigError::Item {
                         what: "command",
                         name: id.clone(),
                         problem: format!(
-                            "undo passes `{name}`, which is not a parameter of {}",
-                            undo.command
+                            "{key} passes `{name}`, which is not a parameter of {}",
+                            other.command
                         ),
                     });
                 }

@@ -432,6 +432,31 @@ impl Router {
                 .map(str::trim)
         })?;
         let inner = self.command_of(rest, context)?;
+        // A command whose "don't" asks for something ("don't remind me to
+        // call mom": cancel that reminder) becomes that request.
+        if let Intent::Chain(chain) = &inner.intent
+            && let [command] = chain.commands.as_slice()
+            && let Some(negation) = self
+                .commands
+                .get(&command.command_id)
+                .and_then(|spec| spec.config.negation.as_ref())
+        {
+            let raw: BTreeMap<String, String> = negation
+                .params
+                .iter()
+                .map(|(k, t)| (k.clone(), crate::router::render(t, &command.params)))
+                .collect();
+            let source = Some(format!("negation:{}", command.command_id));
+            let built = self
+                .resolve_command(&negation.command, raw.clone(), source.clone(), None)
+                .map(|c| CommandChain::new(vec![c], None, None))
+                .map_err(|problem| (negation.command.clone(), problem));
+            let mut d = self.chain_decision("intent.command", source, built, &raw);
+            d.layer = "negation";
+            d.understood = Some(json!({"layer": "negation", "negated": command.command_id,
+                                       "asks": negation.command}));
+            return Some(d);
+        }
         let summary = match &inner.intent {
             Intent::Chain(chain) => chain.summary.clone(),
             _ => rest.to_owned(),
