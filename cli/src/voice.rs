@@ -88,22 +88,34 @@ pub fn voice(
     caal::voice::audio::decode_wav(&bytes, &what)?;
     let engine = crate::open_engine(data_dir, config, crate::Start::Lazy)?;
     let listened: Listened = engine.listen_wav(&conversation, &bytes, &what)?;
+    if !json {
+        if listened.utterances.is_empty() {
+            eprintln!("no speech heard in {what}; nothing was recorded");
+        }
+        for u in &listened.utterances {
+            match &u.round {
+                Some(r) => println!(
+                    "heard: {} ({:.0}% sure)\n{}",
+                    u.transcript.text,
+                    u.transcript.confidence * 100.0,
+                    r.reply
+                ),
+                None => println!("heard nothing to act on ({})", u.transcript.text),
+            }
+        }
+    }
+    // As `caal say`: what is overdue rings, and a job asked for runs, before this exits.
+    let mut rang = engine.fire_due()?;
+    rang.extend(engine.run_jobs_now()?);
     if json {
-        println!("{}", serde_json::to_string(&listened)?);
-        return Ok(());
-    }
-    if listened.utterances.is_empty() {
-        eprintln!("no speech heard in {what}; nothing was recorded");
-    }
-    for u in &listened.utterances {
-        match &u.round {
-            Some(r) => println!(
-                "heard: {} ({:.0}% sure)\n{}",
-                u.transcript.text,
-                u.transcript.confidence * 100.0,
-                r.reply
-            ),
-            None => println!("heard nothing to act on ({})", u.transcript.text),
+        let mut out = serde_json::to_value(&listened)?;
+        if !rang.is_empty() {
+            out["notifications"] = serde_json::json!(rang);
+        }
+        println!("{out}");
+    } else {
+        for n in &rang {
+            println!("{}", crate::timers::bell(n, conversation.as_str()));
         }
     }
     Ok(())

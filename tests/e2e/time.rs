@@ -375,3 +375,22 @@ fn a_research_job_killed_mid_answer_is_queued_again_and_told_after_the_restart()
     );
     assert_eq!(sb.run(&["trace", "verify"]).code, 0);
 }
+
+#[test]
+fn caal_voice_rings_what_is_overdue_after_its_rounds() {
+    let sb = Sandbox::new();
+    sb.run(&["say", "set an egg timer for 1 second"]).ok();
+    thread::sleep(Duration::from_millis(1500));
+    let wav = crate::voice::espeak(sb.path(), "kitchen.wav", "turn on the kitchen lights");
+    let run = sb.run(&["voice", wav.to_str().unwrap()]).ok();
+    assert!(
+        run.stdout.contains("Okay, the kitchen lights are on."),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.ends_with("🔔 Your egg timer is done.\n"),
+        "{}",
+        run.stdout
+    );
+}
