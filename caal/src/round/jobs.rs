@@ -78,10 +78,10 @@ impl Engine {
     /// cancelled meanwhile) the telling in the asking conversation.
     fn run_job(&self, job: &Job) -> Result<Option<Notification>, StoreError> {
         let asked = job.conversation_id.as_str();
-        let bucket = asked
+        let conversation: crate::ids::ConversationId = asked
             .parse()
-            .map(|c| BucketId::for_conversation(&c))
             .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
+        let bucket = BucketId::for_conversation(&conversation);
         let work_conversation = format!("job-{}", job.id);
         let (work, _) = self.recorded_round(
             &work_conversation,
@@ -97,11 +97,7 @@ impl Engine {
             json!({"job_id": job.job_id, "status": "running", "progress": 0.0, "attempt": job.attempts,
                    "asked_in": asked}),
         ))?;
-        let state = self.conversation_state(
-            &asked
-                .parse()
-                .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?,
-        )?;
+        let state = self.conversation_state(&conversation)?;
         let (status, text) = match &self.llm {
             None => (
                 "failed",

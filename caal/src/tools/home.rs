@@ -34,10 +34,7 @@ pub fn supports(command_id: &str) -> bool {
 }
 
 fn text<'a>(call: &'a ToolCall<'_>, name: &str) -> &'a str {
-    match call.command.params.get(name) {
-        Some(ParamValue::Text(s)) => s,
-        _ => "",
-    }
+    call.text(name).unwrap_or("")
 }
 
 fn number(call: &ToolCall<'_>, name: &str) -> f64 {

@@ -147,6 +147,16 @@ pub struct ToolCall<'a> {
     pub now_ms: i64,
 }
 
+impl ToolCall<'_> {
+    /// A text parameter as given, if one was (and is not blank).
+    pub(crate) fn text(&self, name: &str) -> Option<&str> {
+        match self.command.params.get(name) {
+            Some(crate::router::ParamValue::Text(s)) if !s.trim().is_empty() => Some(s),
+            _ => None,
+        }
+    }
+}
+
 /// The executors, configured.
 pub struct Tools {
     state: Arc<StateDb>,

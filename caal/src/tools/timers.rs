@@ -29,13 +29,6 @@ pub const COMMANDS: &[&str] = &[
     "reminder.cancel",
 ];
 
-fn text<'a>(call: &'a ToolCall<'_>, name: &str) -> Option<&'a str> {
-    match call.command.params.get(name) {
-        Some(ParamValue::Text(s)) if !s.trim().is_empty() => Some(s),
-        _ => None,
-    }
-}
-
 fn seconds(call: &ToolCall<'_>, name: &str) -> Option<u64> {
     match call.command.params.get(name) {
         Some(ParamValue::Seconds(s)) if *s > 0 => Some(*s),
@@ -45,7 +38,7 @@ fn seconds(call: &ToolCall<'_>, name: &str) -> Option<u64> {
 
 fn selector(call: &ToolCall<'_>) -> Selector {
     Selector {
-        name: text(call, "name").map(schedule::name_key),
+        name: call.text("name").map(schedule::name_key),
         start_seconds: seconds(call, "start"),
     }
 }
@@ -128,7 +121,8 @@ pub fn run_in(c: &Connection, call: &ToolCall<'_>, tz: &TimeZone) -> rusqlite::R
     Ok(match id {
         "timer.set" => {
             let s = seconds(call, "duration").unwrap_or(0);
-            let name = text(call, "name")
+            let name = call
+                .text("name")
                 .map(schedule::name_key)
                 .filter(|n| !n.is_empty());
             let timer_id =
@@ -260,11 +254,8 @@ pub fn run_in(c: &Connection, call: &ToolCall<'_>, tz: &TimeZone) -> rusqlite::R
 /// "remind me to call mom in 20 minutes" / "at 6 pm".
 fn remind(c: &Connection, call: &ToolCall<'_>, tz: &TimeZone) -> rusqlite::Result<ToolOutcome> {
     let now = call.now_ms;
-    let what = text(call, "what")
-        .unwrap_or("")
-        .trim()
-        .trim_end_matches('.');
-    let at = text(call, "at").map(str::parse::<clock::TimeOfDay>);
+    let what = call.text("what").unwrap_or("").trim().trim_end_matches('.');
+    let at = call.text("at").map(str::parse::<clock::TimeOfDay>);
     let (due, when) = match (seconds(call, "duration"), at) {
         (Some(s), _) => (
             now + i64::try_from(s).unwrap_or(i64::MAX / 4_000) * 1000,
@@ -320,7 +311,7 @@ fn reminders(c: &Connection, call: &ToolCall<'_>, tz: &TimeZone) -> rusqlite::Re
         let ids: Vec<i64> = all.iter().map(|r| r.id).collect();
         return Ok(ToolOutcome::ok(json!({"reminders": ids}), message));
     }
-    let wanted = text(call, "what").map(crate::understand::normalize);
+    let wanted = call.text("what").map(crate::understand::normalize);
     let found: Vec<&schedule::Reminder> = every
         .iter()
         .copied()
