@@ -33,11 +33,7 @@ fn free_port() -> u16 {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
+    crate::support::agent(30)
 }
 
 /// One WebDriver command: (method, path under /session/{id}, body) -> value.
@@ -136,6 +132,19 @@ impl Browser {
         )
     }
 
+    /// The page at `url`, signed in with the token, its live stream connected.
+    fn open_page(&self, url: &str) {
+        self.command(
+            "POST",
+            "/url",
+            json!({"url": format!("{url}/#token={TOKEN}")}),
+        );
+        self.wait_for(
+            "the live stream connected",
+            "return document.getElementById('live').textContent === 'live'",
+        );
+    }
+
     /// Waits until `source` returns something truthy in the page.
     fn wait_for(&self, what: &str, source: &str) -> Value {
         let started = Instant::now();
@@ -168,15 +177,7 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
     let url = served.url.clone();
 
     let (_driver, browser) = Browser::launch(&[]);
-    browser.command(
-        "POST",
-        "/url",
-        json!({"url": format!("{url}/#token={TOKEN}")}),
-    );
-    browser.wait_for(
-        "the live stream connected",
-        "return document.getElementById('live').textContent === 'live'",
-    );
+    browser.open_page(&url);
 
     // A round through the API appears on the page, live.
     let chat = |text: &str| {
@@ -309,15 +310,7 @@ fn the_page_counts_a_timer_down_and_rings_when_it_is_done() {
     let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
     let url = served.url.clone();
     let (_driver, browser) = Browser::launch(&[]);
-    browser.command(
-        "POST",
-        "/url",
-        json!({"url": format!("{url}/#token={TOKEN}")}),
-    );
-    browser.wait_for(
-        "the live stream connected",
-        "return document.getElementById('live').textContent === 'live'",
-    );
+    browser.open_page(&url);
     let mut said = agent()
         .post(&format!("{url}/api/chat"))
         .header("Authorization", &format!("Bearer {TOKEN}"))

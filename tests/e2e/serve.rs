@@ -2,18 +2,12 @@
 //! keeps in the data dir, refuses to face a network without a configured
 //! token, and stops cleanly on SIGTERM.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::support::Sandbox;
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into()
+    crate::support::agent(10)
 }
 
 #[test]

@@ -281,3 +281,12 @@ impl Drop for Peer {
         self.server.unblock();
     }
 }
+
+/// An HTTP client for the tests: statuses are answers, not errors.
+pub fn agent(timeout_s: u64) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(timeout_s)))
+        .build()
+        .into()
+}

@@ -21,11 +21,7 @@ use crate::{
 const TOKEN: &str = "time-test-token-0123456789abcdef";
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
+    crate::support::agent(30)
 }
 
 fn chat(url: &str, conversation: &str, text: &str) -> Value {
