@@ -133,6 +133,14 @@ pub fn parse(text: &str) -> Option<TimeOfDay> {
                 tomorrow: true,
             });
         }
+        // "930" alone may be a count ("buy 500"); with "pm" or "tomorrow" it is a time.
+        c if c.bytes().all(|b| b.is_ascii_digit())
+            && c.len() > 2
+            && half.is_none()
+            && !tomorrow =>
+        {
+            return None;
+        }
         _ => clock_words(core)?,
     };
     if hour > 23 || minute > 59 {
@@ -166,6 +174,11 @@ fn clock_words(core: &str) -> Option<(u8, u8)> {
     if let Some((h, m)) = core.split_once([':', '.'])
         && m.len() == 2
     {
+        return Some((h.parse().ok()?, m.parse().ok()?));
+    }
+    // "930", "1830" (how speech to text writes "nine thirty", "eighteen thirty").
+    if (3..=4).contains(&core.len()) && core.bytes().all(|b| b.is_ascii_digit()) {
+        let (h, m) = core.split_at(core.len() - 2);
         return Some((h.parse().ok()?, m.parse().ok()?));
     }
     for (word, after) in [
@@ -352,6 +365,11 @@ mod tests {
         assert_eq!(p("9 am tomorrow"), "tomorrow 09:00");
         assert_eq!(p("tomorrow morning at 7"), "tomorrow 07:00");
         assert_eq!(p("0:15"), "00:15");
+        assert_eq!(p("930 tomorrow morning"), "tomorrow 09:30");
+        assert_eq!(p("630 pm"), "18:30");
+        assert_eq!(p("1830"), "-");
+        assert_eq!(p("500"), "-");
+        assert_eq!(p("960 pm"), "-");
         // Not times.
         assert_eq!(p("25:00"), "-");
         assert_eq!(p("13 pm"), "-");
