@@ -402,22 +402,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             if !json {
                 println!("{}", result.reply);
             }
-            // Nothing else rings while this holds the data dir: what is
-            // overdue (or came due during the round) rings now, and a job
-            // this round (or an earlier one) queued runs now.
-            let mut rang = engine.fire_due().map_err(anyhow::Error::from)?;
-            rang.extend(engine.run_jobs_now().map_err(anyhow::Error::from)?);
-            if json {
-                let mut out = serde_json::to_value(&result).map_err(anyhow::Error::from)?;
-                if !rang.is_empty() {
-                    out["notifications"] = serde_json::json!(rang);
-                }
-                println!("{out}");
-            } else {
-                for n in &rang {
-                    println!("{}", timers::bell(n, conversation.as_str()));
-                }
-            }
+            timers::ring_and_print(&engine, &result, json, conversation.as_str())?;
         }
         Command::Chat { conversation } => {
             let conversation = parse_conversation(&conversation.conversation)?;

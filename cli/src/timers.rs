@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use caal::{
     config::Config,
-    round::{Channel, Notification, Scheduled, scheduled_in},
+    round::{Channel, Engine, Notification, Scheduled, scheduled_in},
     schedule::human_left,
     state::{Clock, SystemClock},
 };
@@ -101,4 +101,31 @@ pub fn bell(n: &Notification, mine: &str) -> String {
     } else {
         format!("🔔 ({}) {}", n.conversation_id, n.text)
     }
+}
+
+/// After a one-shot command's rounds (`caal say`, `caal voice`): nothing else
+/// rings while it holds the data dir, so what is overdue rings now and a job
+/// it (or an earlier one) queued runs now. With `json`, `result` is printed
+/// with those as `notifications`; else (the replies already printed) a bell
+/// line each.
+pub fn ring_and_print(
+    engine: &Engine,
+    result: &impl serde::Serialize,
+    json: bool,
+    mine: &str,
+) -> Result<()> {
+    let mut rang = engine.fire_due()?;
+    rang.extend(engine.run_jobs_now()?);
+    if json {
+        let mut out = serde_json::to_value(result)?;
+        if !rang.is_empty() {
+            out["notifications"] = serde_json::json!(rang);
+        }
+        println!("{out}");
+    } else {
+        for n in &rang {
+            println!("{}", bell(n, mine));
+        }
+    }
+    Ok(())
 }

@@ -104,20 +104,7 @@ pub fn voice(
             }
         }
     }
-    // As `caal say`: what is overdue rings, and a job asked for runs, before this exits.
-    let mut rang = engine.fire_due()?;
-    rang.extend(engine.run_jobs_now()?);
-    if json {
-        let mut out = serde_json::to_value(&listened)?;
-        if !rang.is_empty() {
-            out["notifications"] = serde_json::json!(rang);
-        }
-        println!("{out}");
-    } else {
-        for n in &rang {
-            println!("{}", crate::timers::bell(n, conversation.as_str()));
-        }
-    }
+    crate::timers::ring_and_print(&engine, &listened, json, conversation.as_str())?;
     Ok(())
 }
 
