@@ -1,5 +1,6 @@
 //! End-to-end tests: the real `caal` binary on temp data dirs.
 
+mod boundary;
 mod browser;
 mod home;
 mod llm;

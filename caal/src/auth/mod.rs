@@ -7,6 +7,7 @@
 //! pending confirmation, the utterance and the clock, so the same code the
 //! engine runs is what the property tests exercise.
 
+pub mod boundary;
 mod gate;
 pub mod store;
 

@@ -3,16 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::OptionalExtension;
 
 use super::Pending;
 use crate::{
     ids::ConversationId,
     state::{StateDb, lock},
-    trace::{SCHEMA_VERSION, StoreError},
+    trace::StoreError,
 };
 
-fn corrupt(e: serde_json::Error) -> rusqlite::Error {
+pub(crate) fn corrupt(e: serde_json::Error) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
 }
 
@@ -39,43 +39,6 @@ impl StateDb {
         })
     }
 
-    /// Replaces (or clears) the conversation's pending confirmation.
-    pub fn set_pending(
-        &self,
-        conversation: &ConversationId,
-        pending: Option<&Pending>,
-    ) -> Result<(), StoreError> {
-        self.write_pending(conversation, pending)?;
-        lock(&self.pendings).insert(conversation.to_string(), pending.cloned());
-        Ok(())
-    }
-
-    fn write_pending(
-        &self,
-        conversation: &ConversationId,
-        pending: Option<&Pending>,
-    ) -> Result<(), StoreError> {
-        self.with(|c| {
-            match pending {
-                None => {
-                    c.prepare_cached("DELETE FROM pending_confirmations WHERE conversation_id = ?1")?
-                        .execute([conversation.as_str()])?;
-                }
-                Some(p) => {
-                    let body = serde_json::to_string(p).map_err(corrupt)?;
-                    c.prepare_cached(
-                        "INSERT INTO pending_confirmations (conversation_id, schema_version, confirmation_id, body, expires_at_ms)
-                         VALUES (?1, ?2, ?3, ?4, ?5)
-                         ON CONFLICT (conversation_id) DO UPDATE SET confirmation_id = excluded.confirmation_id,
-                           body = excluded.body, expires_at_ms = excluded.expires_at_ms",
-                    )?
-                    .execute(params![conversation.as_str(), SCHEMA_VERSION, p.confirmation_id, body, p.expires_at_ms])?;
-                }
-            }
-            Ok(())
-        })
-    }
-
     /// Pending confirmations, of one conversation or all, oldest first.
     pub fn pendings(
         &self,
@@ -94,27 +57,6 @@ impl StateDb {
                 Ok((conversation, serde_json::from_str(&body).map_err(corrupt)?))
             })
             .collect()
-        })
-    }
-
-    pub fn record_undo(&self, undo: &UndoRecord) -> Result<(), StoreError> {
-        self.with(|c| {
-            c.prepare_cached(
-                "INSERT INTO undo_records (schema_version, conversation_id, command_id, call_id, summary, undo_command,
-                   undo_params, executed_at_ms, expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(params![
-                SCHEMA_VERSION,
-                undo.conversation_id,
-                undo.command_id,
-                undo.call_id,
-                undo.summary,
-                undo.undo_command,
-                serde_json::to_string(&undo.undo_params).map_err(corrupt)?,
-                undo.executed_at_ms,
-                undo.expires_at_ms,
-            ])
-            .map(|_| ())
         })
     }
 
@@ -145,19 +87,13 @@ impl StateDb {
             .optional()
         })
     }
-
-    pub fn mark_undone(&self, id: i64, at_ms: i64) -> Result<(), StoreError> {
-        self.with(|c| {
-            c.prepare_cached("UPDATE undo_records SET undone_at_ms = ?2 WHERE id = ?1")?
-                .execute(params![id, at_ms])
-                .map(|_| ())
-        })
-    }
 }
 
 /// A level-2 command that ran, and how to reverse it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UndoRecord {
+    /// Its row in `state.db` (0 until it is stored; not part of the trace).
+    #[serde(skip)]
     pub id: i64,
     pub conversation_id: String,
     pub command_id: String,

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::{
     auth::{
         self, AuthLevel, Command, CommandChain, GateAction, Pending, Resolution, Utterance,
+        boundary::{Boundary, PendingChange, Undone},
         store::UndoRecord,
     },
     config::{Config, ConfigError, RouteType},
@@ -228,15 +229,6 @@ pub struct Engine {
     wake: Arc<schedule::Wake>,
 }
 
-/// What changes at the round boundary, once the round is durable.
-#[derive(Default)]
-struct Boundary {
-    state_out: Option<String>,
-    pending: Option<Option<Pending>>,
-    undo: Vec<UndoRecord>,
-    undone: Option<i64>,
-}
-
 /// What the steps of a round came to.
 struct Steps {
     reply: String,
@@ -282,6 +274,18 @@ impl Engine {
         let library = LibraryId::load_or_create(data_dir, options.library_id.as_deref())?;
         let store = TraceStore::open(&data_dir.join(DB_FILE), library, config.store.durability)?;
         let state = Arc::new(StateDb::open(&data_dir.join(STATE_FILE))?);
+        auth::boundary::arm_crash_points(&*options.env);
+        // A process that stopped between a round's trace and its state
+        // changes left the state behind the trace: bring it level.
+        if let Some(mark) = store.crashed_since() {
+            let recorded = store.reader().boundaries_after(mark)?;
+            let applied = state.reconcile(&recorded)?;
+            if applied > 0 {
+                tracing::warn!(
+                    "applied the state changes of {applied} round(s) that a stopped process had recorded but not applied"
+                );
+            }
+        }
         let memory = Arc::new(MemoryStore::open(
             &data_dir.join(MEMORY_FILE),
             &config.memory,
@@ -487,7 +491,8 @@ impl Engine {
                 return Err(e.into());
             }
         };
-        let boundary = steps.boundary;
+        let mut boundary = steps.boundary;
+        boundary.state_out = boundary.state_out.filter(|s| *s != state_in);
         // Replies quote tools and people; what reaches a screen or a speaker is scrubbed too.
         result.reply = crate::safety::global().scrub(&steps.reply).into_owned();
         result.commands = steps.commands;
@@ -496,20 +501,27 @@ impl Engine {
             result.state_out = state.clone();
         }
         let pending_after = match &boundary.pending {
-            Some(next) => next.clone(),
-            None => pending.clone(),
+            Some(PendingChange::Set(next)) => Some(next),
+            Some(PendingChange::Cleared) => None,
+            None => pending.as_ref(),
         };
-        result.pending_confirmation = pending_after.as_ref().map(PendingView::of);
+        result.pending_confirmation = pending_after.map(PendingView::of);
+        let recorded = boundary.to_json();
+        auth::boundary::crash_point("round.before_end");
         match &steps.failure {
-            None => round.complete(&result.state_out)?,
+            None => round.complete_with(&result.state_out, recorded)?,
             Some((code, reason)) => {
                 result.status = "failed".into();
                 result.failure_code = Some(code.clone());
                 result.failure_reason = Some(reason.clone());
-                round.fail(code, reason)?;
+                round.fail_with(code, reason, recorded)?;
             }
         }
-        self.apply_boundary(conversation, &state_in, boundary)?;
+        // The round is durable: now the conversation may change, all at once.
+        if !boundary.is_empty() {
+            self.state
+                .apply_boundary(conversation, header.round_seq, &boundary)?;
+        }
         // It may have set, moved or cancelled a timer.
         self.wake.poke();
         Ok(result)
@@ -545,28 +557,6 @@ impl Engine {
             json!({"raw_text": said, "channel": channel.as_str()}),
         ))?;
         Ok((round, state))
-    }
-
-    /// The round is durable: now the conversation may change.
-    fn apply_boundary(
-        &self,
-        conversation: &ConversationId,
-        state_in: &str,
-        b: Boundary,
-    ) -> Result<(), StoreError> {
-        if let Some(state) = b.state_out.filter(|s| s != state_in) {
-            self.state.set_conversation_state(conversation, &state)?;
-        }
-        if let Some(pending) = b.pending {
-            self.state.set_pending(conversation, pending.as_ref())?;
-        }
-        for undo in &b.undo {
-            self.state.record_undo(undo)?;
-        }
-        if let Some(id) = b.undone {
-            self.state.mark_undone(id, self.clock.now_ms())?;
-        }
-        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -916,7 +906,10 @@ impl Engine {
         };
         // A pending confirmation that this round resolved, replaced or started.
         if gated.resolved.is_some() || gated.pending.is_some() {
-            steps.boundary.pending = Some(gated.pending);
+            steps.boundary.pending = Some(match gated.pending {
+                Some(p) => PendingChange::Set(p),
+                None => PendingChange::Cleared,
+            });
         }
         result.reasoning = self.reasoning_update(round, narrative.as_deref(), &decisions)?;
         round.append(EventDraft::new(
@@ -1271,7 +1264,10 @@ impl Engine {
         };
         let mut steps = if ok {
             let mut s = Steps::reply(format!("Undone: {}.", record.summary));
-            s.boundary.undone = Some(record.id);
+            s.boundary.undone = Some(Undone {
+                call_id: record.call_id.clone(),
+                at_ms: self.clock.now_ms(),
+            });
             s
         } else {
             Steps::failed(

@@ -15,12 +15,12 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::{
     ids::ConversationId,
     sqlite::{STATE, check_identity, migrate, open_connection},
-    trace::{SCHEMA_VERSION, StoreError, now_timestamp},
+    trace::StoreError,
 };
 
 /// The state database's file name inside a data dir.
@@ -101,24 +101,6 @@ impl StateDb {
         })?;
         lock(&self.states).insert(conversation.to_string(), state.clone());
         Ok(state)
-    }
-
-    /// Applied at a round boundary only.
-    pub fn set_conversation_state(
-        &self,
-        conversation: &ConversationId,
-        state: &str,
-    ) -> Result<(), StoreError> {
-        self.with(|c| {
-            c.prepare_cached(
-                "INSERT INTO conversations (conversation_id, schema_version, state, updated_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (conversation_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
-            )?
-                        .execute(params![conversation.as_str(), SCHEMA_VERSION, state, now_timestamp()])
-            .map(|_| ())
-        })?;
-        lock(&self.states).insert(conversation.to_string(), Some(state.to_owned()));
-        Ok(())
     }
 
     /// Every conversation that has left its starting state, with its state.

@@ -420,6 +420,26 @@ impl TraceReader {
     }
 
     /// Every tombstone, in conversation order.
+    /// The state changes (`boundary` of `round.completed`/`round.failed`) of
+    /// the rounds recorded after `rounds_mark`, in the order they ended:
+    /// (conversation_id, round_seq, boundary JSON).
+    pub fn boundaries_after(
+        &self,
+        rounds_mark: i64,
+    ) -> Result<Vec<(String, i64, String)>, StoreError> {
+        self.with_conn(|c| {
+            let mut stmt = c.prepare(
+                "SELECT r.conversation_id, r.round_seq, json_extract(e.payload, '$.boundary')
+                 FROM rounds r JOIN events e ON e.round_row = r.id
+                 WHERE r.id > ?1 AND e.event_type IN ('round.completed', 'round.failed')
+                   AND json_extract(e.payload, '$.boundary') IS NOT NULL
+                 ORDER BY e.id",
+            )?;
+            let rows = stmt.query_map([rounds_mark], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
     pub fn tombstones(&self) -> Result<Vec<super::Tombstone>, StoreError> {
         self.with_conn(|conn| {
             let mut stmt = conn.prepare(&format!(

@@ -231,6 +231,10 @@ struct StoreInner {
     slot_freed: Condvar,
     reader: TraceReader,
     recovered: Vec<(String, i64)>,
+    /// The rounds mark of the oldest session that crashed, when the last
+    /// open found one: rounds after it may have ended without their state
+    /// changes applied (`Engine::open` reconciles them).
+    crashed_since: Option<i64>,
     stats: Arc<WriterStats>,
     commit_hook: CommitHook,
     checkpointer: Mutex<Option<(SyncSender<()>, JoinHandle<()>)>>,
@@ -295,7 +299,7 @@ impl TraceStore {
         };
         let commit_hook = writer.commit_hook.clone();
         let stats = writer.stats.clone();
-        let recovered = writer.recover_and_start_session()?;
+        let (recovered, crashed_since) = writer.recover_and_start_session()?;
 
         let reader = TraceReader::open_alongside_writer(path)?;
         let checkpointer = spawn_checkpointer(path, stats.clone())?;
@@ -316,6 +320,7 @@ impl TraceStore {
             slot_freed: Condvar::new(),
             reader,
             recovered,
+            crashed_since,
             stats,
             commit_hook,
             checkpointer: Mutex::new(Some(checkpointer)),
@@ -335,6 +340,12 @@ impl TraceStore {
     /// (conversation_id, round_seq); each now ends in `round.failed`.
     pub fn recovered(&self) -> &[(String, i64)] {
         &self.0.recovered
+    }
+
+    /// When the last open found a crashed session: the rounds mark it began
+    /// at (every round after it may need its state changes reconciled).
+    pub fn crashed_since(&self) -> Option<i64> {
+        self.0.crashed_since
     }
 
     /// Calls `hook` after every commit with the highest durable event id.
@@ -667,6 +678,32 @@ impl OpenRound {
         self.fail_nowait(failure_code, failure_reason)?.wait()
     }
 
+    /// Ends the round with `round.completed` carrying the state changes it
+    /// makes (`boundary`, applied once this is durable, and again on the
+    /// next open should the process stop in between), and waits until durable.
+    pub fn complete_with(self, state_out: &str, boundary: Option<Value>) -> Result<(), StoreError> {
+        let mut payload = json!({"status": "ok", "state_out": state_out});
+        if let Some(b) = boundary {
+            payload["boundary"] = b;
+        }
+        self.finish(EventDraft::new(EventType::RoundCompleted, payload), true)?
+            .wait()
+    }
+
+    /// Ends the round with `round.failed` carrying its state changes, as `complete_with`.
+    pub fn fail_with(
+        self,
+        failure_code: &str,
+        failure_reason: &str,
+        boundary: Option<Value>,
+    ) -> Result<(), StoreError> {
+        let mut draft = failure_draft(failure_code, failure_reason);
+        if let Some(b) = boundary {
+            draft.payload["boundary"] = b;
+        }
+        self.finish(draft, true)?.wait()
+    }
+
     /// Ends the round with `round.completed`; the returned ticket waits for durability.
     pub fn complete_nowait(self, state_out: &str) -> Result<Durable, StoreError> {
         let draft = EventDraft::new(
@@ -828,7 +865,10 @@ const INSERT_EVENT: &str =
 impl Writer {
     /// Appends `round.failed` (`crash.recovered`) to every round a crashed
     /// session left open, closes those sessions as recovered, and starts this one.
-    fn recover_and_start_session(&mut self) -> Result<Vec<(String, i64)>, StoreError> {
+    #[allow(clippy::type_complexity)]
+    fn recover_and_start_session(
+        &mut self,
+    ) -> Result<(Vec<(String, i64)>, Option<i64>), StoreError> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         match self.recover_inner() {
             Ok(recovered) => {
@@ -842,7 +882,8 @@ impl Writer {
         }
     }
 
-    fn recover_inner(&mut self) -> Result<Vec<(String, i64)>, StoreError> {
+    #[allow(clippy::type_complexity)]
+    fn recover_inner(&mut self) -> Result<(Vec<(String, i64)>, Option<i64>), StoreError> {
         let unclosed: Vec<(i64, i64)> = {
             let mut stmt = self.conn.prepare(
                 "SELECT s.id, s.rounds_mark FROM writer_sessions s
@@ -852,7 +893,8 @@ impl Writer {
                 .collect::<Result<_, _>>()?
         };
         let mut recovered = Vec::new();
-        if let Some(mark) = unclosed.iter().map(|(_, m)| *m).min() {
+        let crashed_since = unclosed.iter().map(|(_, m)| *m).min();
+        if let Some(mark) = crashed_since {
             let open: Vec<(String, String, i64)> = {
                 let mut stmt = self.conn.prepare(
                     "SELECT r.round_id, r.conversation_id, r.round_seq FROM rounds r
@@ -907,7 +949,7 @@ impl Writer {
             params![SCHEMA_VERSION, now_timestamp(), std::process::id(), env!("CARGO_PKG_VERSION"), mark],
         )?;
         self.session_id = self.conn.last_insert_rowid();
-        Ok(recovered)
+        Ok((recovered, crashed_since))
     }
 
     fn run(mut self, rx: Receiver<WriteOp>) {
