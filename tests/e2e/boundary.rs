@@ -38,15 +38,12 @@ fn say_and_crash(sb: &Sandbox, conversation: &str, text: &str, point: &str) {
     );
 }
 
+/// Pending confirmation ids and undoable call ids.
+type Sides = (BTreeSet<String>, BTreeSet<String>);
+
 /// What the trace says should be waiting and undoable, and what state.db
 /// has: (pending confirmation ids, undoable call ids), each side.
-fn agreement(
-    sb: &Sandbox,
-    conversation: &str,
-) -> (
-    (BTreeSet<String>, BTreeSet<String>),
-    (BTreeSet<String>, BTreeSet<String>),
-) {
+fn agreement(sb: &Sandbox, conversation: &str) -> (Sides, Sides) {
     let trace = Connection::open(sb.db()).unwrap();
     // Events of rounds that ended on their own (not closed by crash recovery).
     let events: Vec<(String, String, Option<String>)> = trace

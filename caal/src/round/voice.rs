@@ -240,7 +240,6 @@ impl Engine {
         round: &OpenRound,
         voice: Option<&VoiceInput>,
         intent: &Intent,
-        channel: Channel,
     ) -> Result<Option<Steps>, StoreError> {
         let Some(v) = voice else { return Ok(None) };
         let min = self.config.voice.min_confidence;
@@ -258,12 +257,7 @@ impl Engine {
             )
             .with_status(EventStatus::Failed),
         )?;
-        let steps = Steps::reply(SAY_AGAIN);
-        round.append(EventDraft::new(
-            EventType::OutputEmitted,
-            json!({"text": steps.reply, "channel": channel.as_str()}),
-        ))?;
-        Ok(Some(steps))
+        Ok(Some(Steps::reply(SAY_AGAIN)))
     }
 
     /// Pins, unpins or sweeps kept audio; each change is recorded as a

@@ -1,0 +1,388 @@
+//! The act stage's work: running a chain of commands in order (each an
+//! `execute` step, a governed one with its receipt), one tool call with its
+//! bounded retries, undo inside its window, and what is not a matter of
+//! authority (a reply, invalid parameters, an ambiguity, memory).
+
+use serde_json::json;
+
+use super::{CommandRun, Engine, OverrideReason, RetryNote, Steps};
+use crate::{
+    auth::{Command, CommandChain, boundary::Undone, store::UndoRecord},
+    ids::CallId,
+    reasoning::ToolDecision,
+    router::{CommandSpec, Intent, RouteDecision, render, render_with},
+    tools::{ToolCall, ToolStatus},
+    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
+};
+
+impl Engine {
+    /// Input that is not a matter of authority.
+    pub(super) fn proceed(
+        &self,
+        round: &OpenRound,
+        text: &str,
+        decision: &RouteDecision,
+        now: i64,
+    ) -> Result<Steps, StoreError> {
+        Ok(match &decision.intent {
+            Intent::Reply(text) => Steps::reply(text.clone()),
+            Intent::Invalid {
+                command_id,
+                problem,
+            } => {
+                round.append(
+                    EventDraft::new(
+                        EventType::ValidatorRan,
+                        json!({"validator_id": "params", "code": problem.code, "status": "error", "message": problem.message,
+                               "details": {"command_id": command_id, "param": problem.param}}),
+                    )
+                    .with_status(EventStatus::Failed),
+                )?;
+                Steps::failed(
+                    format!("I can't do that: {}.", problem.message),
+                    "params.invalid",
+                    problem.message.clone(),
+                )
+            }
+            Intent::Ambiguous { candidates } => {
+                let options = candidates
+                    .iter()
+                    .map(|c| format!("\"{c}\""))
+                    .collect::<Vec<_>>()
+                    .join(" or ");
+                Steps::reply(format!(
+                    "Did you mean {options}? Please say it another way."
+                ))
+            }
+            Intent::Undo => self.undo(round, now)?,
+            Intent::Memory { op, subject } => {
+                self.memory_command(round, text, *op, subject.as_deref(), now)?
+            }
+            Intent::Unsupported(route) => Steps::failed(
+                format!("I can't do {} requests yet.", route.as_str()),
+                "route.unsupported",
+                format!(
+                    "the {} route needs a capability this build does not have yet",
+                    route.as_str()
+                ),
+            ),
+            Intent::Chain(_) | Intent::Confirm | Intent::Deny => {
+                unreachable!("the gate decides chains, confirmations and denials")
+            }
+            Intent::Think { .. } => unreachable!("a model was asked (or not) before the gate"),
+        })
+    }
+
+    pub(super) fn record_params_ok(
+        &self,
+        round: &OpenRound,
+        chain: &CommandChain,
+    ) -> Result<(), StoreError> {
+        round.append(EventDraft::new(
+            EventType::ValidatorRan,
+            json!({"validator_id": "params", "code": "validator.ok", "status": "ok",
+                   "message": format!("parameters of {} command(s) are valid", chain.commands.len())}),
+        ))
+    }
+
+    /// Runs a chain in order; a failure skips the rest. Each command run is
+    /// an `execute` (or `error`) step, and a governed one gets its receipt.
+    pub(super) fn execute_chain(
+        &self,
+        round: &OpenRound,
+        chain: &CommandChain,
+        confirmations: u8,
+        override_reason: Option<OverrideReason>,
+        now: i64,
+    ) -> Result<Steps, StoreError> {
+        let mut steps = Steps::reply("");
+        let mut replies = Vec::new();
+        let header = round.header();
+        for command in &chain.commands {
+            if let Some((_, reason)) = &steps.failure {
+                round.append(
+                    EventDraft::new(
+                        EventType::CommandExecuted,
+                        json!({"command_id": command.command_id, "status": "skipped", "auth_level": command.auth_level,
+                               "result": {"reason": format!("not run: {reason}")}, "chain_id": chain.chain_id}),
+                    )
+                    .with_status(EventStatus::Skipped),
+                )?;
+                steps.commands.push(CommandRun {
+                    command_id: command.command_id.clone(),
+                    call_id: None,
+                    status: "skipped".into(),
+                });
+                continue;
+            }
+            let Some(spec) = self.router.command(&command.command_id) else {
+                continue;
+            };
+            let (call_id, outcome) =
+                self.run_tool(round, command, spec, now, &mut steps.retries)?;
+            let ok = outcome.status == ToolStatus::Ok;
+            round.append(
+                EventDraft::new(
+                    EventType::CommandExecuted,
+                    json!({
+                        "command_id": command.command_id,
+                        "status": if ok { "ok" } else { "failed" },
+                        "result": outcome.result,
+                        "auth_level": command.auth_level,
+                        "chain_id": chain.chain_id,
+                        "chain_level": chain.chain_level,
+                        "confirmations": confirmations,
+                    }),
+                )
+                .with_call(call_id)
+                .with_status(if ok {
+                    EventStatus::Ok
+                } else {
+                    EventStatus::Failed
+                }),
+            )?;
+            steps.commands.push(CommandRun {
+                command_id: command.command_id.clone(),
+                call_id: Some(call_id.to_string()),
+                status: outcome.status.as_str().into(),
+            });
+            self.tool_result_step(
+                round,
+                &command.command_id,
+                &call_id.to_string(),
+                &outcome,
+                crate::reasoning::StepType::ToolResult,
+            )?;
+            if let Some(d) = &command.decision {
+                let settled = if confirmations > 0 {
+                    "confirmed"
+                } else {
+                    "not_required"
+                };
+                self.receipt(
+                    round,
+                    &command.command_id,
+                    json!(command.params),
+                    d,
+                    Some(call_id.to_string()),
+                    if ok { "ok" } else { "failed" },
+                    settled,
+                    confirmations,
+                    override_reason.map(OverrideReason::as_str),
+                )?;
+            }
+            if !ok {
+                replies.push(format!(
+                    "I couldn't {}: {}.",
+                    command.summary, outcome.message
+                ));
+                steps.failure = Some((
+                    "tool.failed".into(),
+                    format!("{}: {}", command.command_id, outcome.message),
+                ));
+                continue;
+            }
+            replies.push(crate::router::all_the(render_with(
+                &spec.config.reply,
+                |name| match name {
+                    "result" => Some(outcome.message.clone()),
+                    _ => command.params.get(name).map(ToString::to_string),
+                },
+            )));
+            if let Some(state) = outcome.state_out {
+                steps.boundary.state_out = Some(state);
+            }
+            if command.auth_level.undoable()
+                && let Some(undo) = &spec.config.undo
+            {
+                let window = i64::try_from(self.config.authority.undo_window_seconds)
+                    .unwrap_or(i64::MAX / 4)
+                    * 1000;
+                steps.boundary.undo.push(UndoRecord {
+                    id: 0,
+                    conversation_id: header.conversation_id.to_string(),
+                    command_id: command.command_id.clone(),
+                    call_id: call_id.to_string(),
+                    summary: command.summary.clone(),
+                    undo_command: undo.command.clone(),
+                    undo_params: undo
+                        .params
+                        .iter()
+                        .map(|(k, t)| (k.clone(), render(t, &command.params)))
+                        .collect(),
+                    executed_at_ms: now,
+                    expires_at_ms: now + window,
+                });
+            }
+        }
+        steps.reply = replies.join(" ");
+        Ok(steps)
+    }
+
+    /// A new call of `command`: `tool.request`, the call, `tool.response`.
+    /// A read-only command whose executor failed transiently is called again
+    /// (a new call id each time, up to `llm.tool_retries`, with backoff); a
+    /// command with side effects never is: the user asks again, and the
+    /// gate asks again for whatever needs a confirmation.
+    fn run_tool(
+        &self,
+        round: &OpenRound,
+        command: &Command,
+        spec: &CommandSpec,
+        now: i64,
+        retries: &mut Vec<RetryNote>,
+    ) -> Result<(CallId, crate::tools::ToolOutcome), StoreError> {
+        let header = round.header();
+        let round_id = header.round_id.to_string();
+        let max_attempts = if spec.config.side_effects {
+            1
+        } else {
+            1 + self.config.llm.tool_retries
+        };
+        let mut attempt = 1;
+        loop {
+            let call = &ToolCall {
+                call_id: CallId::new(),
+                command,
+                spec,
+                conversation_id: header.conversation_id.as_str(),
+                round_id: &round_id,
+                now_ms: now,
+            };
+            let (tool_id, inputs) = self.tools.describe(call);
+            let call_id = call.call_id.to_string();
+            round.append(
+                EventDraft::new(
+                    EventType::ToolRequest,
+                    json!({"tool_id": tool_id, "call_id": call_id, "inputs": inputs, "attempt": attempt,
+                           "side_effects": spec.config.side_effects}),
+                )
+                .with_call(call.call_id),
+            )?;
+            let outcome = self.tools.execute(call)?;
+            let ok = outcome.status == ToolStatus::Ok;
+            round.append(
+                EventDraft::new(
+                    EventType::ToolResponse,
+                    json!({"tool_id": tool_id, "call_id": call_id, "latency_ms": outcome.latency_ms, "result": outcome.result,
+                           "status": outcome.status, "transient": outcome.transient, "attempt": attempt}),
+                )
+                .with_call(call.call_id)
+                .with_status(if ok { EventStatus::Ok } else { EventStatus::Failed }),
+            )?;
+            if ok || !outcome.transient || attempt >= max_attempts {
+                return Ok((call.call_id, outcome));
+            }
+            retries.push(RetryNote {
+                stage: "tool".into(),
+                tier: None,
+                attempt,
+                reason: format!("{}: {}", command.command_id, outcome.message),
+            });
+            std::thread::sleep(std::time::Duration::from_millis(
+                100 << (attempt - 1).min(4),
+            ));
+            attempt += 1;
+        }
+    }
+
+    /// Reverses the conversation's last level-2 command, inside its window.
+    fn undo(&self, round: &OpenRound, now: i64) -> Result<Steps, StoreError> {
+        let conversation = round.header().conversation_id.clone();
+        let Some(record) = self.state.last_undoable(&conversation)? else {
+            return Ok(Steps::reply("There's nothing to undo."));
+        };
+        let window_s = self.config.authority.undo_window_seconds;
+        if now > record.expires_at_ms {
+            round.append(
+                EventDraft::new(
+                    EventType::CommandReversed,
+                    json!({"command_id": record.command_id, "status": "skipped", "original_call_id": record.call_id,
+                           "reason": format!("the undo window of {window_s} s had passed")}),
+                )
+                .with_status(EventStatus::Skipped),
+            )?;
+            return Ok(Steps::reply(format!(
+                "It's too late to undo \"{}\": changes can be undone for {}.",
+                record.summary,
+                crate::router::human_duration(window_s)
+            )));
+        }
+        let command = match self.router.resolve_command(
+            &record.undo_command,
+            record.undo_params.clone(),
+            None,
+            None,
+        ) {
+            Ok(c) => c,
+            Err(problem) => {
+                return Ok(Steps::failed(
+                    format!("I can't undo \"{}\": {}.", record.summary, problem.message),
+                    problem.code,
+                    problem.message,
+                ));
+            }
+        };
+        let Some(spec) = self.router.command(&command.command_id) else {
+            return Ok(Steps::reply("There's nothing to undo."));
+        };
+        let mut retries = Vec::new();
+        let (call_id, outcome) = self.run_tool(round, &command, spec, now, &mut retries)?;
+        let ok = outcome.status == ToolStatus::Ok;
+        self.tool_result_step(
+            round,
+            &command.command_id,
+            &call_id.to_string(),
+            &outcome,
+            crate::reasoning::StepType::Correction,
+        )?;
+        let undo_decision = ToolDecision {
+            tool_name: crate::llm::toolbox::tool_name(&command.command_id),
+            command_id: command.command_id.clone(),
+            rationale: format!(
+                "Asked to undo \"{}\" (call {}), inside its undo window.",
+                record.summary, record.call_id
+            ),
+            parameters: json!(command.params),
+            outcome: outcome.status.as_str().into(),
+            parallel_group: None,
+            call_id: Some(call_id.to_string()),
+            decided_by: "rule".into(),
+        };
+        round.append(
+            EventDraft::new(
+                EventType::CommandReversed,
+                json!({"command_id": record.command_id, "status": if ok { "ok" } else { "failed" }, "reason": "undo requested",
+                       "undo_command": command.command_id, "original_call_id": record.call_id}),
+            )
+            .with_call(call_id)
+            .with_status(if ok { EventStatus::Ok } else { EventStatus::Failed }),
+        )?;
+        let run = CommandRun {
+            command_id: command.command_id.clone(),
+            call_id: Some(call_id.to_string()),
+            status: outcome.status.as_str().into(),
+        };
+        let mut steps = if ok {
+            let mut s = Steps::reply(format!("Undone: {}.", record.summary));
+            s.boundary.undone = Some(Undone {
+                call_id: record.call_id.clone(),
+                at_ms: self.clock.now_ms(),
+            });
+            s
+        } else {
+            Steps::failed(
+                format!(
+                    "I couldn't undo \"{}\": {}.",
+                    record.summary, outcome.message
+                ),
+                "tool.failed",
+                outcome.message,
+            )
+        };
+        steps.commands.push(run);
+        steps.retries = retries;
+        steps.decisions.push(undo_decision);
+        Ok(steps)
+    }
+}

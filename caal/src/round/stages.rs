@@ -1,0 +1,570 @@
+//! The stages of a round, in the order `Engine::run_steps` calls them:
+//! **screen** (secrets out, the sanitizer, normalisation, incoherent input),
+//! **route** (rules, templates, meanings; a model narrows an unsure meaning),
+//! **consult the model** (a question or a request no layer understood),
+//! **authorize** (the gate: a chain, a confirmation, a denial), **act** (run
+//! the chain, ask, cancel, or answer), **emit** (the reasoning update and the
+//! reply). Each takes what the one before decided and returns what it
+//! decided; each appends its events as it goes. What they come to
+//! ([`Outcome`]) is turned into the round's result once, at its end.
+
+use serde_json::{Value, json};
+
+use super::{
+    Channel, CommandRun, Engine, OverrideReason, Steps, VoiceInput, jobs,
+    reasoning::{self, Source},
+    think::{LlmSummary, RetryNote},
+};
+use crate::{
+    auth::{
+        self, CommandChain, GateAction, GateOutcome, Pending, Resolution, Utterance,
+        boundary::PendingChange,
+    },
+    config::RouteType,
+    reasoning::{Phase, RoundReasoning, Step, ToolDecision},
+    retry::Incoherence,
+    router::{Intent, RouteDecision, normalize},
+    state::rfc3339_ms,
+    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
+};
+
+/// What the screen leaves of what was said.
+pub(super) struct Screened {
+    /// Secrets replaced and the sanitizer's changes made: what is routed,
+    /// asked of a model, remembered.
+    pub text: String,
+    pub normalized: String,
+    /// Why the input carries no request, when it carries none.
+    pub incoherent: Option<Incoherence>,
+}
+
+/// How the round was decided, as its result reports it.
+#[derive(Clone, Debug)]
+pub(super) struct Decided {
+    pub route_code: String,
+    pub source_rule: Option<String>,
+    pub command_id: Option<String>,
+    pub auth_level: u8,
+}
+
+impl Decided {
+    fn of(d: &RouteDecision) -> Self {
+        Self {
+            route_code: d.route_code.clone(),
+            source_rule: d.source_rule.clone(),
+            command_id: d.command_id.clone(),
+            auth_level: d.auth_level.get(),
+        }
+    }
+
+    fn chain(self, chain: &CommandChain) -> Self {
+        Self {
+            command_id: chain.command_id().map(str::to_owned),
+            auth_level: chain.chain_level.get(),
+            ..self
+        }
+    }
+}
+
+/// The route stage's decision, carried through the stages after it.
+pub(super) struct Routed {
+    pub decision: RouteDecision,
+    pub decided: Decided,
+}
+
+/// What asking the model came to (nothing, when no model was asked).
+#[derive(Default)]
+pub(super) struct Considered {
+    pub llm: Option<LlmSummary>,
+    pub retries: Vec<RetryNote>,
+    /// What the model said alongside its tool calls.
+    pub narrative: Option<String>,
+    /// Tool calls the reasoning policy refused.
+    pub decisions: Vec<ToolDecision>,
+}
+
+/// What the act stage did.
+pub(super) struct Acted {
+    pub steps: Steps,
+    pub decided: Decided,
+    pub decisions: Vec<ToolDecision>,
+}
+
+/// What a round came to, turned into its result once.
+pub(super) struct Outcome {
+    pub steps: Steps,
+    pub decided: Decided,
+    pub llm: Option<LlmSummary>,
+    /// The model's retries, then the steps' own.
+    pub retries: Vec<RetryNote>,
+    pub reasoning: Option<RoundReasoning>,
+}
+
+impl Engine {
+    /// Screen: secrets are replaced before the text is stored, routed or
+    /// sent; the sanitizer's checks are recorded; the text is normalised.
+    pub(super) fn screen(
+        &self,
+        round: &OpenRound,
+        said: &str,
+        channel: Channel,
+        voice: Option<&VoiceInput>,
+    ) -> Result<Screened, StoreError> {
+        let said_chars = said.chars().count();
+        let (text, kinds) = crate::safety::global().scrub_counted(said);
+        let mut received = json!({"raw_text": text, "channel": channel.as_str()});
+        if let Some(v) = voice {
+            // The audio's hash goes into the chain with what was heard.
+            received["audio_id"] = json!(v.audio_id);
+            received["audio_sha256"] = json!(v.audio_sha256);
+            received["transcript"] = json!({
+                "model": v.transcript.model,
+                "language": v.transcript.language,
+                "confidence": v.transcript.confidence,
+                "least": v.transcript.least,
+                "audio_ms": v.transcript.audio_ms,
+                "stt_ms": v.transcript.stt_ms,
+            });
+        }
+        round.append(EventDraft::new(EventType::InputReceived, received))?;
+        if !kinds.is_empty() {
+            let mut distinct = kinds.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            round.append(EventDraft::new(
+                EventType::SafetyRedacted,
+                json!({"count": kinds.len(), "kinds": distinct, "field": "input"}),
+            ))?;
+        }
+        let (text, decisions) = self.sanitizer.check(&text);
+        for d in &decisions {
+            round.append(EventDraft::new(
+                EventType::SafetyChecked,
+                json!({"check": d.check, "action": d.action, "rules": d.rules, "message": d.message,
+                       "field": "input", "needs_review": d.action == crate::safety::Action::Review}),
+            ))?;
+        }
+        let normalized = normalize(&text);
+        round.append(EventDraft::new(
+            EventType::InputNormalized,
+            json!({"normalized_text": normalized}),
+        ))?;
+        let incoherent =
+            crate::retry::absurd_length(said_chars, self.config.safety.max_input_chars)
+                .or_else(|| crate::retry::incoherence(&text));
+        Ok(Screened {
+            text: text.into_owned(),
+            normalized,
+            incoherent,
+        })
+    }
+
+    /// Input that carries no request is asked for again, not routed; it
+    /// changes nothing, so a confirmation waiting for a "yes" still waits.
+    pub(super) fn ask_again(
+        &self,
+        round: &OpenRound,
+        incoherent: &Incoherence,
+        state_in: &str,
+    ) -> Result<(Steps, Decided), StoreError> {
+        round.append(
+            EventDraft::new(
+                EventType::ValidatorRan,
+                json!({"validator_id": "incoherent_input", "code": incoherent.code, "status": "retry",
+                       "message": incoherent.message}),
+            )
+            .with_status(EventStatus::Failed),
+        )?;
+        round.append(EventDraft::new(
+            EventType::RouteSelected,
+            json!({"route_code": "intent.incoherent", "source_rule": null, "topic": null, "auth_level": 1,
+                   "macro": null, "command_id": null, "params": {}, "state": state_in}),
+        ))?;
+        let decided = Decided {
+            route_code: "intent.incoherent".into(),
+            source_rule: None,
+            command_id: None,
+            auth_level: 1,
+        };
+        Ok((Steps::reply(crate::retry::REPEAT_PLEASE), decided))
+    }
+
+    /// Route: the router's layers decide; what was heard below the voice
+    /// bar is not guessed at; an unsure meaning is narrowed by a model.
+    pub(super) fn route(
+        &self,
+        round: &OpenRound,
+        screened: &Screened,
+        state_in: &str,
+        voice: Option<&VoiceInput>,
+        now: i64,
+    ) -> Result<Routed, StoreError> {
+        let mut decision = self.router.route(&screened.normalized, state_in);
+        let bar = self.config.voice.min_guess_word;
+        if let Some(v) = voice {
+            decision = self.router.heard(decision, v.transcript.least, bar);
+        }
+        let policy = self.router.state(state_in);
+        let candidates = match &decision.intent {
+            Intent::Ambiguous { candidates } => json!(candidates),
+            _ => Value::Null,
+        };
+        round.append(EventDraft::new(
+            EventType::RouteSelected,
+            json!({
+                "route_code": decision.route_code,
+                "source_rule": decision.source_rule,
+                "topic": decision.topic,
+                "auth_level": decision.auth_level,
+                "macro": decision.macro_name,
+                "command_id": decision.command_id,
+                "params": decision.params,
+                "state": state_in,
+                "state_policy": policy.map(|p| json!({"unmatched": p.unmatched, "escalation": p.escalation, "prefer_local": p.prefer_local})),
+                "candidates": candidates,
+                "layer": decision.layer,
+                "understood": decision.understood,
+            }),
+        ))?;
+        let mut decided = Decided::of(&decision);
+        // The meaning layer was not sure: a model chooses among its nearest.
+        if !decision.choices.is_empty() {
+            let consulted = self.consult(round, &screened.text, decision, state_in)?;
+            decision = consulted.decision;
+            if let Some(v) = voice {
+                decision = self.router.heard(decision, v.transcript.least, bar);
+            }
+            if consulted.decided {
+                decided = Decided::of(&decision);
+            }
+        }
+        if let Some(topic) = &decision.topic
+            && !matches!(decision.intent, Intent::Memory { .. })
+        {
+            self.topic_hits(round, topic, now)?;
+        }
+        Ok(Routed { decision, decided })
+    }
+
+    /// Consult the model: what no layer understood goes to a model (or to
+    /// the route's fallback without one); research runs beside the
+    /// conversation as a job, and this round answers at once.
+    pub(super) fn consult_model(
+        &self,
+        round: &OpenRound,
+        text: &str,
+        mut routed: Routed,
+        state_in: &str,
+    ) -> Result<(Routed, Considered), StoreError> {
+        let mut considered = Considered::default();
+        let Intent::Think { route, fallback } = &routed.decision.intent else {
+            return Ok((routed, considered));
+        };
+        let intent = match (&self.llm, fallback) {
+            (Some(_), _) if *route == RouteType::Research => {
+                self.enqueue_research(round, text, routed.decision.topic.as_deref())?;
+                Intent::Reply(jobs::ACCEPTED.into())
+            }
+            (Some(_), _) => {
+                let thought = self.think(round, text, *route, state_in)?;
+                considered.llm = Some(thought.summary);
+                considered.retries = thought.retries;
+                considered.narrative = thought.narrative;
+                self.refused(round, &thought.blocked, &mut considered.decisions)?;
+                if let Intent::Chain(chain) = &thought.intent {
+                    // The model chose what to do: that decision is recorded too.
+                    round.append(EventDraft::new(
+                        EventType::RouteSelected,
+                        json!({
+                            "route_code": "intent.command",
+                            "source_rule": null,
+                            "decided_by": "llm",
+                            "topic": routed.decision.topic,
+                            "auth_level": chain.chain_level,
+                            "macro": null,
+                            "command_id": chain.command_id(),
+                            "params": chain.commands.first().filter(|_| chain.commands.len() == 1).map_or(json!({}), |c| json!(c.params)),
+                            "state": state_in,
+                        }),
+                    ))?;
+                    routed.decided = Decided {
+                        route_code: "intent.command".into(),
+                        ..routed.decided.chain(chain)
+                    };
+                }
+                thought.intent
+            }
+            (None, Some(reply)) => Intent::Reply(reply.clone()),
+            (None, None) => Intent::Unsupported(*route),
+        };
+        routed.decision.intent = intent;
+        Ok((routed, considered))
+    }
+
+    /// Tool calls the reasoning policy refused: their decisions, and a
+    /// receipt for each governed one, settled `blocked`.
+    fn refused(
+        &self,
+        round: &OpenRound,
+        blocked: &[auth::Command],
+        decisions: &mut Vec<ToolDecision>,
+    ) -> Result<(), StoreError> {
+        if blocked.is_empty() {
+            return Ok(());
+        }
+        self.record_decisions(round, blocked)?;
+        for c in blocked {
+            decisions.push(reasoning::tool_decision(c, "blocked", None));
+            if let Some(d) = &c.decision {
+                self.receipt(
+                    round,
+                    &c.command_id,
+                    json!(c.params),
+                    d,
+                    None,
+                    "not_run",
+                    "blocked",
+                    0,
+                    None,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Authorize: a chain's decisions and parameters are recorded, then the
+    /// gate decides against the pending confirmation; a confirmation it
+    /// resolves is recorded, with receipts for governed commands not run.
+    pub(super) fn authorize(
+        &self,
+        round: &OpenRound,
+        mut routed: Routed,
+        normalized: &str,
+        pending: Option<&Pending>,
+        channel: Channel,
+        now: i64,
+    ) -> Result<(Routed, GateOutcome), StoreError> {
+        let source_rule = routed.decision.source_rule.clone();
+        if let Intent::Chain(chain) = &mut routed.decision.intent {
+            let round_id = round.header().round_id.to_string();
+            self.decide_by_rule(chain, source_rule.as_deref(), normalized, &round_id);
+            self.record_decisions(round, &chain.commands)?;
+            self.record_params_ok(round, chain)?;
+        }
+        let utterance = match &routed.decision.intent {
+            Intent::Chain(chain) => Utterance::Chain(chain),
+            Intent::Confirm => Utterance::Confirm,
+            Intent::Deny => Utterance::Deny,
+            _ => Utterance::Other,
+        };
+        let ttl_ms = i64::try_from(self.config.authority.confirmation_ttl_seconds)
+            .unwrap_or(i64::MAX / 4)
+            * 1000;
+        let gated = auth::gate(
+            pending,
+            utterance,
+            round.header().round_seq,
+            now,
+            ttl_ms,
+            || uuid::Uuid::now_v7().hyphenated().to_string(),
+        );
+        if let Some((p, resolution)) = &gated.resolved {
+            let received = if *resolution == Resolution::Confirmed {
+                p.received + 1
+            } else {
+                p.received
+            };
+            let by = match resolution {
+                Resolution::Expired | Resolution::Superseded => "system",
+                _ => channel.as_str(),
+            };
+            round.append(EventDraft::new(
+                EventType::ConfirmReceived,
+                json!({
+                    "confirmation_id": p.confirmation_id,
+                    "accepted": resolution.accepted(),
+                    "channel": by,
+                    "resolution": resolution,
+                    "chain_id": p.chain.chain_id,
+                    "confirmations_received": received,
+                    "confirmations_required": p.required,
+                }),
+            ))?;
+            self.receipts_not_run(round, &p.chain, *resolution, p.received)?;
+        }
+        Ok((routed, gated))
+    }
+
+    /// Act on the gate's decision: run the chain (given now, or the one
+    /// confirmed), ask for a confirmation, cancel, or answer what is not a
+    /// matter of authority. The pending confirmation this round resolved,
+    /// replaced or started changes at the boundary.
+    pub(super) fn act(
+        &self,
+        round: &OpenRound,
+        routed: Routed,
+        gated: GateOutcome,
+        override_reason: Option<OverrideReason>,
+        text: &str,
+        now: i64,
+    ) -> Result<Acted, StoreError> {
+        let Routed {
+            decision,
+            mut decided,
+        } = routed;
+        let mut decisions = Vec::new();
+        let resolved_pending = gated.resolved.as_ref().map(|(p, _)| p);
+        let mut steps = match gated.action {
+            GateAction::Execute {
+                chain_level_confirmations,
+            } => {
+                let chain = match (&decision.intent, resolved_pending) {
+                    (Intent::Chain(chain), _) => Ok(chain.clone()),
+                    (_, Some(p)) => self
+                        .router
+                        .rebuild(&p.chain)
+                        .map_err(|problem| (p.chain.summary.clone(), problem)),
+                    (_, None) => unreachable!(
+                        "the gate executes a chain it was given or one that was pending"
+                    ),
+                };
+                match chain {
+                    Ok(chain) => {
+                        decided = decided.chain(&chain);
+                        let steps = self.execute_chain(
+                            round,
+                            &chain,
+                            chain_level_confirmations,
+                            override_reason,
+                            now,
+                        )?;
+                        decisions.extend(chain.commands.iter().zip(&steps.commands).map(
+                            |(c, run): (_, &CommandRun)| {
+                                reasoning::tool_decision(c, &run.status, run.call_id.clone())
+                            },
+                        ));
+                        steps
+                    }
+                    Err((summary, problem)) => Steps::failed(
+                        format!("I can't {summary} any more: {}.", problem.message),
+                        problem.code,
+                        problem.message,
+                    ),
+                }
+            }
+            GateAction::Ask => {
+                let Some(p) = gated.pending.as_ref() else {
+                    unreachable!("Ask always carries the pending confirmation")
+                };
+                decided.auth_level = p.chain.chain_level.get();
+                let asked = match &decision.intent {
+                    Intent::Chain(chain) => Some(chain.clone()),
+                    _ => self.router.rebuild(&p.chain).ok(),
+                };
+                for c in asked.iter().flat_map(|chain| chain.commands.iter()) {
+                    decisions.push(reasoning::tool_decision(c, "awaiting_confirmation", None));
+                }
+                self.ask(round, p)?
+            }
+            GateAction::Cancelled => {
+                let summary = resolved_pending
+                    .map(|p| p.chain.summary.clone())
+                    .unwrap_or_default();
+                Steps::reply(format!("Okay, I won't {summary}."))
+            }
+            GateAction::NothingToConfirm { expired: true } => {
+                let summary = resolved_pending
+                    .map(|p| p.chain.summary.clone())
+                    .unwrap_or_default();
+                Steps::reply(format!(
+                    "That confirmation expired, so I did not {summary}. Ask again if you still want it."
+                ))
+            }
+            GateAction::NothingToConfirm { expired: false } => {
+                Steps::reply("There's nothing waiting for a confirmation.")
+            }
+            GateAction::Proceed => {
+                let mut steps = self.proceed(round, text, &decision, now)?;
+                decisions.append(&mut steps.decisions);
+                steps
+            }
+        };
+        if gated.resolved.is_some() || gated.pending.is_some() {
+            steps.boundary.pending = Some(match gated.pending {
+                Some(p) => PendingChange::Set(p),
+                None => PendingChange::Cleared,
+            });
+        }
+        Ok(Acted {
+            steps,
+            decided,
+            decisions,
+        })
+    }
+
+    /// A confirmation is asked for: recorded, with the reasoning step that waits on it.
+    fn ask(&self, round: &OpenRound, p: &Pending) -> Result<Steps, StoreError> {
+        round.append(EventDraft::new(
+            EventType::ConfirmRequested,
+            json!({
+                "confirmation_id": p.confirmation_id,
+                "chain_id": p.chain.chain_id,
+                "command_id": p.chain.steps.first().filter(|_| p.chain.steps.len() == 1).map(|s| s.command_id.clone()),
+                "macro": p.chain.macro_name,
+                "auth_level": p.chain.chain_level,
+                "summary": p.chain.summary,
+                "prompt": p.prompt,
+                "expires_at": rfc3339_ms(p.expires_at_ms),
+                "confirmations_required": p.required,
+                "confirmations_received": p.received,
+            }),
+        ))?;
+        self.step(
+            round,
+            Step::new(
+                Phase::WaitingApproval,
+                format!(
+                    "Waiting for confirmation {} of {}: {}",
+                    p.received + 1,
+                    p.required,
+                    p.chain.summary
+                ),
+            ),
+            Source::Engine,
+            json!({"confirmation_id": p.confirmation_id}),
+        )?;
+        Ok(Steps::reply(p.prompt.clone()))
+    }
+
+    /// Emit: the round's reasoning (the decisions of every stage) and its reply.
+    pub(super) fn emit(
+        &self,
+        round: &OpenRound,
+        channel: Channel,
+        mut steps: Steps,
+        decided: Decided,
+        considered: Considered,
+        mut decisions: Vec<ToolDecision>,
+    ) -> Result<Outcome, StoreError> {
+        let Considered {
+            llm,
+            mut retries,
+            narrative,
+            decisions: mut all,
+        } = considered;
+        all.append(&mut decisions);
+        let reasoning = self.reasoning_update(round, narrative.as_deref(), &all)?;
+        round.append(EventDraft::new(
+            EventType::OutputEmitted,
+            json!({"text": steps.reply, "channel": channel.as_str()}),
+        ))?;
+        retries.append(&mut steps.retries);
+        Ok(Outcome {
+            steps,
+            decided,
+            llm,
+            retries,
+            reasoning,
+        })
+    }
+}
