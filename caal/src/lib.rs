@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod crypto;
 pub mod ids;
 pub mod llm;
 pub mod memory;

@@ -487,11 +487,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Serve { bind } => serve(&cli.data_dir, load_config()?.0, &bind)?,
         Command::Understand { area, json, text } => {
             let config = load_config()?.0;
-            let env = |k: &str| std::env::var(k).ok();
-            let library = understanding_library(&config, &env);
-            let embedder = understanding_model(&config, &env);
-            let router = caal::router::Router::compile_with(&config, library, embedder)
-                .map_err(anyhow::Error::from)?;
+            let router = configured_router(&config)?;
             let text = text.join(" ");
             let context = caal::understand::Context {
                 area: area.map(|a| caal::understand::normalize(&a)),
@@ -518,7 +514,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let origin = file.map_or("built-in defaults".to_owned(), |f| {
                 format!("defaults + {}", f.display())
             });
-            let router = Router::compile(&config).map_err(anyhow::Error::from)?;
+            let router = configured_router(&config)?;
             let guarded = Tiers::guard(&config.llm, &router, &|k| std::env::var(k).ok(), true)
                 .map_err(anyhow::Error::from)?;
             for warning in &guarded.warnings {
@@ -614,10 +610,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let mut config = load_config()?.0;
             config.understand.model.enabled = model;
             let env = |k: &str| std::env::var(k).ok();
-            let library = understanding_library(&config, &env);
-            let embedder = understanding_model(&config, &env);
-            let router = caal::router::Router::compile_with(&config, library, embedder)
-                .map_err(anyhow::Error::from)?;
+            let router = configured_router(&config)?;
             let tiers = if model {
                 let guarded =
                     Tiers::guard(&config.llm, &router, &env, false).map_err(anyhow::Error::from)?;
@@ -794,7 +787,8 @@ enum Start {
 fn open_engine(data_dir: &Path, config: Config, start: Start) -> Result<Engine> {
     // The start-up guard: a route that needs a model when none can be had
     // stops here, naming the config key to set.
-    let router = Router::compile(&config)?;
+    // Compiled once: the guard reads it, the engine runs it.
+    let router = std::sync::Arc::new(configured_router(&config)?);
     let guarded = Tiers::guard(
         &config.llm,
         &router,
@@ -815,6 +809,7 @@ fn open_engine(data_dir: &Path, config: Config, start: Start) -> Result<Engine> 
     }
     let options = EngineOptions {
         llm: guarded.tiers,
+        router: Some(router),
         ..EngineOptions::default()
     };
     let engine = Engine::open(data_dir, config, options)?;
@@ -1007,26 +1002,14 @@ fn export(
     Ok(())
 }
 
-/// The sentence library, or none with a warning saying why and how to get it.
-fn understanding_library(
-    config: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Option<caal::understand::Library> {
-    caal::understand::library::load_configured(&config.understand, env).unwrap_or_else(|e| {
-        eprintln!("caal: warning: {e}");
-        None
-    })
-}
-
-/// The semantic layer's embedding model, or none with a warning saying why and how to get it.
-fn understanding_model(
-    config: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Option<std::sync::Arc<caal::understand::Embedder>> {
-    caal::understand::embed::load_configured(&config.understand, env).unwrap_or_else(|e| {
-        eprintln!("caal: warning: {e}");
-        None
-    })
+/// The router the configuration asks for, with a warning for each part
+/// (sentence library, embedding model) that could not be loaded.
+fn configured_router(config: &Config) -> Result<Router> {
+    let (router, warnings) = Router::configured(config, &|k| std::env::var(k).ok())?;
+    for warning in warnings {
+        eprintln!("caal: warning: {warning}");
+    }
+    Ok(router)
 }
 
 /// A fresh directory for a benchmark, on the data dir's disk; the caller removes it.

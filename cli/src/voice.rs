@@ -8,7 +8,10 @@ use anyhow::{Context, Result, bail};
 use caal::config::Config;
 use caal::round::AudioAction;
 use caal::state::StateDb;
-use caal::voice::{AudioArtifact, Listened, store};
+use caal::{
+    round::Listened,
+    voice::{AudioArtifact, store},
+};
 use clap::Subcommand;
 
 #[derive(Subcommand)]

@@ -111,7 +111,7 @@ impl StateDb {
         }
         if let Some(change) = &b.pending {
             let pending = match change {
-                PendingChange::Set(p) => Some(p.clone()),
+                PendingChange::Set(p) => Some(serde_json::to_string(p).map_err(corrupt)?),
                 PendingChange::Cleared => None,
             };
             lock(&self.pendings).insert(conversation.to_string(), pending);
@@ -140,15 +140,10 @@ impl StateDb {
             if *round_seq <= self.applied_round(conversation)? {
                 continue;
             }
-            let conversation: ConversationId = conversation.parse().map_err(|e| {
-                StoreError::Sqlite(format!(
-                    "the trace names a conversation this cannot be: {e}"
-                ))
-            })?;
-            let b: Boundary = serde_json::from_str(json).map_err(|e| {
-                StoreError::Sqlite(format!(
-                    "the state changes recorded for round {round_seq} of {conversation} do not read: {e}"
-                ))
+            let conversation: ConversationId = conversation.parse()?;
+            let b: Boundary = serde_json::from_str(json).map_err(|source| StoreError::Json {
+                what: format!("the state changes recorded for round {round_seq} of {conversation}"),
+                source,
             })?;
             self.apply_boundary(&conversation, *round_seq, &b)?;
             applied += 1;

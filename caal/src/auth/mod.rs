@@ -10,14 +10,14 @@
 pub mod boundary;
 mod gate;
 pub mod store;
+mod value;
 
 use std::{collections::BTreeMap, fmt};
 
 use serde::{Deserialize, Serialize};
 
 pub use gate::{GateAction, GateOutcome, Pending, Resolution, Utterance, gate};
-
-use crate::router::ParamValue;
+pub use value::{ParamValue, human_duration};
 
 /// 1 run; 2 run with undo; 3 one confirmation; 4 two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

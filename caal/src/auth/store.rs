@@ -18,24 +18,25 @@ pub(crate) fn corrupt(e: serde_json::Error) -> rusqlite::Error {
 
 impl StateDb {
     pub fn pending(&self, conversation: &ConversationId) -> Result<Option<Pending>, StoreError> {
-        if let Some(p) = lock(&self.pendings).get(conversation.as_str()) {
-            return Ok(p.clone());
-        }
-        let pending = self.read_pending(conversation)?;
-        lock(&self.pendings).insert(conversation.to_string(), pending.clone());
-        Ok(pending)
+        let cached = lock(&self.pendings).get(conversation.as_str()).cloned();
+        let body = match cached {
+            Some(body) => body,
+            None => {
+                let body = self.read_pending(conversation)?;
+                lock(&self.pendings).insert(conversation.to_string(), body.clone());
+                body
+            }
+        };
+        Ok(body
+            .map(|b| serde_json::from_str(&b).map_err(corrupt))
+            .transpose()?)
     }
 
-    fn read_pending(&self, conversation: &ConversationId) -> Result<Option<Pending>, StoreError> {
+    fn read_pending(&self, conversation: &ConversationId) -> Result<Option<String>, StoreError> {
         self.with(|c| {
-            let body: Option<String> = c
-                .prepare_cached(
-                    "SELECT body FROM pending_confirmations WHERE conversation_id = ?1",
-                )?
+            c.prepare_cached("SELECT body FROM pending_confirmations WHERE conversation_id = ?1")?
                 .query_row([conversation.as_str()], |r| r.get(0))
-                .optional()?;
-            body.map(|b| serde_json::from_str(&b).map_err(corrupt))
-                .transpose()
+                .optional()
         })
     }
 

@@ -12,7 +12,9 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::trace::Durability;
+mod kinds;
+
+pub use kinds::{Durability, ProviderKind, SafetyAction, models_dir, time_zone};
 
 /// The default configuration, as shipped in `config/caal.toml`.
 pub const DEFAULT_TOML: &str = include_str!("../../../config/caal.toml");
@@ -284,21 +286,11 @@ pub struct AuthorityConfig {
 #[serde(deny_unknown_fields)]
 pub struct SafetyConfig {
     pub max_input_chars: usize,
-    pub on_long_input: crate::safety::Action,
-    pub on_injection: crate::safety::Action,
+    pub on_long_input: SafetyAction,
+    pub on_injection: SafetyAction,
     /// Environment variables holding secrets, scrubbed wherever their values appear.
     #[serde(default)]
     pub secret_env: Vec<String>,
-}
-
-impl SafetyConfig {
-    pub fn sanitizer(&self) -> crate::safety::SanitizerConfig {
-        crate::safety::SanitizerConfig {
-            max_input_chars: self.max_input_chars,
-            on_long_input: self.on_long_input,
-            on_injection: self.on_injection,
-        }
-    }
 }
 
 /// Where input that no rule matches goes in a state.
@@ -344,7 +336,7 @@ pub struct LocalTierConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RemoteTierConfig {
-    pub kind: crate::llm::ProviderKind,
+    pub kind: ProviderKind,
     pub url: String,
     pub model: String,
     /// The environment variable holding the API key, if the service needs one.
@@ -905,7 +897,7 @@ impl Config {
                 problem: format!("{days:?} is not a number of days; use e.g. 30"),
             })?;
         }
-        config.hash = crate::reasoning::receipt::hash_of(&serde_json::json!({
+        config.hash = crate::crypto::hash_of(&serde_json::json!({
             "config": canonical,
             "durability": format!("{:?}", config.store.durability),
             "llm": {"local": config.llm.local.model, "local_url": config.llm.local.url,
@@ -975,13 +967,11 @@ impl Config {
                 problem: "job_workers and job_attempts must be at least 1".into(),
             });
         }
-        crate::understand::clock::time_zone(&self.schedule.time_zone).map_err(|problem| {
-            ConfigError::Value {
-                key: "schedule.time_zone".into(),
-                problem,
-            }
+        time_zone(&self.schedule.time_zone).map_err(|problem| ConfigError::Value {
+            key: "schedule.time_zone".into(),
+            problem,
         })?;
-        crate::router::Router::compile(self).map(|_| ())
+        Ok(())
     }
 }
 
@@ -1053,7 +1043,7 @@ impl LlmConfig {
         let model = env("CAAL_LLM_REMOTE_MODEL");
         if url.is_some() || model.is_some() {
             let base = self.remote.clone().unwrap_or(RemoteTierConfig {
-                kind: crate::llm::ProviderKind::OpenAi,
+                kind: ProviderKind::OpenAi,
                 url: String::new(),
                 model: String::new(),
                 api_key_env: Some("CAAL_LLM_API_KEY".into()),
@@ -1067,8 +1057,8 @@ impl LlmConfig {
         }
         if let (Some(kind), Some(remote)) = (env("CAAL_LLM_REMOTE_KIND"), self.remote.as_mut()) {
             remote.kind = match kind.as_str() {
-                "openai" => crate::llm::ProviderKind::OpenAi,
-                "ollama" => crate::llm::ProviderKind::Ollama,
+                "openai" => ProviderKind::OpenAi,
+                "ollama" => ProviderKind::Ollama,
                 _ => {
                     return Err(ConfigError::Value {
                         key: "CAAL_LLM_REMOTE_KIND".into(),

@@ -214,6 +214,7 @@ fn engine(config: &Config, dir: &Path, tiers: Arc<Tiers>) -> Result<Engine, Stri
             env: Arc::new(|_| None),
             clock: Arc::new(SystemClock),
             llm: Some(tiers),
+            router: None,
         },
     )
     .map_err(|e| e.to_string())

@@ -7,6 +7,7 @@
 //! Prompts reach a provider already scrubbed; secret_refs are never resolved
 //! for a model.
 
+pub use crate::config::ProviderKind;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -102,15 +103,6 @@ impl LlmError {
             LlmError::Malformed { .. } | LlmError::Start { .. } => false,
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// `POST {url}/v1/chat/completions`
-    OpenAi,
-    /// `POST {url}/api/chat`
-    Ollama,
 }
 
 /// An agent whose every phase (connect, send, wait for the answer, read it)

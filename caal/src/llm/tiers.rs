@@ -20,18 +20,7 @@ use super::{ChatRequest, ChatResponse, LlmError, Provider, ProviderKind};
 /// The caal-llm server binary's name.
 pub const SERVER_BIN: &str = "caal-llm";
 
-/// Where model files are installed: `$CAAL_MODELS_DIR`, else
-/// `$XDG_DATA_HOME/caal/models`, else `~/.local/share/caal/models`.
-pub fn models_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
-    if let Some(dir) = env("CAAL_MODELS_DIR") {
-        return PathBuf::from(dir);
-    }
-    let data = env("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    data.join("caal/models")
-}
+pub use crate::config::models_dir;
 
 /// A model setting: a path as given, or a bare file name in the models dir.
 pub fn resolve_model(model: &str, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {

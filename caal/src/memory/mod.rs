@@ -315,12 +315,7 @@ impl MemoryStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
         )?;
         check_identity(&conn, path, &MEMORY, true)?;
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(
-                StoreError::Sqlite(format!("could not switch {} to WAL", path.display())).into(),
-            );
-        }
+        crate::sqlite::enable_wal(&conn, path)?;
         conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
         conn.busy_timeout(Duration::from_secs(5))?;
         migrate(&conn, &MEMORY)?;

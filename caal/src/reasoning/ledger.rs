@@ -141,10 +141,7 @@ pub fn sessions(reader: &TraceReader, limit: usize) -> Result<Vec<Session>, Stor
     let skip = conversations.len().saturating_sub(limit);
     let mut out = Vec::new();
     for c in conversations.into_iter().skip(skip) {
-        let id: ConversationId = c
-            .conversation_id
-            .parse()
-            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
+        let id: ConversationId = c.conversation_id.parse().map_err(StoreError::Id)?;
         let mut steps = 0;
         for r in reader.rounds(Some(&id), usize::MAX)? {
             steps += steps_of(&events(reader, &r.round.round_id)?).len();

@@ -16,10 +16,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::justify::Evaluation;
-use crate::trace::chain::{canonical_json, sha256_tagged};
-
-/// The signing key's file in a data dir.
-pub const KEY_FILE: &str = "receipt_key";
+pub use crate::crypto::{
+    KEY_FILE, existing_public_key, hash_of, hex, parse_public_key, public_key_hex, sign_value,
+    signature_holds,
+};
+use crate::crypto::{canonical_json, hex_decode};
 
 pub const RECEIPT_VERSION: &str = "1";
 
@@ -97,39 +98,6 @@ pub fn load_or_create_key(data_dir: &Path) -> Result<SigningKey, ReceiptError> {
     }
 }
 
-pub fn public_key_hex(key: &VerifyingKey) -> String {
-    hex(key.as_bytes())
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
-/// A public key given as 64 hex digits (as `caal receipt pubkey` prints it).
-pub fn parse_public_key(text: &str) -> Option<VerifyingKey> {
-    let bytes: [u8; 32] = hex_decode(text.trim())?.try_into().ok()?;
-    VerifyingKey::from_bytes(&bytes).ok()
-}
-
-/// `sha256:` + hex of SHA-256 over the RFC 8785 canonical form of `value`
-/// (a string is hashed as its UTF-8 bytes).
-pub fn hash_of(value: &Value) -> String {
-    match value {
-        Value::String(s) => sha256_tagged(s.as_bytes()),
-        other => sha256_tagged(canonical_json(other).as_bytes()),
-    }
-}
-
 /// What a receipt is about, before it is signed.
 #[derive(Clone, Debug)]
 pub struct ReceiptDraft {
@@ -196,32 +164,6 @@ pub fn sign(draft: &ReceiptDraft, key: &SigningKey) -> Value {
     let signature = key.sign(&signing_bytes(&receipt));
     receipt["signature"]["signature"] = json!(hex(&signature.to_bytes()));
     receipt
-}
-
-/// Hex Ed25519 signature over the RFC 8785 canonical form of `value`.
-pub fn sign_value(value: &Value, key: &SigningKey) -> String {
-    hex(&key.sign(canonical_json(value).as_bytes()).to_bytes())
-}
-
-/// Whether `signature` (hex) by `public_key` (hex) covers `value`'s canonical form.
-pub fn signature_holds(value: &Value, public_key: &str, signature: &str) -> bool {
-    let key = parse_public_key(public_key);
-    let sig = hex_decode(signature).and_then(|b| <[u8; 64]>::try_from(b).ok());
-    match (key, sig) {
-        (Some(k), Some(s)) => k
-            .verify(canonical_json(value).as_bytes(), &Signature::from_bytes(&s))
-            .is_ok(),
-        _ => false,
-    }
-}
-
-/// The data dir's public key (hex) if it has a key; never creates one.
-pub fn existing_public_key(data_dir: &Path) -> Option<String> {
-    let text = fs::read_to_string(data_dir.join(KEY_FILE)).ok()?;
-    let seed: [u8; 32] = hex_decode(text.trim())?.try_into().ok()?;
-    Some(public_key_hex(
-        &SigningKey::from_bytes(&seed).verifying_key(),
-    ))
 }
 
 /// The canonical bytes a signature covers: the receipt without `signature.signature`.

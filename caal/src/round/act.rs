@@ -3,6 +3,7 @@
 //! bounded retries, undo inside its window, and what is not a matter of
 //! authority (a reply, invalid parameters, an ambiguity, memory).
 
+use super::RoundError;
 use serde_json::json;
 
 use super::{CommandRun, Engine, OverrideReason, RetryNote, Steps};
@@ -23,7 +24,7 @@ impl Engine {
         text: &str,
         decision: &RouteDecision,
         now: i64,
-    ) -> Result<Steps, StoreError> {
+    ) -> Result<Steps, RoundError> {
         Ok(match &decision.intent {
             Intent::Reply(text) => Steps::reply(text.clone()),
             Intent::Invalid {
@@ -94,7 +95,7 @@ impl Engine {
         confirmations: u8,
         override_reason: Option<OverrideReason>,
         now: i64,
-    ) -> Result<Steps, StoreError> {
+    ) -> Result<Steps, RoundError> {
         let mut steps = Steps::reply("");
         let mut replies = Vec::new();
         let header = round.header();
@@ -231,7 +232,7 @@ impl Engine {
         spec: &CommandSpec,
         now: i64,
         retries: &mut Vec<RetryNote>,
-    ) -> Result<(CallId, crate::tools::ToolOutcome), StoreError> {
+    ) -> Result<(CallId, crate::tools::ToolOutcome), RoundError> {
         let header = round.header();
         let round_id = header.round_id.to_string();
         let max_attempts = if spec.config.side_effects {
@@ -287,7 +288,7 @@ impl Engine {
     }
 
     /// Reverses the conversation's last level-2 command, inside its window.
-    fn undo(&self, round: &OpenRound, now: i64) -> Result<Steps, StoreError> {
+    fn undo(&self, round: &OpenRound, now: i64) -> Result<Steps, RoundError> {
         let conversation = round.header().conversation_id.clone();
         let Some(record) = self.state.last_undoable(&conversation)? else {
             return Ok(Steps::reply("There's nothing to undo."));

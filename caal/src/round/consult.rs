@@ -8,13 +8,14 @@
 //! reached, or answers with no choice, leaves the meaning layer's decision
 //! as it was: this layer only ever narrows what the one below it found.
 
+use super::RoundError;
 use serde_json::json;
 
 use crate::{
     config::Escalation,
     llm::{cap_prompt, choose},
     router::RouteDecision,
-    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
+    trace::{EventDraft, EventStatus, EventType, OpenRound},
 };
 
 use super::Engine;
@@ -33,7 +34,7 @@ impl Engine {
         said: &str,
         decision: RouteDecision,
         state: &str,
-    ) -> Result<Consulted, StoreError> {
+    ) -> Result<Consulted, RoundError> {
         let keep = |decision| {
             Ok(Consulted {
                 decision,

@@ -11,6 +11,7 @@
 //! is dropped. One found running at start (the process died under it) is
 //! queued again while it has attempts left, else failed and told so.
 
+use super::RoundError;
 use serde_json::json;
 
 use super::{Channel, Engine, Notification};
@@ -33,7 +34,7 @@ impl Engine {
         round: &OpenRound,
         query: &str,
         topic: Option<&str>,
-    ) -> Result<Job, StoreError> {
+    ) -> Result<Job, RoundError> {
         let header = round.header();
         let now = self.clock.now_ms();
         let topic = topic.unwrap_or(query);
@@ -57,7 +58,7 @@ impl Engine {
 
     /// Runs every queued job now, one after another (what `caal say` does
     /// after its round); returns what was told.
-    pub fn run_jobs_now(&self) -> Result<Vec<Notification>, StoreError> {
+    pub fn run_jobs_now(&self) -> Result<Vec<Notification>, RoundError> {
         let mut told = Vec::new();
         while let Some(n) = self.run_next_job()? {
             told.extend(n);
@@ -66,7 +67,7 @@ impl Engine {
     }
 
     /// Claims and runs the oldest queued job. None: nothing was queued.
-    pub(super) fn run_next_job(&self) -> Result<Option<Option<Notification>>, StoreError> {
+    pub(super) fn run_next_job(&self) -> Result<Option<Option<Notification>>, RoundError> {
         let now = self.clock.now_ms();
         let Some(job) = self.state.transaction(|c| jobs::claim_next(c, now))? else {
             return Ok(None);
@@ -76,11 +77,9 @@ impl Engine {
 
     /// The work in the job's own conversation, then (unless it was
     /// cancelled meanwhile) the telling in the asking conversation.
-    fn run_job(&self, job: &Job) -> Result<Option<Notification>, StoreError> {
+    fn run_job(&self, job: &Job) -> Result<Option<Notification>, RoundError> {
         let asked = job.conversation_id.as_str();
-        let conversation: crate::ids::ConversationId = asked
-            .parse()
-            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
+        let conversation: crate::ids::ConversationId = asked.parse().map_err(StoreError::Id)?;
         let bucket = BucketId::for_conversation(&conversation);
         let work_conversation = format!("job-{}", job.id);
         let (work, _) = self.recorded_round(

@@ -5,6 +5,7 @@
 //! bucket is an event of the round that made it; a forgotten item's event
 //! never says what it was.
 
+use super::RoundError;
 use serde::Serialize;
 use serde_json::json;
 
@@ -97,11 +98,11 @@ impl Engine {
         op: MemoryOp,
         subject: Option<&str>,
         now: i64,
-    ) -> Result<Steps, StoreError> {
+    ) -> Result<Steps, RoundError> {
         let bucket = round.header().bucket_id.clone();
         match self.memory_step(round, &bucket, text, op, subject, now) {
             Ok(steps) => Ok(steps),
-            Err(MemoryError::Store(e)) => Err(e),
+            Err(MemoryError::Store(e)) => Err(e.into()),
             Err(e) => Ok(Steps::failed(
                 format!("I couldn't {}: {e}.", op.as_str()),
                 "memory.invalid",
@@ -275,7 +276,7 @@ impl Engine {
         round: &OpenRound,
         topic: &str,
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), RoundError> {
         let bucket = round.header().bucket_id.clone();
         let found = self
             .memory
@@ -285,11 +286,12 @@ impl Engine {
                 self.memory.reference(&bucket, &ids, Signal::TopicHit, now)
             });
         match found {
-            Ok(ids) => self.record_referenced(round, &bucket, Signal::TopicHit, Some(topic), &ids),
+            Ok(ids) => {
+                Ok(self.record_referenced(round, &bucket, Signal::TopicHit, Some(topic), &ids)?)
+            }
             // A topic with no searchable words finds nothing; that is not a failure.
             Err(MemoryError::EmptyQuery { .. }) => Ok(()),
-            Err(MemoryError::Store(e)) => Err(e),
-            Err(e) => Err(StoreError::Sqlite(e.to_string())),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -301,13 +303,9 @@ impl Engine {
         round: &OpenRound,
         room: usize,
         now: i64,
-    ) -> Result<Option<(String, std::sync::Arc<ContextPackage>, bool)>, StoreError> {
+    ) -> Result<Option<(String, std::sync::Arc<ContextPackage>, bool)>, RoundError> {
         let bucket = round.header().bucket_id.clone();
-        let package = match self.memory.package(&bucket, now) {
-            Ok(p) => p,
-            Err(MemoryError::Store(e)) => return Err(e),
-            Err(e) => return Err(StoreError::Sqlite(e.to_string())),
-        };
+        let package = self.memory.package(&bucket, now)?;
         if package.short_context.is_empty() && package.long_context.is_none() {
             return Ok(None);
         }
@@ -351,7 +349,7 @@ impl Engine {
         with_long: bool,
         answer: &str,
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), RoundError> {
         let cited: Vec<String> = package
             .injected(with_long)
             .filter(|i| i.tier != Tier::Left)
@@ -363,9 +361,10 @@ impl Engine {
             .memory
             .reference(&bucket, &cited, Signal::Citation, now)
         {
-            Ok(found) => self.record_referenced(round, &bucket, Signal::Citation, None, &found),
-            Err(MemoryError::Store(e)) => Err(e),
-            Err(e) => Err(StoreError::Sqlite(e.to_string())),
+            Ok(found) => {
+                Ok(self.record_referenced(round, &bucket, Signal::Citation, None, &found)?)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -158,6 +158,8 @@ pub enum RoundError {
     EmptyInput,
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +189,9 @@ pub struct EngineOptions {
     /// The model tiers (from `Tiers::guard`); none: routes that need a model
     /// say their fallback.
     pub llm: Option<Arc<Tiers>>,
+    /// The router already compiled from this configuration (the caller
+    /// needed it first, for `Tiers::guard`); none: the engine compiles it.
+    pub router: Option<Arc<Router>>,
 }
 
 impl Default for EngineOptions {
@@ -196,6 +201,7 @@ impl Default for EngineOptions {
             env: Arc::new(|k| std::env::var(k).ok()),
             clock: Arc::new(SystemClock),
             llm: None,
+            router: None,
         }
     }
 }
@@ -298,18 +304,16 @@ impl Engine {
         config: Config,
         options: EngineOptions,
     ) -> Result<Self, ConfigError> {
-        let library =
-            crate::understand::library::load_configured(&config.understand, &*options.env)
-                .unwrap_or_else(|e| {
-                    tracing::warn!("{e}");
-                    None
-                });
-        let embedder = crate::understand::embed::load_configured(&config.understand, &*options.env)
-            .unwrap_or_else(|e| {
-                tracing::warn!("{e}");
-                None
-            });
-        let router = Router::compile_with(&config, library, embedder)?;
+        let router = match options.router {
+            Some(router) => router,
+            None => {
+                let (router, warnings) = Router::configured(&config, &*options.env)?;
+                for warning in warnings {
+                    tracing::warn!("{warning}");
+                }
+                Arc::new(router)
+            }
+        };
         // Known secrets are scrubbed wherever they appear, whatever their shape.
         let safety = crate::safety::global();
         let token_env = config
@@ -346,9 +350,9 @@ impl Engine {
             toolbox: Arc::new(toolbox),
             validators: Arc::new(crate::llm::validate::builtin()),
             llm: options.llm,
-            router: Arc::new(router),
+            router,
             tools: Arc::new(tools),
-            sanitizer: Arc::new(Sanitizer::new(config.safety.sanitizer())),
+            sanitizer: Arc::new(Sanitizer::new((&config.safety).into())),
             config: Arc::new(config),
             clock: options.clock,
             voice,
@@ -455,7 +459,7 @@ impl Engine {
             Ok(outcome) => outcome,
             Err(e) => {
                 round.fail("round.error", &e.to_string())?;
-                return Err(e.into());
+                return Err(e);
             }
         };
         let Outcome {
@@ -534,9 +538,7 @@ impl Engine {
         channel: Channel,
         said: &str,
     ) -> Result<(OpenRound, String), StoreError> {
-        let conversation: ConversationId = conversation
-            .parse()
-            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
+        let conversation: ConversationId = conversation.parse().map_err(StoreError::Id)?;
         let state = self.conversation_state(&conversation)?;
         let round = self.store.begin_round(RoundSpec {
             bucket_id: bucket
@@ -566,7 +568,7 @@ impl Engine {
         pending: Option<&Pending>,
         override_reason: Option<OverrideReason>,
         voice: Option<&VoiceInput>,
-    ) -> Result<Outcome, StoreError> {
+    ) -> Result<Outcome, RoundError> {
         let now = self.clock.now_ms();
         let screened = self.screen(round, said, channel, voice)?;
         if let Some(incoherent) = &screened.incoherent {
@@ -623,7 +625,7 @@ pub use schedule::{
 };
 use stages::{Considered, Outcome};
 pub use think::{LlmSummary, RetryNote};
-pub use voice::{AudioAction, RetentionReport, VoiceInput};
+pub use voice::{AudioAction, Heard, Listened, RetentionReport, VoiceError, VoiceInput};
 
 #[cfg(test)]
 mod llm_tests;

@@ -4,6 +4,7 @@
 //! `reasoning.update`, and each governed action, once its fate is settled,
 //! a signed `receipt.issued`.
 
+use super::RoundError;
 use serde_json::{Value, json};
 
 use crate::{
@@ -83,7 +84,7 @@ impl Engine {
         &self,
         round: &OpenRound,
         thinking: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), RoundError> {
         for step in crate::reasoning::parse_thinking(thinking) {
             self.step(round, step, Source::Model, json!({}))?;
         }
@@ -235,7 +236,7 @@ impl Engine {
         &self,
         round: &OpenRound,
         commands: &[crate::auth::Command],
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), RoundError> {
         for c in commands {
             let Some(d) = &c.decision else { continue };
             self.step(
@@ -290,7 +291,7 @@ impl Engine {
         round: &OpenRound,
         narrative: Option<&str>,
         decisions: &[ToolDecision],
-    ) -> Result<Option<RoundReasoning>, StoreError> {
+    ) -> Result<Option<RoundReasoning>, RoundError> {
         if decisions.is_empty() {
             return Ok(None);
         }
@@ -382,7 +383,7 @@ impl Engine {
         stored: &StoredChain,
         resolution: Resolution,
         confirmations: u8,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), RoundError> {
         let settled = match resolution {
             Resolution::Denied => "denied",
             Resolution::Expired => "expired",

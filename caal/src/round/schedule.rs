@@ -262,8 +262,9 @@ impl Engine {
                             }
                         }
                     })
-                    .map_err(|e| {
-                        StoreError::Sqlite(format!("cannot start a job worker thread: {e}"))
+                    .map_err(|e| StoreError::Io {
+                        what: "cannot start a job worker thread".into(),
+                        source: e,
                     })?,
             );
         }
@@ -288,7 +289,10 @@ impl Engine {
                     }
                 }
             })
-            .map_err(|e| StoreError::Sqlite(format!("cannot start the scheduler thread: {e}")))?;
+            .map_err(|source| StoreError::Io {
+                what: "cannot start the scheduler thread".into(),
+                source,
+            })?;
         threads.push(thread);
         Ok(Scheduler { wake, threads })
     }

@@ -55,6 +55,7 @@ pub fn run(
             env: Arc::new(|_| None),
             clock: Arc::new(SystemClock),
             llm: None,
+            router: None,
         },
     )
     .map_err(|e| e.to_string())?;

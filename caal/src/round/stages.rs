@@ -8,6 +8,7 @@
 //! decided; each appends its events as it goes. What they come to
 //! ([`Outcome`]) is turned into the round's result once, at its end.
 
+use super::RoundError;
 use serde_json::{Value, json};
 
 use super::{
@@ -25,7 +26,7 @@ use crate::{
     retry::Incoherence,
     router::{Intent, RouteDecision, normalize},
     state::rfc3339_ms,
-    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
+    trace::{EventDraft, EventStatus, EventType, OpenRound},
 };
 
 /// What the screen leaves of what was said.
@@ -109,7 +110,7 @@ impl Engine {
         said: &str,
         channel: Channel,
         voice: Option<&VoiceInput>,
-    ) -> Result<Screened, StoreError> {
+    ) -> Result<Screened, RoundError> {
         let said_chars = said.chars().count();
         let (text, kinds) = crate::safety::global().scrub_counted(said);
         let mut received = json!({"raw_text": text, "channel": channel.as_str()});
@@ -166,7 +167,7 @@ impl Engine {
         round: &OpenRound,
         incoherent: &Incoherence,
         state_in: &str,
-    ) -> Result<(Steps, Decided), StoreError> {
+    ) -> Result<(Steps, Decided), RoundError> {
         round.append(
             EventDraft::new(
                 EventType::ValidatorRan,
@@ -198,7 +199,7 @@ impl Engine {
         state_in: &str,
         voice: Option<&VoiceInput>,
         now: i64,
-    ) -> Result<Routed, StoreError> {
+    ) -> Result<Routed, RoundError> {
         let mut decision = self.router.route(&screened.normalized, state_in);
         let bar = self.config.voice.min_guess_word;
         if let Some(v) = voice {
@@ -255,7 +256,7 @@ impl Engine {
         text: &str,
         mut routed: Routed,
         state_in: &str,
-    ) -> Result<(Routed, Considered), StoreError> {
+    ) -> Result<(Routed, Considered), RoundError> {
         let mut considered = Considered::default();
         let Intent::Think { route, fallback } = &routed.decision.intent else {
             return Ok((routed, considered));
@@ -308,7 +309,7 @@ impl Engine {
         round: &OpenRound,
         blocked: &[auth::Command],
         decisions: &mut Vec<ToolDecision>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), RoundError> {
         if blocked.is_empty() {
             return Ok(());
         }
@@ -343,7 +344,7 @@ impl Engine {
         pending: Option<&Pending>,
         channel: Channel,
         now: i64,
-    ) -> Result<(Routed, GateOutcome), StoreError> {
+    ) -> Result<(Routed, GateOutcome), RoundError> {
         let source_rule = routed.decision.source_rule.clone();
         if let Intent::Chain(chain) = &mut routed.decision.intent {
             let round_id = round.header().round_id.to_string();
@@ -407,7 +408,7 @@ impl Engine {
         override_reason: Option<OverrideReason>,
         text: &str,
         now: i64,
-    ) -> Result<Acted, StoreError> {
+    ) -> Result<Acted, RoundError> {
         let Routed {
             decision,
             mut decided,
@@ -503,7 +504,7 @@ impl Engine {
     }
 
     /// A confirmation is asked for: recorded, with the reasoning step that waits on it.
-    fn ask(&self, round: &OpenRound, p: &Pending) -> Result<Steps, StoreError> {
+    fn ask(&self, round: &OpenRound, p: &Pending) -> Result<Steps, RoundError> {
         round.append(EventDraft::new(
             EventType::ConfirmRequested,
             json!({
@@ -545,7 +546,7 @@ impl Engine {
         decided: Decided,
         considered: Considered,
         mut decisions: Vec<ToolDecision>,
-    ) -> Result<Outcome, StoreError> {
+    ) -> Result<Outcome, RoundError> {
         let Considered {
             llm,
             mut retries,

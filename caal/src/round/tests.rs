@@ -51,6 +51,7 @@ impl Home {
                 env,
                 clock,
                 llm,
+                router: None,
             },
         )
         .unwrap()

@@ -5,6 +5,7 @@
 //! becomes a command chain for the authority gate; nothing runs here, so a
 //! retry never repeats a side effect.
 
+use super::RoundError;
 use serde::Serialize;
 use serde_json::json;
 
@@ -16,7 +17,7 @@ use crate::{
         validate::{Candidate, Status},
     },
     router::Intent,
-    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
+    trace::{EventDraft, EventStatus, EventType, OpenRound},
 };
 
 use super::Engine;
@@ -64,7 +65,7 @@ impl Engine {
         question: &str,
         route: RouteType,
         state: &str,
-    ) -> Result<Thought, StoreError> {
+    ) -> Result<Thought, RoundError> {
         let cfg = &self.config.llm;
         let tiers = self.llm.as_ref().expect("think is called only with tiers");
         let policy = self.router.state(state);

@@ -12,10 +12,43 @@ use super::{Channel, Engine, OPERATOR_CONVERSATION, RoundError, RoundResult, Ste
 use crate::ids::{AudioId, ConversationId};
 use crate::router::Intent;
 use crate::trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError};
-use crate::voice::{
-    AudioArtifact, Clip, Heard, Listened, Stt, SttError, Transcript, VoiceError, audio, store, stt,
-    vad,
-};
+use crate::voice::{AudioArtifact, Clip, Stt, SttError, Transcript, audio, store, stt, vad};
+
+/// Why a voice round could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum VoiceError {
+    #[error(transparent)]
+    Audio(#[from] crate::voice::AudioError),
+    #[error(transparent)]
+    Stt(#[from] SttError),
+    #[error(transparent)]
+    Round(#[from] RoundError),
+    #[error(transparent)]
+    Store(#[from] crate::trace::StoreError),
+    #[error("no audio {id}; `caal audio list` shows the audio ids")]
+    NoSuchAudio { id: String },
+}
+
+/// One utterance heard and what came of it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Heard {
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub transcript: Transcript,
+    /// None when the transcript held no speech (nothing worth a round, and
+    /// no audio kept for it).
+    pub round: Option<RoundResult>,
+    pub audio_id: Option<String>,
+    pub audio_sha256: Option<String>,
+}
+
+/// A clip heard: the artifact kept (none if nothing in it was speech) and
+/// each utterance's round.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Listened {
+    pub audio: Option<AudioArtifact>,
+    pub utterances: Vec<Heard>,
+}
 
 /// Said when a governed command was heard too unsurely to confirm.
 pub const SAY_AGAIN: &str =
@@ -144,10 +177,7 @@ impl Engine {
         transcript: &Transcript,
         audio: &AudioArtifact,
     ) -> Result<RoundResult, RoundError> {
-        let audio_id: AudioId = audio
-            .audio_id
-            .parse()
-            .map_err(|e: crate::ids::InvalidId| StoreError::Sqlite(e.to_string()))?;
+        let audio_id: AudioId = audio.audio_id.parse().map_err(StoreError::Id)?;
         let input = VoiceInput {
             audio_id,
             audio_sha256: audio.sha256.clone(),
@@ -240,7 +270,7 @@ impl Engine {
         round: &OpenRound,
         voice: Option<&VoiceInput>,
         intent: &Intent,
-    ) -> Result<Option<Steps>, StoreError> {
+    ) -> Result<Option<Steps>, RoundError> {
         let Some(v) = voice else { return Ok(None) };
         let min = self.config.voice.min_confidence;
         let governed = matches!(intent, Intent::Chain(chain) if chain.chain_level.get() >= 3);
@@ -387,6 +417,7 @@ mod tests {
                 env: Arc::new(|_| None),
                 clock: Arc::new(crate::state::SystemClock),
                 llm: None,
+                router: None,
             },
         )
         .unwrap();

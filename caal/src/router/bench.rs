@@ -85,12 +85,23 @@ pub fn generated_config(base: &Config, count: usize) -> Config {
     config
 }
 
+/// Why the router benchmark stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RouterBenchError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Round(#[from] crate::round::RoundError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
 pub fn run(
     config: &Config,
     data_dir: &Path,
     decisions: usize,
     rounds: usize,
-) -> Result<RouterBenchReport, OpenError> {
+) -> Result<RouterBenchReport, RouterBenchError> {
     let decisions = decisions.max(1);
     let rounds = rounds.max(1);
     let router = Router::compile(config)?;
@@ -117,8 +128,9 @@ pub fn run(
         env: Arc::new(|_| None),
         clock: Arc::new(SystemClock),
         llm: None,
+        router: None,
     };
-    let timed = (|| -> Result<Vec<f64>, OpenError> {
+    let timed = (|| -> Result<Vec<f64>, RouterBenchError> {
         let engine = Engine::open(&dir, round_config, options)?;
         let conversation: ConversationId = "bench".parse().map_err(|e| OpenError::DataDir {
             path: dir.display().to_string(),
@@ -132,12 +144,7 @@ pub fn run(
                 "turn off the kitchen lights"
             };
             let started = Instant::now();
-            let result = engine
-                .text_round(&conversation, text, Channel::Text)
-                .map_err(|e| match e {
-                    crate::round::RoundError::Store(s) => OpenError::Store(s),
-                    other => OpenError::Store(crate::trace::StoreError::Sqlite(other.to_string())),
-                })?;
+            let result = engine.text_round(&conversation, text, Channel::Text)?;
             if i >= 50 {
                 samples.push(started.elapsed().as_secs_f64() * 1e3);
             }

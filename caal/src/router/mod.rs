@@ -185,6 +185,27 @@ impl Router {
         Self::compile_with(config, None, None)
     }
 
+    /// The router a configuration asks for: its sentence library and its
+    /// embedding model loaded when configured and installed. What could not
+    /// be loaded is left out and said in the warnings (with how to get it).
+    pub fn configured(
+        config: &Config,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(Self, Vec<String>), ConfigError> {
+        let mut warnings = Vec::new();
+        let library = crate::understand::library::load_configured(&config.understand, env)
+            .unwrap_or_else(|e| {
+                warnings.push(e.to_string());
+                None
+            });
+        let embedder = crate::understand::embed::load_configured(&config.understand, env)
+            .unwrap_or_else(|e| {
+                warnings.push(e.to_string());
+                None
+            });
+        Ok((Self::compile_with(config, library, embedder)?, warnings))
+    }
+
     /// The router over a loaded sentence library (Home Assistant's), with
     /// CAAL's own sentences and skip words added to it, and the semantic
     /// layer over the language's examples when an embedding model is given.

@@ -2,13 +2,11 @@
 //! number, a duration, one of a set of values, or a state name, and is
 //! checked against the command's declared range before anything runs.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    fmt,
-};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+pub use crate::auth::{ParamValue, human_duration};
 use crate::config::{ParamKind, ParamSpec};
 use crate::understand::Home;
 
@@ -17,54 +15,6 @@ use crate::understand::Home;
 pub struct Known<'a> {
     pub states: &'a BTreeSet<String>,
     pub home: &'a Home,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum ParamValue {
-    Text(String),
-    Integer(i64),
-    Number(f64),
-    /// A duration, in seconds.
-    Seconds(u64),
-}
-
-impl fmt::Display for ParamValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ParamValue::Text(s) => f.write_str(s),
-            ParamValue::Integer(n) => write!(f, "{n}"),
-            ParamValue::Number(x) if x.fract() == 0.0 && x.abs() < 1e15 => {
-                write!(f, "{}", *x as i64)
-            }
-            ParamValue::Number(x) => write!(f, "{x}"),
-            ParamValue::Seconds(s) => f.write_str(&human_duration(*s)),
-        }
-    }
-}
-
-/// "1 hour 30 minutes", "45 seconds".
-pub fn human_duration(seconds: u64) -> String {
-    let parts = [
-        (86_400, "day"),
-        (3_600, "hour"),
-        (60, "minute"),
-        (1, "second"),
-    ];
-    let mut rest = seconds;
-    let mut out = Vec::new();
-    for (unit, name) in parts {
-        let n = rest / unit;
-        rest %= unit;
-        if n > 0 {
-            out.push(format!("{n} {name}{}", if n == 1 { "" } else { "s" }));
-        }
-    }
-    if out.is_empty() {
-        "0 seconds".into()
-    } else {
-        out.join(" ")
-    }
 }
 
 /// "10 minutes", "ten minutes", "an hour and a half", "1h30", "90 secs" -> seconds

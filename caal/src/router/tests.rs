@@ -15,8 +15,9 @@ fn chain(d: &RouteDecision) -> &CommandChain {
     }
 }
 
+/// Why a configuration is refused: by its own checks, or when its router is compiled.
 fn config_error(overlay: &str) -> String {
-    match Config::from_toml_over_defaults(overlay) {
+    match Config::from_toml_over_defaults(overlay).and_then(|c| Router::compile(&c)) {
         Ok(_) => panic!("accepted:\n{overlay}"),
         Err(e) => e.to_string(),
     }

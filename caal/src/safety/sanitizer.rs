@@ -6,26 +6,25 @@
 use std::borrow::Cow;
 
 use regex::{Regex, RegexSet};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    /// Replace the whole text with a fixed fallback.
-    Block,
-    /// Record, keep the text.
-    Warn,
-    /// Record for a person to look at, keep the text.
-    Review,
-    /// Remove what matched (or cut what is too long), keep the rest.
-    Sanitize,
-}
+pub use crate::config::SafetyAction as Action;
 
 #[derive(Clone, Debug)]
 pub struct SanitizerConfig {
     pub max_input_chars: usize,
     pub on_long_input: Action,
     pub on_injection: Action,
+}
+
+impl From<&crate::config::SafetyConfig> for SanitizerConfig {
+    fn from(c: &crate::config::SafetyConfig) -> Self {
+        Self {
+            max_input_chars: c.max_input_chars,
+            on_long_input: c.on_long_input,
+            on_injection: c.on_injection,
+        }
+    }
 }
 
 /// One decision, recorded as `safety.checked`.

@@ -113,6 +113,7 @@ fn run_in(
         env: Arc::new(|_| None),
         clock: Arc::new(SystemClock),
         llm: None,
+        router: None,
     };
     let engine = Engine::open(dir, config, options).map_err(|e| e.to_string())?;
     let running = Running::start(AppState::new(engine.clone(), TOKEN.into()))?;

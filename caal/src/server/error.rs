@@ -94,6 +94,7 @@ impl From<RoundError> for AppError {
         match e {
             RoundError::EmptyInput => AppError::bad_request("input.empty", e.to_string()),
             RoundError::Store(s) => s.into(),
+            RoundError::Memory(m) => m.into(),
         }
     }
 }

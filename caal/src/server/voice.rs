@@ -248,7 +248,7 @@ async fn utterance(
 ) -> bool {
     let ended = Instant::now();
     let (engine, stt, conversation) = (state.engine.clone(), stt.clone(), conversation.clone());
-    let done = tokio::task::spawn_blocking(move || -> Result<_, crate::voice::VoiceError> {
+    let done = tokio::task::spawn_blocking(move || -> Result<_, crate::round::VoiceError> {
         let transcript = stt.transcribe(&u.samples)?;
         let mut keep = || {
             let wav = audio::encode_wav(&u.samples);

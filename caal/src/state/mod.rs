@@ -19,7 +19,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::{
     ids::ConversationId,
-    sqlite::{STATE, check_identity, migrate, open_connection},
+    sqlite::{STATE, check_identity, enable_wal, migrate, open_connection},
     trace::StoreError,
 };
 
@@ -33,7 +33,9 @@ pub struct StateDb {
     /// the process that holds the writer lock is the only one changing them,
     /// so it keeps them here, written through.
     pub(crate) states: Mutex<HashMap<String, Option<String>>>,
-    pub(crate) pendings: Mutex<HashMap<String, Option<crate::auth::Pending>>>,
+    /// Pending confirmations as their stored JSON bodies (`auth::store`
+    /// reads them; this layer does not know their type).
+    pub(crate) pendings: Mutex<HashMap<String, Option<String>>>,
 }
 
 impl StateDb {
@@ -43,13 +45,7 @@ impl StateDb {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
         )?;
         check_identity(&conn, path, &STATE, true)?;
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Sqlite(format!(
-                "could not switch {} to WAL",
-                path.display()
-            )));
-        }
+        enable_wal(&conn, path)?;
         conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")?;
         conn.busy_timeout(Duration::from_secs(5))?;
         migrate(&conn, &STATE)?;

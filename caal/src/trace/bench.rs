@@ -84,8 +84,10 @@ fn command_round_events(i: usize) -> Vec<EventDraft> {
 /// Runs all three measurements in `dir` (which should be empty and on the
 /// disk being measured). `events` sizes the first two.
 pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchReport, StoreError> {
-    let library = LibraryId::load_or_create(dir, Some("bench"))
-        .map_err(|e| StoreError::Sqlite(e.to_string()))?;
+    let library = LibraryId::load_or_create(dir, Some("bench")).map_err(|e| StoreError::Io {
+        what: format!("cannot create the benchmark's library id: {e}"),
+        source: std::io::Error::other(e.to_string()),
+    })?;
 
     // 1. Chained appends through the store.
     let chained_path = dir.join("chained.db");
@@ -127,7 +129,10 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
                     })
             })
             .collect::<Result<_, _>>()
-            .map_err(|e| StoreError::Sqlite(format!("cannot start a benchmark thread: {e}")))?;
+            .map_err(|source| StoreError::Io {
+                what: "cannot start a benchmark thread".into(),
+                source,
+            })?;
         workers
             .into_iter()
             .try_for_each(|w| w.join().unwrap_or(Err(StoreError::WriterGone)))
@@ -157,7 +162,7 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
         .collect::<Result<_, _>>()?;
     drop(source);
     let bare = Connection::open(dir.join("bare.db"))?;
-    store::configure_writer(&bare, Durability::Normal)?;
+    store::configure_writer(&bare, &dir.join("bare.db"), Durability::Normal)?;
     crate::sqlite::migrate(&bare, &crate::sqlite::TRACE)?;
     let start = Instant::now();
     bare.execute_batch("BEGIN")?;

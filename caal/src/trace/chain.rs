@@ -8,11 +8,11 @@
 //! The export line is the same object with `hash` added, itself canonical, so
 //! anyone can recompute every hash from the JSONL bytes alone.
 
+pub use crate::crypto::{canonical_json, sha256_tagged};
 use std::fmt::Write as _;
 
 use serde::Serialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 /// One event as stored and exported; `payload` is canonical JSON text.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -31,28 +31,6 @@ pub struct EventRecord {
     pub failure_reason: Option<String>,
     pub prev_hash: Option<String>,
     pub hash: String,
-}
-
-/// RFC 8785 canonical form of any JSON value (the one canonicalizer used for
-/// payloads everywhere).
-pub fn canonical_json(value: &Value) -> String {
-    // Serialising a `Value` cannot fail: its keys are strings and it has no
-    // non-finite numbers.
-    serde_json_canonicalizer::to_string(value)
-        .unwrap_or_else(|e| unreachable!("canonical JSON of a Value: {e}"))
-}
-
-/// `"sha256:" + hex(SHA-256(bytes))`.
-pub fn sha256_tagged(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(71);
-    out.push_str("sha256:");
-    for b in digest {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
-    }
-    out
 }
 
 impl EventRecord {

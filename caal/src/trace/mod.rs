@@ -7,7 +7,6 @@
 
 pub mod bench;
 pub mod chain;
-mod error;
 mod reader;
 mod retention;
 mod store;
@@ -17,8 +16,8 @@ mod verify;
 #[cfg(test)]
 mod tests;
 
+pub use crate::sqlite::StoreError;
 pub use chain::EventRecord;
-pub use error::StoreError;
 pub use reader::{ConversationSummary, ExportStats, RoundRecord, RoundSummary, TraceReader};
 pub use retention::{PruneReport, Tombstone, cutoff_days_ago};
 pub use store::{

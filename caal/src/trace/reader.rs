@@ -312,7 +312,10 @@ impl TraceReader {
                 let mut round = round_from_row(row)?;
                 let events = round_events(conn, row.get(10)?)?;
                 round.apply_terminal(events.last());
-                let line = serde_json::to_string(&round).map_err(|e| StoreError::Sqlite(e.to_string()))?;
+                let line = serde_json::to_string(&round).map_err(|source| StoreError::Json {
+                    what: "a round header for the export".into(),
+                    source,
+                })?;
                 writeln!(out, "{line}").map_err(export_io)?;
                 for event in &events {
                     writeln!(out, "{}", event.to_json_line()).map_err(export_io)?;
@@ -328,7 +331,10 @@ impl TraceReader {
 }
 
 fn export_io(e: std::io::Error) -> StoreError {
-    StoreError::Sqlite(format!("writing the export failed: {e}"))
+    StoreError::Io {
+        what: "writing the export failed".into(),
+        source: e,
+    }
 }
 
 impl RoundRecord {

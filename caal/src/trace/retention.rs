@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{SCHEMA_VERSION, StoreError, TraceStore, now_timestamp};
 use crate::{
-    reasoning::receipt::{public_key_hex, sign_value},
+    crypto::{public_key_hex, sign_value},
     sqlite::open_connection,
 };
 

@@ -39,31 +39,8 @@ use super::{
     EventType, SCHEMA_VERSION, StoreError, TraceReader,
     chain::{EventRecord, canonical_json, sha256_tagged},
 };
+pub use crate::config::Durability;
 use crate::ids::{AudioId, BucketId, CallId, ConversationId, LibraryId, RoundId};
-
-/// How far a finished round is guaranteed to survive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Durability {
-    /// WAL with synchronous=NORMAL: survives a killed process, not a power cut.
-    Normal,
-    /// WAL with synchronous=FULL: every commit is fsynced; survives power loss.
-    /// Concurrent rounds share one fsync (group commit).
-    Fsync,
-}
-
-impl std::str::FromStr for Durability {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "normal" => Ok(Self::Normal),
-            "fsync" => Ok(Self::Fsync),
-            other => Err(format!(
-                "unknown durability {other:?}: use \"normal\" or \"fsync\""
-            )),
-        }
-    }
-}
 
 /// RFC 3339 UTC with microseconds, e.g. `2026-11-21T23:21:49.123456Z`.
 pub fn now_timestamp() -> String {
@@ -285,7 +262,7 @@ impl TraceStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
         )?;
         check_identity(&conn, path, &TRACE, true)?;
-        configure_writer(&conn, durability)?;
+        configure_writer(&conn, path, durability)?;
         migrate(&conn, &TRACE)?;
 
         let mut writer = Writer {
@@ -816,14 +793,10 @@ fn acquire_lock(db: &Path) -> Result<File, StoreError> {
 
 pub(super) fn configure_writer(
     conn: &Connection,
+    path: &Path,
     durability: Durability,
 ) -> Result<(), StoreError> {
-    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::Sqlite(format!(
-            "could not switch to WAL (journal_mode is {mode})"
-        )));
-    }
+    crate::sqlite::enable_wal(conn, path)?;
     let sync = match durability {
         Durability::Normal => "NORMAL",
         Durability::Fsync => "FULL",

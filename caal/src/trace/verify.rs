@@ -116,7 +116,7 @@ impl TraceReader {
             let expected_key = self
                 .path()
                 .parent()
-                .and_then(crate::reasoning::receipt::existing_public_key);
+                .and_then(crate::crypto::existing_public_key);
             let mut heads: BTreeMap<String, (i64, i64, String)> = BTreeMap::new();
             let tombstones: Vec<super::Tombstone> = conn
                 .prepare(&format!(
@@ -127,7 +127,7 @@ impl TraceReader {
                 .query_map([conversation.map(|c| c.as_str())], super::retention::tombstone_from_row)?
                 .collect::<rusqlite::Result<_>>()?;
             for t in tombstones {
-                let signed = crate::reasoning::receipt::signature_holds(&t.signed_part(), &t.public_key, &t.signature);
+                let signed = crate::crypto::signature_holds(&t.signed_part(), &t.public_key, &t.signature);
                 let ours = expected_key.as_ref().is_none_or(|k| *k == t.public_key);
                 if !(signed && ours) {
                     let detail = if signed {

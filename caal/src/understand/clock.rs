@@ -5,6 +5,7 @@
 //! not read English clock phrases ("quarter to seven"); the calendar
 //! arithmetic (days, time zones, daylight saving) is `jiff`'s.
 
+pub use crate::config::time_zone;
 use std::{fmt, str::FromStr};
 
 use jiff::{Timestamp, Zoned, civil::Date, tz::TimeZone};
@@ -322,16 +323,6 @@ pub fn describe(due_ms: i64, now_ms: i64, tz: &TimeZone) -> String {
     } else {
         format!("on {} at {clock}", due.strftime("%A %-d %B"))
     }
-}
-
-/// The configured zone (an IANA name), else the machine's.
-pub fn time_zone(name: &str) -> Result<TimeZone, String> {
-    if name.trim().is_empty() {
-        return Ok(TimeZone::system());
-    }
-    TimeZone::get(name.trim()).map_err(|e| {
-        format!("{name:?} is not a time zone this machine knows ({e}); use an IANA name such as \"Europe/Berlin\" or \"America/New_York\", or leave it empty for the machine's")
-    })
 }
 
 #[cfg(test)]

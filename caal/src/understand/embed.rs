@@ -72,7 +72,7 @@ pub fn model_path(env: &dyn Fn(&str) -> Option<String>, name: &str) -> PathBuf {
     if p.is_absolute() {
         return p.to_owned();
     }
-    crate::llm::tiers::models_dir(env).join(name)
+    crate::config::models_dir(env).join(name)
 }
 
 impl Embedder {

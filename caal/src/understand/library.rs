@@ -68,7 +68,7 @@ pub fn library_path(env: &dyn Fn(&str) -> Option<String>, lang: Lang) -> PathBuf
     let dir = env("CAAL_INTENTS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            crate::llm::tiers::models_dir(env)
+            crate::config::models_dir(env)
                 .parent()
                 .map_or_else(|| PathBuf::from("intents"), |p| p.join("intents"))
         });

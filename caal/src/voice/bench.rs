@@ -264,6 +264,7 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<Streamed, Str
         env: Arc::new(|k| std::env::var(k).ok()),
         clock: Arc::new(SystemClock),
         llm: None,
+        router: None,
     };
     let engine = Engine::open(dir, config.clone(), options).map_err(|e| e.to_string())?;
     engine.stt().map_err(|e| e.to_string())?;

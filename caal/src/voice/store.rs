@@ -154,8 +154,9 @@ pub fn keep(
         ])
         .map(|_| ())
     })?;
-    get(state, &id.to_string())?
-        .ok_or_else(|| StoreError::Sqlite(format!("audio {id} vanished after it was written")))
+    get(state, &id.to_string())?.ok_or_else(|| StoreError::Inconsistent {
+        what: format!("audio {id} vanished after it was written"),
+    })
 }
 
 pub fn get(state: &StateDb, audio_id: &str) -> Result<Option<AudioArtifact>, StoreError> {

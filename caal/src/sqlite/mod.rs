@@ -7,7 +7,9 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
-use crate::trace::StoreError;
+mod error;
+
+pub use error::StoreError;
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
@@ -35,6 +37,19 @@ pub(crate) const MEMORY: DbSchema = DbSchema {
     application_id: 0x4341_4D31,
     migrations: embedded::MEMORY_MIGRATIONS,
 };
+
+/// Switches a connection to WAL, or says why it cannot be.
+pub(crate) fn enable_wal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if mode.eq_ignore_ascii_case("wal") {
+        Ok(())
+    } else {
+        Err(StoreError::NoWal {
+            path: path.to_owned(),
+            mode,
+        })
+    }
+}
 
 pub(crate) fn open_connection(path: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
     let flags = flags | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;

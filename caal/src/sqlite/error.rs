@@ -1,5 +1,6 @@
-//! The trace store's one error type. Driver errors are converted in one place
-//! (`From<rusqlite::Error>`); every message says what is wrong and how to fix it.
+//! The storage layer's error type (trace, state and memory databases).
+//! Driver errors keep their `rusqlite::Error` as their source (`Db`); every
+//! message says what is wrong and how to fix it.
 
 use std::{io, path::PathBuf};
 
@@ -64,12 +65,31 @@ pub enum StoreError {
     #[error("the trace store's writer has stopped; restart caal")]
     WriterGone,
 
-    #[error("trace store: {0}")]
-    Sqlite(String),
-}
+    #[error("{} could not be switched to WAL (journal_mode is {mode}); keep the data dir on a local file system", path.display())]
+    NoWal { path: PathBuf, mode: String },
 
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        StoreError::Sqlite(e.to_string())
-    }
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error(
+        "{what}: not JSON this build reads ({source}); run `caal trace verify` to see whether the store was changed"
+    )]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+
+    #[error("the database holds an id that cannot be: {0}; run `caal trace verify`")]
+    Id(#[from] crate::ids::InvalidId),
+
+    #[error("{what}; run `caal trace verify` to see whether the store was changed")]
+    Inconsistent { what: String },
+
+    #[error("database: {0}")]
+    Db(#[from] rusqlite::Error),
 }
