@@ -2,6 +2,7 @@
 
 mod boundary;
 mod browser;
+mod contract;
 mod home;
 mod llm;
 mod memory;

@@ -580,3 +580,83 @@ fn parallel_tool_calls_show_their_reasoning_in_the_history_and_the_stream() {
         "a greeting has no tool calls"
     );
 }
+
+/// The schema a documented response refers to, loaded from `schemas/`.
+fn response_schema(spec: &Value, path: &str) -> jsonschema::Validator {
+    let reference = spec["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]
+        ["schema"]["$ref"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{path}: the 200 response names no schema"));
+    let text = match reference {
+        "round-result.v1.json" => include_str!("../../../schemas/round-result.v1.json"),
+        other => panic!("{path}: unknown schema {other}"),
+    };
+    jsonschema::validator_for(&serde_json::from_str(text).unwrap()).unwrap()
+}
+
+fn assert_valid(validator: &jsonschema::Validator, body: &Value, what: &str) {
+    let problems: Vec<String> = validator
+        .iter_errors(body)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(problems.is_empty(), "{what}: {problems:?}\n{body:#}");
+}
+
+#[test]
+fn round_results_match_the_schema_the_openapi_document_names() {
+    let server = TestServer::start();
+    let (_, spec) = server.call("GET", "/api/openapi.json", None);
+    let chat = response_schema(&spec, "/api/chat");
+    let mut seen = std::collections::BTreeSet::new();
+    for text in [
+        "turn on the kitchen lights",
+        "add milk to the shopping list",
+        "undo",
+        "turn on the kitchen lights and set the thermostat to 21",
+        "set the thermostat to 99",
+        "remember that the spare key is in the blue box",
+        "asdf qwer zxcv",
+        "unlock the front door",
+    ] {
+        let body = server.say("contract", text);
+        assert_valid(&chat, &body, text);
+        seen.insert((
+            body["status"].to_string(),
+            body["pending_confirmation"].is_null(),
+        ));
+    }
+    // Both outcomes and a waiting confirmation were among them.
+    assert!(seen.len() >= 3, "{seen:?}");
+    let (_, pending) = server.call("GET", "/api/pending", None);
+    let id = pending["pending"][0]["pending"]["confirmation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, confirmed) = server.call("POST", &format!("/api/pending/{id}/confirm"), None);
+    assert_eq!(status, 200, "{confirmed}");
+    assert_valid(
+        &response_schema(&spec, "/api/pending/{id}/confirm"),
+        &confirmed,
+        "confirm",
+    );
+    assert_eq!(confirmed["commands"][0]["status"], "ok");
+
+    server.say("contract", "unlock the front door");
+    let (_, pending) = server.call("GET", "/api/pending", None);
+    let id = pending["pending"][0]["pending"]["confirmation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, denied) = server.call("POST", &format!("/api/pending/{id}/deny"), None);
+    assert_valid(
+        &response_schema(&spec, "/api/pending/{id}/deny"),
+        &denied,
+        "deny",
+    );
+
+    // The contract holds both ways: a field the code adds and the schema
+    // does not describe is refused.
+    let mut extra = denied.clone();
+    extra["surprise"] = json!(1);
+    assert!(!chat.is_valid(&extra));
+}
