@@ -20,6 +20,7 @@ use crate::output;
 pub enum BucketCommand {
     /// Every bucket, with its register (most recently written first).
     List {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -28,11 +29,13 @@ pub enum BucketCommand {
     Show {
         /// A bucket id (`bucket:kitchen`) or a conversation (`kitchen`).
         bucket: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Remember something in a bucket (scrubbed of secrets first).
     Add {
+        /// The bucket (`caal bucket list` shows them).
         bucket: String,
         /// What to remember.
         #[arg(required = true, num_args = 1..)]
@@ -49,33 +52,44 @@ pub enum BucketCommand {
         /// A summary of the ref.
         #[arg(long, requires = "reference")]
         summary: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Pin an item: it comes first in the bucket's package.
     Pin {
+        /// The bucket (`caal bucket list` shows them).
         bucket: String,
+        /// The memory item (`caal bucket show BUCKET` lists them).
         item_id: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Unpin an item.
     Unpin {
+        /// The bucket (`caal bucket list` shows them).
         bucket: String,
+        /// The memory item (`caal bucket show BUCKET` lists them).
         item_id: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Forget an item: it leaves the bucket and search; the trace records
     /// that it was forgotten, never what it said.
     Forget {
+        /// The bucket (`caal bucket list` shows them).
         bucket: String,
+        /// The memory item (`caal bucket show BUCKET` lists them).
         item_id: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Full-text search, best match first.
     Search {
+        /// The words to look for.
         #[arg(required = true, num_args = 1..)]
         query: Vec<String>,
         /// Only this bucket.
@@ -84,20 +98,26 @@ pub enum BucketCommand {
         /// Match any of the words (default: all of them).
         #[arg(long)]
         any: bool,
+        /// Show at most this many (the most recent).
         #[arg(long, default_value_t = 10)]
         limit: usize,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Every item of a bucket with its score breakdown.
     Dump {
+        /// The bucket (`caal bucket list` shows them).
         bucket: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// The register (a summary of at most 140 characters) of one bucket, or of all.
     Register {
+        /// The bucket (`caal bucket list` shows them).
         bucket: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },

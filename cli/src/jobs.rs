@@ -11,6 +11,7 @@ use clap::Subcommand;
 pub enum JobsCommand {
     /// Jobs, queued and running first, then the newest.
     List {
+        /// Show at most this many (the most recent).
         #[arg(long, default_value_t = 50)]
         limit: usize,
         /// Print JSON.
@@ -19,12 +20,17 @@ pub enum JobsCommand {
     },
     /// One job in full (its job_id or number).
     Show {
+        /// The job (its job_id or number, as `caal jobs list` shows it).
         id: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Stop a queued or running job; the conversation that asked is told.
-    Cancel { id: String },
+    Cancel {
+        /// The job (its job_id or number, as `caal jobs list` shows it).
+        id: String,
+    },
 }
 
 pub fn run(data_dir: &Path, config: Config, command: JobsCommand) -> Result<()> {

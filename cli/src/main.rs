@@ -67,6 +67,7 @@ enum Command {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// The sentence to understand.
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },
@@ -86,6 +87,7 @@ enum Command {
         /// Only this conversation's.
         #[arg(long)]
         conversation: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -93,6 +95,7 @@ enum Command {
     State {
         #[command(flatten)]
         conversation: ConversationArg,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -124,6 +127,7 @@ enum Command {
         /// Print what was heard and each round as one JSON object.
         #[arg(long)]
         json: bool,
+        /// A WAV file of speech (any rate and channels; it is resampled to 16 kHz mono).
         file: PathBuf,
     },
     /// The audio voice rounds kept: list, show, pin, unpin, sweep.
@@ -150,6 +154,13 @@ enum Command {
     /// Measure what the engine sustains on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Print a shell completion script (e.g. `caal completions bash > ~/.local/share/bash-completion/completions/caal`).
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; e.g. `caal man > caal.1 && man ./caal.1`).
+    Man,
 }
 
 #[derive(Args)]
@@ -163,22 +174,27 @@ struct ConversationArg {
 enum TraceCommand {
     /// List recent rounds, newest last.
     List {
+        /// The conversation (its id).
         #[arg(long)]
         conversation: Option<String>,
         /// How many of the newest rounds.
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Show one round and its events.
     Show {
+        /// The round (`caal trace list` shows them).
         round_id: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Write rounds and events as JSONL (a round line, then its events).
     Export {
+        /// The conversation (its id).
         #[arg(long)]
         conversation: Option<String>,
         /// Write here instead of standard output (written whole, then renamed into place).
@@ -188,18 +204,22 @@ enum TraceCommand {
     /// Remove whole conversations whose last round is older than N days,
     /// each behind a signed tombstone (what remains still verifies).
     Prune {
+        /// Only what is older than this many days.
         #[arg(long)]
         older_than_days: u64,
         /// Say what would be removed, remove nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Recompute every hash chain; exit 1 naming the first broken link.
     Verify {
+        /// The conversation (its id).
         #[arg(long)]
         conversation: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -216,6 +236,7 @@ enum BenchCommand {
     /// Timers due in the same second, rung by the scheduler as rounds: how
     /// late each rang, in due order or not.
     Timers {
+        /// How many timers to set.
         #[arg(long, default_value_t = 1000)]
         timers: usize,
         /// Spread over this many conversations.
@@ -384,6 +405,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
         )?)
     };
     match cli.command {
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "caal", &mut io::stdout());
+        }
+        Command::Man => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command)
+                .render(&mut io::stdout())
+                .context("cannot write the manual page")?;
+        }
         Command::Say {
             conversation,
             json,
@@ -1172,5 +1203,39 @@ async fn shutdown_signal() {
     tokio::select! {
         () = interrupt => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every option and argument of every command says what it is for.
+    #[test]
+    fn every_option_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {} (the command)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "caal", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "without help text:\n{}",
+            missing.join("\n")
+        );
     }
 }

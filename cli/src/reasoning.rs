@@ -29,7 +29,9 @@ pub enum ReasoningCommand {
             conflicts_with = "conversation",
             required_unless_present = "conversation"
         )]
+        /// The round (`caal trace list` shows them).
         round: Option<String>,
+        /// The conversation (its id).
         #[arg(long)]
         conversation: Option<String>,
         /// Write here instead of standard output.
@@ -38,22 +40,29 @@ pub enum ReasoningCommand {
     },
     /// Every step of a conversation in order, with its chain checked.
     Replay {
+        /// The conversation (its id).
         #[arg(long)]
         conversation: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// One step: the Nth (from 0) of a round.
     Step {
+        /// The round (`caal trace list` shows them).
         round_id: String,
+        /// The step number (1 is the first).
         n: usize,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Recent conversations with their round and step counts and whether their chain verifies.
     Sessions {
+        /// Show at most this many (the most recent).
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -66,12 +75,15 @@ pub enum ReceiptCommand {
     /// Check receipts' signatures and hashes: those of a round, or one in a
     /// file (a receipt, or a `receipt.issued` line of an export).
     Verify {
+        /// The round (`caal trace list` shows them).
         #[arg(long, conflicts_with = "file", required_unless_present = "file")]
         round: Option<String>,
+        /// A receipt as JSON, or a `receipt.issued` line of an export.
         file: Option<PathBuf>,
         /// Verify against this public key (hex) instead of the data dir's.
         #[arg(long)]
         pubkey: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },

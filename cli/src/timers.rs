@@ -26,6 +26,7 @@ pub enum TimersCommand {
     },
     /// Cancel a timer (or, with --reminder, a reminder) by the id `list` shows.
     Cancel {
+        /// The timer's (or reminder's) id, as `caal timers list` shows it.
         id: i64,
         /// The id is a reminder's.
         #[arg(long)]

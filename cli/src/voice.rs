@@ -18,26 +18,37 @@ use clap::Subcommand;
 pub enum AudioCommand {
     /// The audio kept, newest first.
     List {
+        /// Show at most this many (the most recent).
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// One clip: file, hash, format, retention, loudness preview.
     Show {
+        /// The audio (`caal audio list` shows them).
         audio_id: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Keep a clip past its retention (sweeps leave it).
-    Pin { audio_id: String },
+    Pin {
+        /// The audio (`caal audio list` shows them).
+        audio_id: String,
+    },
     /// Let a pinned clip expire again.
-    Unpin { audio_id: String },
+    Unpin {
+        /// The audio (`caal audio list` shows them).
+        audio_id: String,
+    },
     /// Delete expired, unpinned audio files (their hash and metadata stay).
     Sweep {
         /// List what would be deleted, delete nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -59,13 +70,16 @@ pub enum LivekitCommand {
     /// A token for a client to join a LiveKit room (LIVEKIT_API_KEY and
     /// LIVEKIT_API_SECRET sign it).
     Token {
+        /// The LiveKit room.
         #[arg(long)]
         room: String,
+        /// Who joins (the participant identity).
         #[arg(long)]
         identity: String,
         /// How long the token is valid, in minutes.
         #[arg(long, default_value_t = 360)]
         ttl_minutes: u64,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },

@@ -2,6 +2,7 @@
 
 mod boundary;
 mod browser;
+mod cli;
 mod contract;
 mod home;
 mod llm;
