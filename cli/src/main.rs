@@ -228,7 +228,11 @@ enum TraceCommand {
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// Validate the configuration in effect and say where it came from.
-    Check,
+    Check {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -540,9 +544,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             };
             output::print_understanding(&text, &decision, &matches, nearest.as_ref(), json);
         }
-        Command::Config(ConfigCommand::Check) => {
+        Command::Config(ConfigCommand::Check { json }) => {
             let (config, file) = load_config()?;
-            let origin = file.map_or("built-in defaults".to_owned(), |f| {
+            let origin = file.as_ref().map_or("built-in defaults".to_owned(), |f| {
                 format!("defaults + {}", f.display())
             });
             let router = configured_router(&config)?;
@@ -551,20 +555,43 @@ fn run(cli: Cli) -> Result<(), Failure> {
             for warning in &guarded.warnings {
                 eprintln!("caal: warning: {warning}");
             }
-            let tiers = guarded.tiers.as_deref().map_or("none".to_owned(), |t| {
-                let names: Vec<String> = t
-                    .local
+            let tiers: Vec<(String, String)> = guarded.tiers.as_deref().map_or(Vec::new(), |t| {
+                t.local
                     .iter()
                     .chain(t.remote.iter())
-                    .map(|tier| format!("{} ({})", tier.name, tier.model()))
-                    .collect();
-                names.join(", ")
+                    .map(|tier| (tier.name.to_owned(), tier.model().to_string()))
+                    .collect()
             });
-            println!(
-                "config ok: {} rules, durability {:?}, model tiers: {tiers} ({origin})",
-                config.rules.len(),
-                config.store.durability
-            );
+            if json {
+                let doc = serde_json::json!({
+                    "ok": true,
+                    "origin": origin,
+                    "file": file,
+                    "config_hash": config.hash,
+                    "rules": config.rules.len(),
+                    "commands": config.commands.len(),
+                    "durability": config.store.durability,
+                    "model_tiers": tiers.iter().map(|(name, model)| serde_json::json!({"name": name, "model": model})).collect::<Vec<_>>(),
+                    "sentence_library": router.library().sentence_count(),
+                    "warnings": guarded.warnings,
+                });
+                println!("{doc}");
+            } else {
+                let names: Vec<String> = tiers
+                    .iter()
+                    .map(|(name, model)| format!("{name} ({model})"))
+                    .collect();
+                let names = if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                };
+                println!(
+                    "config ok: {} rules, durability {:?}, model tiers: {names} ({origin})",
+                    config.rules.len(),
+                    config.store.durability
+                );
+            }
         }
         Command::Bench(BenchCommand::Trace {
             events,
@@ -1174,10 +1201,21 @@ fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {addr}; is another caal serve running? choose another with --bind"))?;
         let local = listener.local_addr()?;
-        eprintln!(
-            "caal serve: listening on http://{local}/ (API token in {}; the web page asks for it once; http://{local}/voice talks through the microphone)",
-            data_dir.join(caal::server::auth::TOKEN_FILE).display()
-        );
+        let token_file = data_dir.join(caal::server::auth::TOKEN_FILE);
+        if io::stderr().is_terminal() {
+            // A person at a terminal gets the page's address ready to open; the
+            // token rides in the fragment, which browsers never send to a server.
+            eprintln!(
+                "caal serve: listening on http://{local}/\n  the page:  http://{local}/#token={token}\n  the voice: http://{local}/voice#token={token}\n  (the API token is kept in {})",
+                token_file.display()
+            );
+        } else {
+            // A log keeps no secrets: the token stays in its file.
+            eprintln!(
+                "caal serve: listening on http://{local}/ (API token in {}; open the page with #token=TOKEN, or it asks once; http://{local}/voice talks through the microphone)",
+                token_file.display()
+            );
+        }
         caal::server::serve(listener, caal::server::AppState::new(engine, token), shutdown_signal()).await?;
         eprintln!("caal serve: stopped; every finished round is stored");
         Ok::<(), anyhow::Error>(())

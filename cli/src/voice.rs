@@ -37,11 +37,17 @@ pub enum AudioCommand {
     Pin {
         /// The audio (`caal audio list` shows them).
         audio_id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Let a pinned clip expire again.
     Unpin {
         /// The audio (`caal audio list` shows them).
         audio_id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Delete expired, unpinned audio files (their hash and metadata stay).
     Sweep {
@@ -62,6 +68,9 @@ pub enum ModelCommand {
         /// Convert again even if the model is there.
         #[arg(long)]
         force: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -233,18 +242,29 @@ pub fn audio(data_dir: &Path, config: Config, command: AudioCommand) -> Result<(
                 println!("loudness: {bars}");
             }
         }
-        AudioCommand::Pin { audio_id } => change(AudioAction::Pin(audio_id), false)?,
-        AudioCommand::Unpin { audio_id } => change(AudioAction::Unpin(audio_id), false)?,
+        AudioCommand::Pin { audio_id, json } => change(AudioAction::Pin(audio_id), json)?,
+        AudioCommand::Unpin { audio_id, json } => change(AudioAction::Unpin(audio_id), json)?,
         AudioCommand::Sweep { dry_run, json } => change(AudioAction::Sweep { dry_run }, json)?,
     }
     Ok(())
 }
 
 pub fn model(config: &Config, command: ModelCommand) -> Result<()> {
-    let ModelCommand::Install { force } = command;
+    let ModelCommand::Install { force, json } = command;
     let models = caal::llm::tiers::models_dir(&|k| std::env::var(k).ok());
     let target = caal::voice::stt::model_path(&config.voice, &models);
-    match caal::voice::stt::install(&config.voice, &models, force)? {
+    let done = caal::voice::stt::install(&config.voice, &models, force)?;
+    if json {
+        let doc = serde_json::json!({
+            "model": target,
+            "converted": done.is_some(),
+            "source": caal::voice::stt::source_path(&config.voice, &models),
+            "details": done,
+        });
+        println!("{doc}");
+        return Ok(());
+    }
+    match done {
         None => println!("{} is installed", target.display()),
         Some(done) => println!(
             "converted {} into {} ({} tensors, {} tokens, {} + {} layers)",

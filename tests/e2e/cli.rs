@@ -39,3 +39,25 @@ fn completions_and_the_man_page_name_every_command() {
         bad.stderr
     );
 }
+
+#[test]
+fn config_check_and_model_install_speak_json_too() {
+    let sb = Sandbox::new();
+    let check = sb.run(&["config", "check", "--json"]).ok().json();
+    assert_eq!(check["ok"], true);
+    assert!(check["rules"].as_u64().unwrap() > 0, "{check}");
+    assert!(check["config_hash"].as_str().unwrap().starts_with("sha256:"));
+    // A rule whose pattern does not compile is refused, naming it, exit 2.
+    std::fs::write(
+        sb.path().join("bad.toml"),
+        "[[rules]]\nname = \"broken\"\npattern = \"(unclosed\"\nroute = \"chat\"\n",
+    )
+    .unwrap();
+    let bad = sb.run(&["--config", "bad.toml", "config", "check", "--json"]);
+    assert_eq!(bad.code, 2, "{}", bad.stdout);
+    assert!(bad.stderr.contains("broken"), "{}", bad.stderr);
+    // The speech model the setup installed: nothing to convert.
+    let model = sb.run(&["model", "install", "--json"]).ok().json();
+    assert_eq!(model["converted"], false, "{model}");
+    assert!(model["model"].as_str().unwrap().ends_with(".bin"), "{model}");
+}

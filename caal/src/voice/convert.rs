@@ -213,7 +213,7 @@ pub fn mel_filters(n_mels: usize) -> Vec<f32> {
 }
 
 /// What a converted model is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Converted {
     pub n_vocab: usize,
     pub audio_layers: usize,
