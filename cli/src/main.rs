@@ -6,6 +6,7 @@ mod home;
 mod jobs;
 mod output;
 mod reasoning;
+mod remote;
 mod timers;
 mod voice;
 
@@ -430,7 +431,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
             if text.trim().is_empty() {
                 return Err(anyhow::Error::from(caal::round::RoundError::EmptyInput).into());
             }
-            let engine = open_engine(&cli.data_dir, load_config()?.0, Start::Lazy)?;
+            let engine = match open_engine(&cli.data_dir, load_config()?.0, Start::Lazy) {
+                Ok(engine) => engine,
+                // `caal serve` holds the data dir: the round goes through it.
+                Err(e) if remote::is_locked(&e) => {
+                    let remote = remote::Remote::find(&cli.data_dir, e)?;
+                    return Ok(remote::say(&remote, &conversation, &text, json)?);
+                }
+                Err(e) => return Err(e.into()),
+            };
             let result = engine
                 .text_round(&conversation, &text, Channel::Text)
                 .map_err(anyhow::Error::from)?;
@@ -441,8 +450,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Chat { conversation } => {
             let conversation = parse_conversation(&conversation.conversation)?;
-            let engine = open_engine(&cli.data_dir, load_config()?.0, Start::Warm)?;
-            chat(&engine, &conversation)?;
+            match open_engine(&cli.data_dir, load_config()?.0, Start::Warm) {
+                Ok(engine) => chat(&engine, &conversation)?,
+                Err(e) if remote::is_locked(&e) => {
+                    remote::chat(&remote::Remote::find(&cli.data_dir, e)?, &conversation)?
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         Command::Trace(TraceCommand::Prune {
             older_than_days,
@@ -1216,6 +1230,7 @@ fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
                 token_file.display()
             );
         }
+        let _announced = remote::announce(data_dir, &format!("http://{local}"))?;
         caal::server::serve(listener, caal::server::AppState::new(engine, token), shutdown_signal()).await?;
         eprintln!("caal serve: stopped; every finished round is stored");
         Ok::<(), anyhow::Error>(())

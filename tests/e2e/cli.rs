@@ -46,7 +46,12 @@ fn config_check_and_model_install_speak_json_too() {
     let check = sb.run(&["config", "check", "--json"]).ok().json();
     assert_eq!(check["ok"], true);
     assert!(check["rules"].as_u64().unwrap() > 0, "{check}");
-    assert!(check["config_hash"].as_str().unwrap().starts_with("sha256:"));
+    assert!(
+        check["config_hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
     // A rule whose pattern does not compile is refused, naming it, exit 2.
     std::fs::write(
         sb.path().join("bad.toml"),
@@ -59,5 +64,8 @@ fn config_check_and_model_install_speak_json_too() {
     // The speech model the setup installed: nothing to convert.
     let model = sb.run(&["model", "install", "--json"]).ok().json();
     assert_eq!(model["converted"], false, "{model}");
-    assert!(model["model"].as_str().unwrap().ends_with(".bin"), "{model}");
+    assert!(
+        model["model"].as_str().unwrap().ends_with(".bin"),
+        "{model}"
+    );
 }

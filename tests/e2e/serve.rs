@@ -103,3 +103,61 @@ fn the_log_has_a_line_per_request_and_no_secret() {
     assert!(!log.contains(key), "{log}");
     assert!(!log.contains(&token), "the API token is never logged");
 }
+
+#[test]
+fn say_and_chat_go_through_a_running_serve_instead_of_refusing() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[]);
+    assert!(sb.data().join("serve.json").exists());
+    // The data dir is held by serve; the round goes through its API.
+    let said = sb.say("through", "turn on the kitchen lights");
+    assert_eq!(said["reply"], "Okay, the kitchen lights are on.", "{said}");
+    assert_eq!(said["status"], "ok");
+    let plain = sb
+        .run(&[
+            "say",
+            "--conversation",
+            "through",
+            "turn off the kitchen lights",
+        ])
+        .ok();
+    assert_eq!(plain.stdout.trim(), "Okay, the kitchen lights are off.");
+    let chat = sb
+        .run_with_stdin(
+            &["chat", "--conversation", "through"],
+            "add tea to the shopping list\n/quit\n",
+        )
+        .ok();
+    assert!(
+        chat.stdout
+            .contains("caal> Added tea to the shopping list."),
+        "{}",
+        chat.stdout
+    );
+    // Bad input is the service's own error, exit 2, nothing recorded.
+    let empty = sb.run(&["say", "--conversation", "through", " "]);
+    assert_eq!(empty.code, 2, "{}", empty.stderr);
+    // The rounds are the service's, recorded once each.
+    let rounds: Value = agent()
+        .get(&format!("{}/api/conversations/through/rounds", served.url))
+        .header("Authorization", &format!("Bearer {}", sb.api_token()))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap();
+    assert_eq!(
+        rounds["rounds"].as_array().map(Vec::len),
+        Some(3),
+        "{rounds}"
+    );
+    let (status, _) = served.terminate();
+    assert!(status.success());
+    assert!(
+        !sb.data().join("serve.json").exists(),
+        "a clean stop removes serve.json"
+    );
+    // With serve stopped, say runs in its own process again.
+    let local = sb.say("through", "what's on the shopping list");
+    assert!(local["reply"].as_str().unwrap().contains("tea"), "{local}");
+}

@@ -1,0 +1,162 @@
+//! `caal say` and `caal chat` while `caal serve` holds the data dir: one
+//! process writes a data dir, so instead of refusing, their rounds go through
+//! the running service's API (`POST /api/chat`, its bearer token from the data
+//! dir) and print what it answers, as they would have printed it themselves.
+//! `caal serve` says where it listens in `serve.json` beside its data.
+
+use std::{
+    fs,
+    io::{self, BufRead, IsTerminal, Write},
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, anyhow};
+use caal::{ids::ConversationId, round::OpenError, trace::StoreError};
+use serde_json::{Value, json};
+
+/// Where a running `caal serve` says it listens (removed when it stops).
+pub const SERVE_FILE: &str = "serve.json";
+
+/// Written while `caal serve` runs; removed when it stops cleanly.
+pub struct Announced(PathBuf);
+
+impl Drop for Announced {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// Says where this process serves the data dir.
+pub fn announce(data_dir: &Path, url: &str) -> Result<Announced> {
+    let path = data_dir.join(SERVE_FILE);
+    let doc = json!({"url": url, "pid": std::process::id()});
+    fs::write(&path, format!("{doc}\n"))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(Announced(path))
+}
+
+/// Whether opening the data dir failed because another process writes it.
+pub fn is_locked(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<OpenError>(),
+        Some(OpenError::Store(StoreError::Locked { .. }))
+    ) || matches!(
+        e.downcast_ref::<StoreError>(),
+        Some(StoreError::Locked { .. })
+    )
+}
+
+/// The running service of a data dir, reached through its API.
+pub struct Remote {
+    url: String,
+    token: String,
+    agent: ureq::Agent,
+}
+
+impl Remote {
+    /// The service that holds `data_dir`; `locked` is the error that said
+    /// another process holds it (returned as it was when that process is
+    /// not a `caal serve` this can reach).
+    pub fn find(data_dir: &Path, locked: anyhow::Error) -> Result<Self> {
+        let Ok(text) = fs::read_to_string(data_dir.join(SERVE_FILE)) else {
+            return Err(locked);
+        };
+        let doc: Value = serde_json::from_str(&text).map_err(|_| locked)?;
+        let url = doc["url"]
+            .as_str()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .to_owned();
+        let token = fs::read_to_string(data_dir.join(caal::server::auth::TOKEN_FILE))
+            .with_context(|| {
+                format!(
+                    "caal serve holds {} but its API token is not there",
+                    data_dir.display()
+                )
+            })?
+            .trim()
+            .to_owned();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(120)))
+            .build()
+            .into();
+        Ok(Self { url, token, agent })
+    }
+
+    /// One round through the service: its result, as `caal say --json` prints it.
+    pub fn say(&self, conversation: &ConversationId, text: &str) -> Result<Value> {
+        let mut response = self
+            .agent
+            .post(&format!("{}/api/chat", self.url))
+            .header("Authorization", &format!("Bearer {}", self.token))
+            .send_json(json!({"conversation_id": conversation, "text": text}))
+            .map_err(|e| {
+                anyhow!(
+                    "the data dir is held by caal serve at {}, which does not answer ({e}); is it still running?",
+                    self.url
+                )
+            })?;
+        let status = response.status().as_u16();
+        let body: Value = response.body_mut().read_json().with_context(|| {
+            format!(
+                "caal serve at {} answered something that is not JSON",
+                self.url
+            )
+        })?;
+        if status != 200 {
+            let message = body["error"]
+                .as_str()
+                .unwrap_or("the service refused the round");
+            return Err(anyhow!("{message}"));
+        }
+        Ok(body)
+    }
+}
+
+/// `caal say` through the service.
+pub fn say(remote: &Remote, conversation: &ConversationId, text: &str, json: bool) -> Result<()> {
+    let result = remote.say(conversation, text)?;
+    if json {
+        println!("{result}");
+    } else {
+        println!("{}", result["reply"].as_str().unwrap_or_default());
+    }
+    Ok(())
+}
+
+/// `caal chat` through the service: each line a round; timers ring in the
+/// service's own clients (the page, the voice socket).
+pub fn chat(remote: &Remote, conversation: &ConversationId) -> Result<()> {
+    let interactive = io::stdin().is_terminal();
+    if interactive {
+        println!(
+            "caal chat, conversation {conversation}, through caal serve at {}. /quit to leave.",
+            remote.url
+        );
+    }
+    let mut stdout = io::stdout();
+    let mut lines = io::stdin().lock().lines();
+    loop {
+        if interactive {
+            print!("you> ");
+            stdout.flush()?;
+        }
+        let Some(line) = lines.next() else { break };
+        let line = line?;
+        match line.trim() {
+            "" => continue,
+            "/quit" | "/exit" => break,
+            "/help" => println!(
+                "Say anything; /quit leaves. Rounds go through caal serve at {}; see them with `caal trace list` or on its page.",
+                remote.url
+            ),
+            text => match remote.say(conversation, text) {
+                Ok(result) => println!("caal> {}", result["reply"].as_str().unwrap_or_default()),
+                Err(e) => eprintln!("caal: {e:#}"),
+            },
+        }
+    }
+    Ok(())
+}
