@@ -67,9 +67,9 @@ pub fn token(
         .with_grants(VideoGrants {
             room_join: true,
             room: room.to_owned(),
-            can_publish: true,
-            can_subscribe: true,
-            can_publish_data: true,
+            can_publish: Some(true),
+            can_subscribe: Some(true),
+            can_publish_data: Some(true),
             ..Default::default()
         })
         .to_jwt()
@@ -125,8 +125,9 @@ pub fn verify(keys: &Keys, token: &str) -> Result<Grant, LiveKitError> {
     Ok(Grant {
         identity: claims.sub,
         room: claims.video.room,
-        can_publish: claims.video.can_publish,
-        can_subscribe: claims.video.can_subscribe,
+        // Unset means allowed, as LiveKit reads a grant.
+        can_publish: claims.video.can_publish.unwrap_or(true),
+        can_subscribe: claims.video.can_subscribe.unwrap_or(true),
     })
 }
 
