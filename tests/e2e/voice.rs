@@ -40,7 +40,9 @@ fn silence(dir: &Path, name: &str, seconds: &str) -> PathBuf {
 }
 
 fn sha256_of(path: &Path) -> String {
-    format!("sha256:{:x}", Sha256::digest(std::fs::read(path).unwrap()))
+    let digest = Sha256::digest(std::fs::read(path).unwrap());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 fn events_of(sb: &Sandbox, round_id: &str, event_type: &str) -> Vec<Value> {

@@ -25,7 +25,7 @@ use std::{
 };
 
 use aho_corasick::AhoCorasick;
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
@@ -67,7 +67,7 @@ impl Safety {
         getrandom::fill(&mut key).expect("the operating system provides random bytes");
         Self {
             scanner: Scanner::new(),
-            mac: <Hmac<Sha256> as Mac>::new_from_slice(&key)
+            mac: <Hmac<Sha256> as KeyInit>::new_from_slice(&key)
                 .expect("HMAC takes a key of any length"),
             refs: RwLock::new(RefMap::default()),
             known: RwLock::new(Known {
