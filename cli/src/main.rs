@@ -1215,6 +1215,8 @@ fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {addr}; is another caal serve running? choose another with --bind"))?;
         let local = listener.local_addr()?;
+        // Said before the address is printed: whoever reads it can reach the service.
+        let _announced = remote::announce(data_dir, &format!("http://{local}"))?;
         let token_file = data_dir.join(caal::server::auth::TOKEN_FILE);
         if io::stderr().is_terminal() {
             // A person at a terminal gets the page's address ready to open; the
@@ -1230,7 +1232,6 @@ fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
                 token_file.display()
             );
         }
-        let _announced = remote::announce(data_dir, &format!("http://{local}"))?;
         caal::server::serve(listener, caal::server::AppState::new(engine, token), shutdown_signal()).await?;
         eprintln!("caal serve: stopped; every finished round is stored");
         Ok::<(), anyhow::Error>(())

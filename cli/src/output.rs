@@ -33,14 +33,36 @@ fn seconds(ts: &str) -> &str {
     ts.get(..19).unwrap_or(ts)
 }
 
-fn clip(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_owned()
-    } else {
-        let mut out: String = s.chars().take(n.saturating_sub(1)).collect();
-        out.push('…');
-        out
+/// `s` in at most `n` display columns (CJK and most emoji take two); a cut
+/// is marked with an ellipsis.
+pub fn clip(s: &str, n: usize) -> String {
+    use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+    if s.width() <= n {
+        return s.to_owned();
     }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > n {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    out
+}
+
+/// A table cell: `s` clipped and padded to exactly `n` display columns, so
+/// columns line up whatever script or emoji the text holds (`{:<n}` counts
+/// characters, not columns).
+pub fn cell(s: &str, n: usize) -> String {
+    use unicode_width::UnicodeWidthStr;
+    let mut out = clip(s, n);
+    let width = out.width();
+    out.extend(std::iter::repeat_n(' ', n.saturating_sub(width)));
+    out
 }
 
 pub fn print_round_list(rounds: &[RoundSummary]) {
@@ -54,12 +76,12 @@ pub fn print_round_list(rounds: &[RoundSummary]) {
     );
     for r in rounds {
         println!(
-            "{:<19}  {:<16} {:>5}  {:<7}  {:<16}  {:<36}  {} → {}",
+            "{:<19}  {} {:>5}  {:<7}  {}  {:<36}  {} → {}",
             seconds(&r.round.created_at),
-            clip(&r.round.conversation_id, 16),
+            cell(&r.round.conversation_id, 16),
             r.round.round_seq,
             r.round.status,
-            clip(r.route_code.as_deref().unwrap_or("-"), 16),
+            cell(r.route_code.as_deref().unwrap_or("-"), 16),
             r.round.round_id,
             clip(r.input.as_deref().unwrap_or(""), 40),
             clip(r.reply.as_deref().unwrap_or("-"), 50),
@@ -415,7 +437,12 @@ pub fn print_state(conversation: &str, current: &str, states: &BTreeMap<String, 
     println!("\nstates:");
     for (name, s) in states {
         let marker = if name == current { "*" } else { " " };
-        println!(" {marker} {} {:<13} {}", s.icon, name, s.description);
+        println!(
+            " {marker} {} {} {}",
+            cell(&s.icon, 2),
+            cell(name, 13),
+            s.description
+        );
     }
 }
 
@@ -504,8 +531,8 @@ pub fn print_registers(registers: &[caal::memory::Register]) {
     );
     for r in registers {
         println!(
-            "{:<24}  {:>6}  {:>6}  {:<19}  {}",
-            clip(&r.bucket_id, 24),
+            "{}  {:>6}  {:>6}  {:<19}  {}",
+            cell(&r.bucket_id, 24),
             r.item_count,
             r.pinned_count,
             seconds(&r.last_updated),
@@ -638,4 +665,28 @@ pub fn print_voice_bench(r: &caal::voice::bench::VoiceBenchReport) {
         r.vad_silence_ms,
         r.end_stt_p50_ms
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cell, clip};
+    use unicode_width::UnicodeWidthStr;
+
+    #[test]
+    fn cells_line_up_by_display_width_for_any_script() {
+        for text in [
+            "kitchen",
+            "キッチンの照明",
+            "🌙 night",
+            "chambre à coucher",
+            "",
+        ] {
+            assert_eq!(cell(text, 12).width(), 12, "{text:?}");
+        }
+        // Cut on a column boundary, never through a wide character.
+        assert_eq!(clip("キッチンの照明", 7), "キッチ…");
+        assert_eq!(clip("キッチンの照明", 8), "キッチ…");
+        assert_eq!(clip("kitchen", 7), "kitchen");
+        assert_eq!(cell("🌙", 2), "🌙");
+    }
 }

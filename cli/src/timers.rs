@@ -70,9 +70,9 @@ fn print_list(s: &Scheduled) {
     }
     for t in &s.timers {
         println!(
-            "timer {:>4}  {:<24} {:>18}  {}  conversation {}",
+            "timer {:>4}  {} {:>18}  {}  conversation {}",
             t.timer.id,
-            t.label,
+            crate::output::cell(&t.label, 24),
             format!("{} left", human_left(t.left_ms)),
             if t.paused {
                 "paused".to_owned()
@@ -84,9 +84,9 @@ fn print_list(s: &Scheduled) {
     }
     for r in &s.reminders {
         println!(
-            "reminder {:>1}  {:<24} {:>18}  due {}  conversation {}",
+            "reminder {:>1}  {} {:>18}  due {}  conversation {}",
             r.reminder.id,
-            r.reminder.what,
+            crate::output::cell(&r.reminder.what, 24),
             format!("in {}", human_left(r.left_ms)),
             r.due_at,
             r.reminder.conversation_id
