@@ -174,7 +174,7 @@ pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBench
     let model_path = stt::model_path(cfg, models_dir);
     let ours = stt::Stt::load(&model_path, cfg).map_err(|e| e.to_string())?;
     let ctx = whisper_rs::WhisperContext::new_with_params(
-        &model_path.display().to_string(),
+        model_path.display().to_string(),
         whisper_rs::WhisperContextParameters::default(),
     )
     .map_err(|e| e.to_string())?;
