@@ -100,6 +100,15 @@ impl TestServer {
         )
     }
 
+    /// The id of the first confirmation `GET /api/pending` lists.
+    fn first_pending_id(&self) -> String {
+        let (_, pending) = self.call("GET", "/api/pending", None);
+        pending["pending"][0]["pending"]["confirmation_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no confirmation is waiting: {pending}"))
+            .to_owned()
+    }
+
     fn say(&self, conversation: &str, text: &str) -> Value {
         let (status, body) = self.call(
             "POST",
@@ -294,11 +303,8 @@ fn confirmations_can_be_answered_from_a_ui() {
     let server = TestServer::start();
     server.say("door", "unlock the front door");
     let (_, pending) = server.call("GET", "/api/pending", None);
-    let id = pending["pending"][0]["pending"]["confirmation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
     assert_eq!(pending["pending"][0]["conversation_id"], "door");
+    let id = server.first_pending_id();
     let (status, done) = server.call("POST", &format!("/api/pending/{id}/confirm"), None);
     assert_eq!(
         (status, done["reply"].as_str()),
@@ -314,11 +320,7 @@ fn confirmations_can_be_answered_from_a_ui() {
     );
 
     server.say("garage", "open the garage");
-    let (_, pending) = server.call("GET", "/api/pending", None);
-    let id = pending["pending"][0]["pending"]["confirmation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = server.first_pending_id();
     let (_, denied) = server.call("POST", &format!("/api/pending/{id}/deny"), None);
     assert_eq!(denied["reply"], "Okay, I won't open the garage door.");
     assert_eq!(server.home.executed("garage", "garage.open"), 0);
@@ -627,11 +629,7 @@ fn round_results_match_the_schema_the_openapi_document_names() {
     }
     // Both outcomes and a waiting confirmation were among them.
     assert!(seen.len() >= 3, "{seen:?}");
-    let (_, pending) = server.call("GET", "/api/pending", None);
-    let id = pending["pending"][0]["pending"]["confirmation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = server.first_pending_id();
     let (status, confirmed) = server.call("POST", &format!("/api/pending/{id}/confirm"), None);
     assert_eq!(status, 200, "{confirmed}");
     assert_valid(
@@ -642,11 +640,7 @@ fn round_results_match_the_schema_the_openapi_document_names() {
     assert_eq!(confirmed["commands"][0]["status"], "ok");
 
     server.say("contract", "unlock the front door");
-    let (_, pending) = server.call("GET", "/api/pending", None);
-    let id = pending["pending"][0]["pending"]["confirmation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = server.first_pending_id();
     let (_, denied) = server.call("POST", &format!("/api/pending/{id}/deny"), None);
     assert_valid(
         &response_schema(&spec, "/api/pending/{id}/deny"),
