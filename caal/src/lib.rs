@@ -7,6 +7,8 @@
 pub mod auth;
 pub mod config;
 pub mod crypto;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod ids;
 pub mod llm;
 pub mod memory;

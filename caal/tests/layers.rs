@@ -25,6 +25,8 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["round"],
     &["server"],
+    // Drives what the engine reads from outside, the server included.
+    &["fuzz"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

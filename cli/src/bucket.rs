@@ -169,7 +169,8 @@ pub fn run(data_dir: &Path, config: Config, command: BucketCommand) -> Result<()
     let now = SystemClock.now_ms();
     let write = |bucket: &str, w: OperatorWrite, json: bool| -> Result<()> {
         let bucket = parse_bucket(bucket)?;
-        let engine = crate::open_engine(data_dir, config.clone(), crate::Start::Lazy)?;
+        let engine =
+            crate::engine::open_engine(data_dir, config.clone(), crate::engine::Start::Lazy)?;
         let outcome = engine.operator_memory(&bucket, w, caal::round::Channel::Cli)?;
         if json {
             print_json(&outcome)?;

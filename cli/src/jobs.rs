@@ -36,7 +36,7 @@ pub enum JobsCommand {
 pub fn run(data_dir: &Path, config: Config, command: JobsCommand) -> Result<()> {
     match command {
         JobsCommand::List { limit, json } => {
-            let state = crate::open_state(data_dir)?;
+            let state = crate::engine::open_state(data_dir)?;
             let list = state.with(|c| jobs::list(c, limit))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&list)?);
@@ -52,7 +52,7 @@ pub fn run(data_dir: &Path, config: Config, command: JobsCommand) -> Result<()> 
             }
         }
         JobsCommand::Show { id, json } => {
-            let state = crate::open_state(data_dir)?;
+            let state = crate::engine::open_state(data_dir)?;
             let Some(j) = state.with(|c| jobs::get(c, &id))? else {
                 bail!("there is no job {id:?}; see `caal jobs list`");
             };
@@ -76,7 +76,7 @@ pub fn run(data_dir: &Path, config: Config, command: JobsCommand) -> Result<()> 
             }
         }
         JobsCommand::Cancel { id } => {
-            let engine = crate::open_engine(data_dir, config, crate::Start::Lazy)?;
+            let engine = crate::engine::open_engine(data_dir, config, crate::engine::Start::Lazy)?;
             match engine.cancel_job(&id, Channel::Cli)? {
                 Some(said) => println!("{said}"),
                 None => bail!(

@@ -6,7 +6,6 @@
 
 use std::{
     fs,
-    io::{self, BufRead, IsTerminal, Write},
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -85,6 +84,11 @@ impl Remote {
         Ok(Self { url, token, agent })
     }
 
+    /// Where the service listens.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     /// One round through the service: its result, as `caal say --json` prints it.
     pub fn say(&self, conversation: &ConversationId, text: &str) -> Result<Value> {
         let mut response = self
@@ -122,41 +126,6 @@ pub fn say(remote: &Remote, conversation: &ConversationId, text: &str, json: boo
         println!("{result}");
     } else {
         println!("{}", result["reply"].as_str().unwrap_or_default());
-    }
-    Ok(())
-}
-
-/// `caal chat` through the service: each line a round; timers ring in the
-/// service's own clients (the page, the voice socket).
-pub fn chat(remote: &Remote, conversation: &ConversationId) -> Result<()> {
-    let interactive = io::stdin().is_terminal();
-    if interactive {
-        println!(
-            "caal chat, conversation {conversation}, through caal serve at {}. /quit to leave.",
-            remote.url
-        );
-    }
-    let mut stdout = io::stdout();
-    let mut lines = io::stdin().lock().lines();
-    loop {
-        if interactive {
-            print!("you> ");
-            stdout.flush()?;
-        }
-        let Some(line) = lines.next() else { break };
-        let line = line?;
-        match line.trim() {
-            "" => continue,
-            "/quit" | "/exit" => break,
-            "/help" => println!(
-                "Say anything; /quit leaves. Rounds go through caal serve at {}; see them with `caal trace list` or on its page.",
-                remote.url
-            ),
-            text => match remote.say(conversation, text) {
-                Ok(result) => println!("caal> {}", result["reply"].as_str().unwrap_or_default()),
-                Err(e) => eprintln!("caal: {e:#}"),
-            },
-        }
     }
     Ok(())
 }

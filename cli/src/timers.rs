@@ -38,9 +38,9 @@ pub fn run(data_dir: &Path, config: Config, command: TimersCommand) -> Result<()
     match command {
         TimersCommand::List { conversation, json } => {
             if let Some(c) = &conversation {
-                crate::parse_conversation(c)?;
+                crate::engine::parse_conversation(c)?;
             }
-            let state = crate::open_state(data_dir)?;
+            let state = crate::engine::open_state(data_dir)?;
             let now = SystemClock.now_ms();
             let scheduled = scheduled_in(&state, conversation.as_deref(), now)?;
             if json {
@@ -50,7 +50,7 @@ pub fn run(data_dir: &Path, config: Config, command: TimersCommand) -> Result<()
             }
         }
         TimersCommand::Cancel { id, reminder } => {
-            let engine = crate::open_engine(data_dir, config, crate::Start::Lazy)?;
+            let engine = crate::engine::open_engine(data_dir, config, crate::engine::Start::Lazy)?;
             let kind = if reminder { "reminder" } else { "timer" };
             match engine.cancel_scheduled(kind, id, Channel::Cli)? {
                 Some(said) => println!("{said}"),

@@ -102,7 +102,7 @@ pub fn voice(
     file: &Path,
     json: bool,
 ) -> Result<()> {
-    let conversation = crate::parse_conversation(conversation)?;
+    let conversation = crate::engine::parse_conversation(conversation)?;
     // The file is read and checked before the store is opened: a bad file records nothing.
     let bytes = std::fs::read(file).with_context(|| {
         format!(
@@ -112,7 +112,7 @@ pub fn voice(
     })?;
     let what = file.display().to_string();
     caal::voice::audio::decode_wav(&bytes, &what)?;
-    let engine = crate::open_engine(data_dir, config, crate::Start::Lazy)?;
+    let engine = crate::engine::open_engine(data_dir, config, crate::engine::Start::Lazy)?;
     let listened: Listened = engine.listen_wav(&conversation, &bytes, &what)?;
     if !json {
         if listened.utterances.is_empty() {
@@ -164,7 +164,8 @@ pub fn audio(data_dir: &Path, config: Config, command: AudioCommand) -> Result<(
         Ok(StateDb::open(&path)?)
     };
     let change = |action: AudioAction, json: bool| -> Result<()> {
-        let engine = crate::open_engine(data_dir, config.clone(), crate::Start::Lazy)?;
+        let engine =
+            crate::engine::open_engine(data_dir, config.clone(), crate::engine::Start::Lazy)?;
         let sweeping = matches!(action, AudioAction::Sweep { dry_run: false });
         let bar = std::cell::RefCell::new(None::<indicatif::ProgressBar>);
         let report = engine.audio_retention(action, &|done, total| {

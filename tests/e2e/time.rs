@@ -232,13 +232,14 @@ fn say_rings_what_is_overdue_and_chat_rings_while_open() {
     assert_eq!(run.stdout.trim(), "Timer set for 1 second.");
     let listed = sb.run(&["timers", "list", "--json"]).ok().json();
     assert_eq!(listed["timers"][0]["label"], "1 second timer");
-    thread::sleep(Duration::from_millis(1500));
+    thread::sleep(Duration::from_millis(1200));
     let said = sb.say("default", "turn on the kitchen lights");
     assert_eq!(said["reply"], "Okay, the kitchen lights are on.");
-    assert_eq!(
-        said["notifications"][0]["text"],
-        "Your 1 second timer is done."
-    );
+    // On a loaded machine the bell may come late enough to say so.
+    let rung = said["notifications"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(rung.starts_with("Your 1 second timer is done."), "{said}");
     assert!(
         sb.run(&["say", "hello"]).ok().stdout.lines().count() == 1,
         "rung once only"
@@ -384,8 +385,11 @@ fn caal_voice_rings_what_is_overdue_after_its_rounds() {
         "{}",
         run.stdout
     );
+    // The bell comes after the round's reply. Whisper's load can take the
+    // timer past its lateness threshold, which the bell then says.
+    let last = run.stdout.lines().last().unwrap_or_default();
     assert!(
-        run.stdout.ends_with("🔔 Your egg timer is done.\n"),
+        last.starts_with("🔔 Your egg timer is done."),
         "{}",
         run.stdout
     );

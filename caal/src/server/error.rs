@@ -128,3 +128,39 @@ impl From<OperatorError> for AppError {
         }
     }
 }
+
+/// Refusals axum makes itself (a path or query that does not parse, a
+/// method a route does not take) come as plain text; the API answers every
+/// refusal as `{"error", "code"}`, so they are rewritten into that shape.
+/// Found by the HTTP fuzz target: a round id of invalid UTF-8.
+pub async fn in_api_shape(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let code = match status {
+        StatusCode::METHOD_NOT_ALLOWED => "method.not_allowed",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "body.content_type",
+        StatusCode::PAYLOAD_TOO_LARGE => "body.too_large",
+        s if s.is_server_error() => "internal",
+        _ => "request.invalid",
+    };
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("refused").to_owned()
+    } else {
+        crate::safety::global().scrub(&text).into_owned()
+    };
+    (status, Json(json!({"error": message, "code": code}))).into_response()
+}

@@ -105,7 +105,8 @@ pub fn app(state: AppState) -> Router {
         .route("/health", get(health))
         .route("/openapi.json", get(openapi))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(error::in_api_shape));
     Router::new()
         .nest("/api", api)
         // The socket's token comes in its first message; the webhook's

@@ -17,7 +17,15 @@ pub enum AudioError {
     Truncated { what: String, detail: String },
     #[error("{what} holds no samples; record some speech first")]
     Empty { what: String },
+    #[error(
+        "{what} says it was recorded at {rate} Hz; only 1,000 to 384,000 Hz is read: convert it, e.g. `sox {what} -r 16000 -c 1 out.wav`"
+    )]
+    Rate { what: String, rate: u32 },
 }
+
+/// Sample rates read: beyond them a file is broken or a trap (resampling a
+/// claimed 4 GHz to 16 kHz would take millions of filter taps a sample).
+const RATES: std::ops::RangeInclusive<u32> = 1_000..=384_000;
 
 /// A decoded clip: the samples at 16 kHz mono, and what it was before.
 #[derive(Clone, Debug)]
@@ -44,14 +52,24 @@ pub fn decode_wav(bytes: &[u8], what: &str) -> Result<Clip, AudioError> {
         detail: e.to_string(),
     })?;
     let spec = reader.spec();
+    if !RATES.contains(&spec.sample_rate) {
+        return Err(AudioError::Rate {
+            what: what.to_owned(),
+            rate: spec.sample_rate,
+        });
+    }
     let channels = spec.channels.max(1);
     let truncated = |e: hound::Error| AudioError::Truncated {
         what: what.to_owned(),
         detail: e.to_string(),
     };
     let interleaved: Vec<f32> = match spec.sample_format {
+        // A float file may hold anything: what is not a number is silence,
+        // what is past full scale is clipped (found by the WAV fuzz target;
+        // whisper given 1e37 hears nothing useful and NaN poisons the mix).
         hound::SampleFormat::Float => reader
             .into_samples::<f32>()
+            .map(|s| s.map(|s| if s.is_nan() { 0.0 } else { s.clamp(-1.0, 1.0) }))
             .collect::<Result<_, _>>()
             .map_err(truncated)?,
         hound::SampleFormat::Int => {
@@ -78,7 +96,11 @@ pub fn decode_wav(bytes: &[u8], what: &str) -> Result<Clip, AudioError> {
         hound::SampleFormat::Int => format!("pcm_s{}le", spec.bits_per_sample),
     };
     Ok(Clip {
-        samples: resample(&mono, spec.sample_rate, RATE),
+        // The resampler's filter rings past full scale on a clipped edge.
+        samples: resample(&mono, spec.sample_rate, RATE)
+            .into_iter()
+            .map(|s| s.clamp(-1.0, 1.0))
+            .collect(),
         source_rate: spec.sample_rate,
         channels,
         bits: spec.bits_per_sample,

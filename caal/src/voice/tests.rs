@@ -94,6 +94,38 @@ fn bad_wav_files_are_named_and_refused() {
 
     let err = audio::decode_wav(&wav(&[], 16_000, 1), "empty.wav").unwrap_err();
     assert!(matches!(err, audio::AudioError::Empty { .. }), "{err}");
+
+    // A claimed rate no microphone records at is refused, not resampled for minutes.
+    let err = audio::decode_wav(&wav(&[0.1; 8], 1_000_000_000, 1), "odd.wav").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            audio::AudioError::Rate {
+                rate: 1_000_000_000,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("sox odd.wav -r 16000"), "{err}");
+}
+
+#[test]
+fn float_samples_past_full_scale_are_clipped_and_nan_is_silence() {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for s in [0.5f32, 1e37, -3.0, f32::NAN, f32::INFINITY] {
+        w.write_sample(s).unwrap();
+    }
+    w.finalize().unwrap();
+    let clip = audio::decode_wav(&out.into_inner(), "float.wav").unwrap();
+    assert_eq!(clip.samples, vec![0.5, 1.0, -1.0, 0.0, 1.0]);
 }
 
 #[test]

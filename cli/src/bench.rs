@@ -1,0 +1,411 @@
+//! `caal bench`: what the engine sustains on this machine, each a figure
+//! printed, and with --json one JSON object last.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result, bail};
+use caal::{config::Config, llm::Tiers};
+use clap::Subcommand;
+
+use crate::{engine::configured_router, output};
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Timers due in the same second, rung by the scheduler as rounds: how
+    /// late each rang, in due order or not.
+    Timers {
+        /// How many timers to set.
+        #[arg(long, default_value_t = 1000)]
+        timers: usize,
+        /// Spread over this many conversations.
+        #[arg(long, default_value_t = 10)]
+        conversations: usize,
+        /// Due one after another across this many milliseconds (0: all at once).
+        #[arg(long, default_value_t = 1000)]
+        spread_ms: u64,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Trace store throughput: chained appends vs bare inserts, and fsync rounds.
+    Trace {
+        /// Events to append in the chained and bare runs.
+        #[arg(long, default_value_t = 200_000)]
+        events: u64,
+        /// Seconds to run the fsync-durable rounds.
+        #[arg(long, default_value_t = 3.0)]
+        fsync_seconds: f64,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The local model tier for real: start, time to first token, tokens/s,
+    /// memory; and what a round adds around a model call.
+    Llm {
+        /// Streamed answers timed.
+        #[arg(long, default_value_t = 8)]
+        runs: usize,
+        /// Whole rounds the real model answers.
+        #[arg(long, default_value_t = 8)]
+        rounds: usize,
+        /// Rounds against an instant server, in each of two states (words; tools offered).
+        #[arg(long, default_value_t = 300)]
+        instant_rounds: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Route-decision time for the configured rules and for 200 generated
+    /// rules, and a whole level-1 text round in-process.
+    Router {
+        /// Decisions timed per rule set.
+        #[arg(long, default_value_t = 200_000)]
+        decisions: usize,
+        /// Whole rounds timed.
+        #[arg(long, default_value_t = 5_000)]
+        rounds: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The secret scrubber on a corpus it generates: recall, clean lines
+    /// altered, throughput on one core.
+    Scan {
+        /// Lines in the generated corpus (a fifth of them carry a secret).
+        #[arg(long, default_value_t = 200_000)]
+        lines: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Level-1 rounds through POST /api/chat on a real server, with a live
+    /// event stream following: rounds/s, latency percentiles, events lost.
+    Serve {
+        /// Concurrent keep-alive clients, each in its own conversation.
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bucket memory at size: the context package cold and cached, search,
+    /// and one write, on a bucket it fills in a temporary directory.
+    Memory {
+        /// Items in the bucket.
+        #[arg(long, default_value_t = 100_000)]
+        items: usize,
+        /// Timed runs of each measurement (the cached package: 50 times as many).
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Speech to text on espeak-ng speech: real-time factor on 3–10 s
+    /// utterances against bare whisper-rs, and end of speech to route
+    /// decision over the voice WebSocket of a real server.
+    Voice {
+        /// Timed runs of each measurement.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// How well the router understands what people say: command and
+    /// parameter accuracy on Home Assistant's English intent tests (the
+    /// default home's domains), CAAL's paraphrases and out-of-domain talk;
+    /// proposals, confirmations asked, and decision time per layer.
+    Understand {
+        /// A suite of your own: JSON lines {"text", "command", "params"}
+        /// ("command": "-" for no command).
+        #[arg(long)]
+        suite: Option<PathBuf>,
+        /// Say each line with espeak-ng and transcribe it with whisper first.
+        #[arg(long)]
+        spoken: bool,
+        /// The model layer on: where the meaning layer is not sure, the
+        /// first model tier ([llm.local], or CAAL_LLM_LOCAL_MODEL) chooses
+        /// among the nearest meanings.
+        #[arg(long)]
+        model: bool,
+        /// Lines listed that were not understood right, per suite.
+        #[arg(long, default_value_t = 10)]
+        misses: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// `caal say` as a whole process (start, open, round, durable, exit).
+    Say {
+        /// Timed runs, after three untimed warm-up runs.
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(
+    data_dir: &Path,
+    load_config: &dyn Fn() -> Result<Config>,
+    command: BenchCommand,
+) -> Result<()> {
+    match command {
+        BenchCommand::Trace {
+            events,
+            fsync_seconds,
+            json,
+        } => {
+            bench_trace(data_dir, events, fsync_seconds, json)?;
+        }
+        BenchCommand::Say { runs, json } => bench_say(data_dir, runs, json)?,
+        BenchCommand::Llm {
+            runs,
+            rounds,
+            instant_rounds,
+            json,
+        } => {
+            let report = caal::llm::bench::run(
+                &load_config()?,
+                data_dir,
+                runs.max(1),
+                rounds.max(1),
+                instant_rounds.max(2),
+            )
+            .map_err(anyhow::Error::msg)?;
+            output::print_llm_bench(&report);
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            }
+        }
+        BenchCommand::Router {
+            decisions,
+            rounds,
+            json,
+        } => {
+            let report = caal::router::bench::run(&load_config()?, data_dir, decisions, rounds)?;
+            output::print_router_bench(&report);
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            }
+        }
+        BenchCommand::Scan { lines, json } => {
+            let report = caal::safety::bench::run(lines.max(1), 0x0CAA_15EC);
+            output::print_scan_bench(&report);
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            }
+        }
+        BenchCommand::Serve {
+            clients,
+            seconds,
+            json,
+        } => {
+            let report = caal::server::bench::run(&load_config()?, data_dir, clients, seconds)
+                .map_err(anyhow::Error::msg)?;
+            output::print_serve_bench(&report);
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            }
+        }
+        BenchCommand::Memory { items, runs, json } => {
+            let dir = bench_dir(data_dir, "memory")?;
+            let report =
+                caal::memory::bench::run(&dir, items.max(1), runs.max(1), &load_config()?.memory);
+            let _ = fs::remove_dir_all(&dir);
+            let report = report?;
+            output::print_memory_bench(&report);
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            }
+        }
+        BenchCommand::Timers {
+            timers,
+            conversations,
+            spread_ms,
+            json,
+        } => {
+            if timers == 0 {
+                bail!("--timers must be at least 1");
+            }
+            let dir = bench_dir(data_dir, "timers")?;
+            let report = caal::round::schedule_bench::run(&dir, timers, conversations, spread_ms);
+            let _ = fs::remove_dir_all(&dir);
+            let report = report.map_err(|e| anyhow::anyhow!(e))?;
+            output::print_timers_bench(&report);
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            }
+        }
+        BenchCommand::Voice { runs, json } => {
+            #[cfg(feature = "whisper")]
+            {
+                let models = caal::llm::tiers::models_dir(&|k| std::env::var(k).ok());
+                let report = caal::voice::bench::run(&load_config()?, &models, runs.max(1))
+                    .map_err(anyhow::Error::msg)?;
+                output::print_voice_bench(&report);
+                if json {
+                    println!("{}", serde_json::to_string(&report)?);
+                }
+            }
+            #[cfg(not(feature = "whisper"))]
+            {
+                let _ = (runs, json);
+                return Err(caal::voice::SttError::NotBuilt.into());
+            }
+        }
+        BenchCommand::Understand {
+            suite,
+            spoken,
+            model,
+            misses,
+            json,
+        } => {
+            let mut config = load_config()?;
+            config.understand.model.enabled = model;
+            let env = |k: &str| std::env::var(k).ok();
+            let router = configured_router(&config)?;
+            let tiers = if model {
+                let guarded = Tiers::guard(&config.llm, &router, &env, false)?;
+                for warning in &guarded.warnings {
+                    eprintln!("caal: warning: {warning}");
+                }
+                Some(guarded.tiers.ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--model needs a model tier: install the local model (`bash .ci/setup`) or configure [llm.remote]"
+                    )
+                })?)
+            } else {
+                None
+            };
+            let consult_with = |said: &str, d: &caal::router::RouteDecision| {
+                let tiers = tiers.as_ref()?;
+                let tier = tiers.local.as_ref().or(tiers.remote.as_ref())?;
+                let offers = caal::llm::choose::offers(&d.choices);
+                let m = &config.understand.model;
+                caal::llm::choose::ask(tier, m.method, &m.prompt, said, &offers, m.max_tokens)
+                    .picked
+                    .ok()
+            };
+            let consult: Option<caal::understand::bench::Consult<'_>> =
+                model.then_some(&consult_with as _);
+            let given = match &suite {
+                Some(path) => Some((
+                    path.display().to_string(),
+                    std::fs::read_to_string(path).map_err(|e| {
+                        anyhow::anyhow!("cannot read the suite {}: {e}", path.display())
+                    })?,
+                )),
+                None => None,
+            };
+            let given = given.as_ref().map(|(n, t)| (n.as_str(), t.as_str()));
+            let report = if spoken {
+                #[cfg(feature = "whisper")]
+                {
+                    let models = caal::llm::tiers::models_dir(&env);
+                    let hear = caal::voice::bench::hearing(&config, &models)
+                        .map_err(anyhow::Error::msg)?;
+                    let spoken = caal::understand::bench::Spoken {
+                        hear: &hear,
+                        min_guess_word: config.voice.min_guess_word,
+                    };
+                    caal::understand::bench::run(&router, given, Some(spoken), consult)
+                }
+                #[cfg(not(feature = "whisper"))]
+                {
+                    return Err(caal::voice::SttError::NotBuilt.into());
+                }
+            } else {
+                caal::understand::bench::run(&router, given, None, consult)
+            }
+            .map_err(anyhow::Error::msg)?;
+            output::print_understand_bench(&report, misses);
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A fresh directory for a benchmark, on the data dir's disk; the caller removes it.
+fn bench_dir(data_dir: &Path, name: &str) -> Result<PathBuf> {
+    let dir = data_dir.join(format!("bench-{name}-{}", std::process::id()));
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn bench_trace(data_dir: &Path, events: u64, fsync_seconds: f64, json: bool) -> Result<()> {
+    if events == 0 {
+        bail!("--events must be at least 1");
+    }
+    // On the data dir's disk, so the fsync figure is the real disk's.
+    let dir = bench_dir(data_dir, "trace")?;
+    let report = caal::trace::bench::run(&dir, events, fsync_seconds);
+    let _ = fs::remove_dir_all(&dir);
+    let report = report?;
+    output::print_trace_bench(&report);
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(())
+}
+
+fn bench_say(data_dir: &Path, runs: usize, json: bool) -> Result<()> {
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let exe = std::env::current_exe().context("cannot find this caal binary to time it")?;
+    let dir = data_dir.join(format!("bench-say-{}", std::process::id()));
+    let mut times_ms = Vec::with_capacity(runs);
+    let result = (|| -> Result<()> {
+        for i in 0..runs + 3 {
+            let started = std::time::Instant::now();
+            let status = std::process::Command::new(&exe)
+                .arg("--data-dir")
+                .arg(&dir)
+                .args([
+                    "say",
+                    "--json",
+                    "--conversation",
+                    "bench",
+                    "turn on the kitchen lights",
+                ])
+                .stdout(std::process::Stdio::null())
+                .status()
+                .context("cannot run caal say")?;
+            let elapsed = started.elapsed().as_secs_f64() * 1e3;
+            if !status.success() {
+                bail!("caal say failed ({status}) during the benchmark");
+            }
+            if i >= 3 {
+                times_ms.push(elapsed);
+            }
+        }
+        Ok(())
+    })();
+    let _ = fs::remove_dir_all(&dir);
+    result?;
+    times_ms.sort_by(f64::total_cmp);
+    let at = |q: f64| caal::stats::percentile(&times_ms, q);
+    let (median, p90) = (at(0.5), at(0.9));
+    println!(
+        "caal say, whole process, {runs} runs (warm cache): median {median:.1} ms, p90 {p90:.1} ms, min {:.1} ms",
+        times_ms[0]
+    );
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"runs": runs, "say_median_ms": median, "say_p90_ms": p90, "say_min_ms": times_ms[0]})
+        );
+    }
+    Ok(())
+}

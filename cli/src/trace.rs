@@ -1,0 +1,219 @@
+//! `caal trace`: list, show, export, verify and prune recorded rounds.
+
+use std::{
+    fs,
+    io::{self, BufWriter},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result, bail};
+use caal::{
+    config::Config,
+    ids::ConversationId,
+    trace::{DB_FILE, TraceReader},
+};
+use clap::Subcommand;
+
+use crate::{
+    Outcome,
+    engine::{Start, open_engine, parse_conversation},
+    output,
+};
+
+#[derive(Subcommand)]
+pub enum TraceCommand {
+    /// List recent rounds, newest last.
+    List {
+        /// The conversation (its id).
+        #[arg(long)]
+        conversation: Option<String>,
+        /// How many of the newest rounds.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one round and its events.
+    Show {
+        /// The round (`caal trace list` shows them).
+        round_id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write rounds and events as JSONL (a round line, then its events).
+    Export {
+        /// The conversation (its id).
+        #[arg(long)]
+        conversation: Option<String>,
+        /// Write here instead of standard output (written whole, then renamed into place).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Remove whole conversations whose last round is older than N days,
+    /// each behind a signed tombstone (what remains still verifies).
+    Prune {
+        /// Only what is older than this many days.
+        #[arg(long)]
+        older_than_days: u64,
+        /// Say what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recompute every hash chain; exit 1 naming the first broken link.
+    Verify {
+        /// The conversation (its id).
+        #[arg(long)]
+        conversation: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(
+    data_dir: &Path,
+    load_config: &dyn Fn() -> Result<Config>,
+    command: TraceCommand,
+) -> Result<Outcome> {
+    if let TraceCommand::Prune { .. } = command {
+        // Pruning writes: it opens the engine, not a reader.
+        return prune(data_dir, load_config, command);
+    }
+    let reader = TraceReader::open(&data_dir.join(DB_FILE))?;
+    let conversation_filter = |c: Option<String>| c.as_deref().map(parse_conversation).transpose();
+    match command {
+        TraceCommand::Prune { .. } => unreachable!("handled above"),
+        TraceCommand::List {
+            conversation,
+            limit,
+            json,
+        } => {
+            let rounds = reader.rounds(conversation_filter(conversation)?.as_ref(), limit)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rounds)?);
+            } else {
+                output::print_round_list(&rounds);
+            }
+        }
+        TraceCommand::Show { round_id, json } => {
+            let Some((round, events)) = reader.round(&round_id)? else {
+                bail!(
+                    "no round {round_id:?} in {}; list rounds with `caal trace list`",
+                    reader.path().display()
+                );
+            };
+            if json {
+                let events: Vec<serde_json::Value> = events
+                    .iter()
+                    .map(|e| serde_json::from_str(&e.to_json_line()))
+                    .collect::<Result<_, _>>()?;
+                let doc = serde_json::json!({"round": round, "events": events});
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                output::print_round(&round, &events);
+            }
+        }
+        TraceCommand::Export { conversation, out } => {
+            let conversation = conversation_filter(conversation)?;
+            export(&reader, conversation.as_ref(), out.as_deref())?;
+        }
+        TraceCommand::Verify { conversation, json } => {
+            let report = reader.verify(conversation_filter(conversation)?.as_ref())?;
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                output::print_verify(&report);
+            }
+            if !report.ok {
+                return Ok(Outcome::Broken);
+            }
+        }
+    }
+    Ok(Outcome::Done)
+}
+
+/// `caal trace prune`.
+fn prune(
+    data_dir: &Path,
+    load_config: &dyn Fn() -> Result<Config>,
+    command: TraceCommand,
+) -> Result<Outcome> {
+    match command {
+        TraceCommand::Prune {
+            older_than_days,
+            dry_run,
+            json,
+        } => {
+            let engine = open_engine(data_dir, load_config()?, Start::Lazy)?;
+            let cutoff = caal::trace::cutoff_days_ago(older_than_days);
+            let report = engine
+                .store()
+                .prune(&cutoff, engine.receipt_key(), dry_run)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                for t in &report.removed {
+                    println!(
+                        "{} conversation {}: {} rounds, {} events; tombstone head {} (round_seq {})",
+                        if dry_run { "would remove" } else { "removed" },
+                        t.conversation_id,
+                        t.rounds_removed,
+                        t.events_removed,
+                        t.head_hash,
+                        t.last_round_seq
+                    );
+                }
+                for c in &report.skipped_open {
+                    println!("left conversation {c}: a round of it is still open");
+                }
+                if report.removed.is_empty() {
+                    println!("no conversation's last round is before {cutoff}");
+                }
+            }
+        }
+        _ => unreachable!("only prune comes here"),
+    }
+    Ok(Outcome::Done)
+}
+
+fn export(
+    reader: &TraceReader,
+    conversation: Option<&ConversationId>,
+    out: Option<&Path>,
+) -> Result<()> {
+    let total = reader.count_events(conversation)?;
+    let bar = output::progress_bar(total, "exporting");
+    let mut progress = |done: u64| bar.set_position(done);
+    match out {
+        None => {
+            let stdout = io::stdout();
+            let mut sink = BufWriter::with_capacity(1 << 16, stdout.lock());
+            reader.export(conversation, &mut sink, &mut progress)?;
+        }
+        Some(path) => {
+            // Written beside the target and renamed: a reader never sees half an export.
+            let tmp = path.with_extension("jsonl.partial");
+            let file = fs::File::create(&tmp)
+                .with_context(|| format!("cannot write {}", tmp.display()))?;
+            let mut sink = BufWriter::with_capacity(1 << 16, file);
+            let stats = reader.export(conversation, &mut sink, &mut progress)?;
+            sink.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            fs::rename(&tmp, path)
+                .with_context(|| format!("cannot move the export into {}", path.display()))?;
+            bar.finish_and_clear();
+            eprintln!(
+                "exported {} rounds, {} events to {}",
+                stats.rounds,
+                stats.events,
+                path.display()
+            );
+        }
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
