@@ -124,7 +124,14 @@ fn run(name: &str) {
 #[test]
 fn every_target_has_a_cargo_fuzz_entry_and_a_corpus() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let manifest = fs::read_to_string(root.join("Cargo.toml")).unwrap();
     for (name, _) in TARGETS {
+        assert!(
+            manifest.contains(&format!(
+                "name = \"{name}\"\npath = \"fuzz_targets/{name}.rs\""
+            )),
+            "fuzz/Cargo.toml has no [[bin]] for {name}"
+        );
         let entry = root.join("fuzz_targets").join(format!("{name}.rs"));
         let text =
             fs::read_to_string(&entry).unwrap_or_else(|e| panic!("{}: {e}", entry.display()));

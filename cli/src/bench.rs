@@ -94,6 +94,17 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The same level-1 round through POST /api/chat and through the
+    /// OpenAI-compatible POST /v1/chat/completions, interleaved from one
+    /// keep-alive client: what the door adds.
+    Doors {
+        /// Timed rounds through each door (after 20 untimed of each).
+        #[arg(long, default_value_t = 500)]
+        rounds: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// Bucket memory at size: the context package cold and cached, search,
     /// and one write, on a bucket it fills in a temporary directory.
     Memory {
@@ -212,6 +223,22 @@ pub fn run(
             let report = caal::server::bench::run(&load_config()?, data_dir, clients, seconds)
                 .map_err(anyhow::Error::msg)?;
             output::print_serve_bench(&report);
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            }
+        }
+        BenchCommand::Doors { rounds, json } => {
+            let report = caal::server::bench::doors(&load_config()?, data_dir, rounds)
+                .map_err(anyhow::Error::msg)?;
+            println!(
+                "{} level-1 rounds each, interleaved, one keep-alive client: POST /api/chat p50 {:.3} ms (p99 {:.3}); POST /v1/chat/completions p50 {:.3} ms (p99 {:.3}); the OpenAI door adds {:.3} ms at p50",
+                report.rounds,
+                report.api_p50_ms,
+                report.api_p99_ms,
+                report.openai_p50_ms,
+                report.openai_p99_ms,
+                report.openai_added_p50_ms
+            );
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             }

@@ -206,6 +206,20 @@ impl Default for EngineOptions {
     }
 }
 
+impl EngineOptions {
+    /// What a benchmark's engine runs with: its own library id, no
+    /// environment (no tokens), the real clock, no model.
+    pub fn bench() -> Self {
+        Self {
+            library_id: Some("bench".into()),
+            env: Arc::new(|_| None),
+            clock: Arc::new(SystemClock),
+            llm: None,
+            router: None,
+        }
+    }
+}
+
 /// Runs rounds against one data dir with one configuration.
 #[derive(Clone)]
 pub struct Engine {

@@ -2,7 +2,7 @@
 //! for 200 generated rules, and a whole level-1 text round in-process
 //! (durability `normal`), as p50 and p99.
 
-use std::{path::Path, sync::Arc, time::Instant};
+use std::{path::Path, time::Instant};
 
 use serde::Serialize;
 
@@ -13,7 +13,6 @@ use crate::{
     config::{Config, RouteType, RuleConfig},
     ids::ConversationId,
     round::{Channel, Engine, EngineOptions, OpenError},
-    state::SystemClock,
     trace::Durability,
 };
 
@@ -123,13 +122,7 @@ pub fn run(
     let dir = data_dir.join(format!("bench-router-{}", std::process::id()));
     let mut round_config = config.clone();
     round_config.store.durability = Durability::Normal;
-    let options = EngineOptions {
-        library_id: Some("bench".into()),
-        env: Arc::new(|_| None),
-        clock: Arc::new(SystemClock),
-        llm: None,
-        router: None,
-    };
+    let options = EngineOptions::bench();
     let timed = (|| -> Result<Vec<f64>, RouterBenchError> {
         let engine = Engine::open(&dir, round_config, options)?;
         let conversation: ConversationId = "bench".parse().map_err(|e| OpenError::DataDir {

@@ -22,7 +22,6 @@ use super::{AppState, serve};
 use crate::{
     config::Config,
     round::{Engine, EngineOptions},
-    state::SystemClock,
     trace::Durability,
 };
 
@@ -108,13 +107,7 @@ fn run_in(
 ) -> Result<ServeBenchReport, String> {
     let mut config = config.clone();
     config.store.durability = Durability::Normal;
-    let options = EngineOptions {
-        library_id: Some("bench".into()),
-        env: Arc::new(|_| None),
-        clock: Arc::new(SystemClock),
-        llm: None,
-        router: None,
-    };
+    let options = EngineOptions::bench();
     let engine = Engine::open(dir, config, options).map_err(|e| e.to_string())?;
     let running = Running::start(AppState::new(engine.clone(), TOKEN.into()))?;
     let addr = running.addr;
@@ -247,5 +240,92 @@ fn run_in(
         events_committed: committed,
         events_streamed: streamed,
         stream_lost: committed - streamed as i64,
+    })
+}
+
+/// `caal bench doors`: the same level-1 round through `POST /api/chat` and
+/// through the OpenAI-compatible `POST /v1/chat/completions`, interleaved
+/// from one keep-alive client, so the door's own cost is the difference.
+#[derive(Clone, Debug, Serialize)]
+pub struct DoorsBenchReport {
+    pub rounds: usize,
+    pub api_p50_ms: f64,
+    pub api_p99_ms: f64,
+    pub openai_p50_ms: f64,
+    pub openai_p99_ms: f64,
+    /// `openai_p50_ms - api_p50_ms`: what the door adds (the goal: ≤ 1 ms).
+    pub openai_added_p50_ms: f64,
+}
+
+pub fn doors(config: &Config, data_dir: &Path, rounds: usize) -> Result<DoorsBenchReport, String> {
+    let dir = data_dir.join(format!("bench-doors-{}", std::process::id()));
+    let result = doors_in(config, &dir, rounds.max(1));
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn doors_in(config: &Config, dir: &Path, rounds: usize) -> Result<DoorsBenchReport, String> {
+    let mut config = config.clone();
+    config.store.durability = Durability::Normal;
+    let options = EngineOptions::bench();
+    let engine = Engine::open(dir, config, options).map_err(|e| e.to_string())?;
+    let running = Running::start(AppState::new(engine, TOKEN.into()))?;
+    let base = format!("http://{}", running.addr);
+    let auth = format!("Bearer {TOKEN}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into();
+    let timed = |path: &str, body: serde_json::Value| -> Result<f64, String> {
+        let sent = Instant::now();
+        let mut r = agent
+            .post(&format!("{base}{path}"))
+            .header("Authorization", &auth)
+            .send_json(&body)
+            .map_err(|e| e.to_string())?;
+        let answer = r.body_mut().read_to_vec().map_err(|e| e.to_string())?;
+        let ms = sent.elapsed().as_secs_f64() * 1e3;
+        if r.status().as_u16() != 200 {
+            return Err(format!(
+                "{path} answered {}: {}",
+                r.status(),
+                String::from_utf8_lossy(&answer)
+            ));
+        }
+        Ok(ms)
+    };
+    let (mut api, mut openai) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for i in 0..rounds + 20 {
+        let text = if i % 2 == 0 {
+            "turn on the kitchen lights"
+        } else {
+            "turn off the kitchen lights"
+        };
+        let a = timed(
+            "/api/chat",
+            json!({"conversation_id": "bench-api", "text": text}),
+        )?;
+        let o = timed(
+            "/v1/chat/completions",
+            json!({"model": "caal", "user": "bench-openai", "messages": [{"role": "user", "content": text}]}),
+        )?;
+        // The first 20 of each warm the connection, the caches and the pages.
+        if i >= 20 {
+            api.push(a);
+            openai.push(o);
+        }
+    }
+    running.stop()?;
+    api.sort_by(f64::total_cmp);
+    openai.sort_by(f64::total_cmp);
+    let p = crate::stats::percentile;
+    Ok(DoorsBenchReport {
+        rounds,
+        api_p50_ms: p(&api, 0.5),
+        api_p99_ms: p(&api, 0.99),
+        openai_p50_ms: p(&openai, 0.5),
+        openai_p99_ms: p(&openai, 0.99),
+        openai_added_p50_ms: p(&openai, 0.5) - p(&api, 0.5),
     })
 }

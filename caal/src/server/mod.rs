@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod bench;
 mod error;
+pub mod protocols;
 mod voice;
 
 use std::{convert::Infallible, future::Future, io, sync::Arc, time::Instant};
@@ -107,8 +108,22 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(error::in_api_shape));
+    // The OpenAI-compatible door, its errors in OpenAI's shape.
+    let v1 = Router::new()
+        .route(
+            "/chat/completions",
+            post(protocols::openai::chat_completions),
+        )
+        .route("/models", get(protocols::openai::models))
+        .fallback(protocols::openai::not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            protocols::openai::require_token,
+        ))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     Router::new()
         .nest("/api", api)
+        .nest("/v1", v1)
         // The socket's token comes in its first message; the webhook's
         // signature is LiveKit's own.
         .route("/voice/stream", get(voice::stream))
