@@ -2,10 +2,12 @@
 //! process writes a data dir, so instead of refusing, their rounds go through
 //! the running service's API (`POST /api/chat`, its bearer token from the data
 //! dir) and print what it answers, as they would have printed it themselves.
-//! `caal serve` says where it listens in `serve.json` beside its data.
+//! `caal serve` says where it listens in `serve.json` beside its data. A chat
+//! through it rings what rings there, read from its live stream.
 
 use std::{
     fs,
+    io::{self, BufRead, BufReader, Write},
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -82,6 +84,71 @@ impl Remote {
             .build()
             .into();
         Ok(Self { url, token, agent })
+    }
+
+    /// Rings, while a chat through the service is open, what rings in the
+    /// service (timers and reminders are rounds whose reply goes out on the
+    /// `system` channel): its live stream from now on, read in a thread of
+    /// its own; a bell line each, as `caal chat` prints them on its own.
+    pub fn ring_while_open(&self, conversation: &ConversationId, interactive: bool) {
+        let (url, auth, mine) = (
+            self.url.clone(),
+            format!("Bearer {}", self.token),
+            conversation.to_string(),
+        );
+        // No overall timeout: the stream stays open as long as the chat.
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        std::thread::spawn(move || {
+            let Ok(mut health) = agent
+                .get(&format!("{url}/api/health"))
+                .header("Authorization", &auth)
+                .call()
+            else {
+                return;
+            };
+            let last = health
+                .body_mut()
+                .read_json::<Value>()
+                .ok()
+                .and_then(|h| h["last_event_id"].as_i64())
+                .unwrap_or(0);
+            let Ok(stream) = agent
+                .get(&format!("{url}/api/events"))
+                .header("Authorization", &auth)
+                .header("Last-Event-ID", &last.to_string())
+                .call()
+            else {
+                return;
+            };
+            let mut kind = String::new();
+            for line in BufReader::new(stream.into_body().into_reader()).lines() {
+                let Ok(line) = line else { return };
+                if let Some(k) = line.strip_prefix("event:") {
+                    kind = k.trim().to_owned();
+                } else if let Some(data) = line.strip_prefix("data:")
+                    && kind == "output.emitted"
+                    && let Ok(event) = serde_json::from_str::<Value>(data.trim())
+                    && event["payload"]["channel"] == "system"
+                {
+                    let text = event["payload"]["text"].as_str().unwrap_or_default();
+                    let from = event["conversation_id"].as_str().unwrap_or_default();
+                    if from == mine {
+                        println!("\n🔔 {text}");
+                    } else {
+                        println!("\n🔔 ({from}) {text}");
+                    }
+                    if interactive {
+                        print!("you> ");
+                    }
+                    let _ = io::stdout().flush();
+                } else if line.is_empty() {
+                    kind.clear();
+                }
+            }
+        });
     }
 
     /// Where the service listens.

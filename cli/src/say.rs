@@ -84,6 +84,7 @@ pub fn chat(
             let remote = remote::Remote::find(data_dir, e)?;
             // The service writes; the trace is read beside it for /reasoning.
             let reader = TraceReader::open(&data_dir.join(DB_FILE))?;
+            remote.ring_while_open(&conversation, io::stdin().is_terminal());
             repl(&Answerer::Service(&remote), &reader, &conversation)
         }
         Err(e) => Err(e),
@@ -93,7 +94,7 @@ pub fn chat(
 /// What answers a chat's lines.
 enum Answerer<'a> {
     Here(&'a Engine),
-    /// The running `caal serve`; its timers ring in its own clients.
+    /// The running `caal serve` (its timers ring through its live stream).
     Service(&'a remote::Remote),
 }
 
