@@ -135,23 +135,11 @@ fn say_and_chat_go_through_a_running_serve_instead_of_refusing() {
         chat.stdout
     );
     // A chat through the service rings what rings there, between lines.
-    let mut child = sb
-        .command()
-        .args(["chat", "--conversation", "through"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    use std::io::Write as _;
-    writeln!(stdin, "set a tea timer for 2 seconds").unwrap();
-    stdin.flush().unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(4));
-    writeln!(stdin, "/quit").unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = sb.chat_open_for(
+        "through",
+        "set a tea timer for 2 seconds",
+        std::time::Duration::from_secs(4),
+    );
     assert!(
         stdout.contains("caal> Tea timer set for 2 seconds."),
         "{stdout}"

@@ -145,6 +145,32 @@ impl Sandbox {
         child.wait_with_output().unwrap().into()
     }
 
+    /// `caal chat` in a conversation: says `line`, stays open for `open`
+    /// (what rings meanwhile is printed), then quits; its standard output.
+    pub fn chat_open_for(
+        &self,
+        conversation: &str,
+        line: &str,
+        open: std::time::Duration,
+    ) -> String {
+        let mut child = self
+            .command()
+            .args(["chat", "--conversation", conversation])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        std::thread::sleep(open);
+        writeln!(stdin, "/quit").unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// `caal say --json TEXT` in a conversation.
     pub fn say(&self, conversation: &str, text: &str) -> Value {
         self.run(&["say", "--json", "--conversation", conversation, text])

@@ -3,8 +3,7 @@
 //! saying so), in `caal chat`, and when `caal say` next runs.
 
 use std::{
-    io::{BufRead, BufReader, Write},
-    process::Stdio,
+    io::{BufRead, BufReader},
     sync::mpsc,
     thread,
     time::{Duration, Instant},
@@ -246,22 +245,11 @@ fn say_rings_what_is_overdue_and_chat_rings_while_open() {
     );
 
     // `caal chat` rings while it is open, between lines.
-    let mut child = sb
-        .command()
-        .args(["chat", "--conversation", "desk"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "set a tea timer for 2 seconds").unwrap();
-    stdin.flush().unwrap();
-    thread::sleep(Duration::from_secs(4));
-    writeln!(stdin, "/quit").unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = sb.chat_open_for(
+        "desk",
+        "set a tea timer for 2 seconds",
+        Duration::from_secs(4),
+    );
     assert!(
         stdout.contains("caal> Tea timer set for 2 seconds."),
         "{stdout}"
