@@ -13,7 +13,7 @@
 //! is answered by the next message ("yes"), as in any conversation. Errors
 //! come in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
 
-use std::{convert::Infallible, time::SystemTime};
+use std::convert::Infallible;
 
 use axum::{
     Json,
@@ -215,9 +215,7 @@ pub async fn chat_completions(
     let id = conversation.clone();
     let result: RoundResult =
         blocking(move || Ok(engine.text_round(&id, &text, Channel::Api)?)).await?;
-    let created = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let created = unix_seconds(&state);
     let caal = json!({
         "conversation_id": result.conversation_id,
         "round_id": result.round_id,
@@ -304,12 +302,15 @@ fn conversation_of(
         .map_err(|e: crate::ids::InvalidId| OpenAiError::invalid(e.to_string(), None))
 }
 
+/// Now by the engine's clock, in the seconds OpenAI's `created` counts.
+fn unix_seconds(state: &AppState) -> u64 {
+    u64::try_from(state.engine.now_ms() / 1000).unwrap_or(0)
+}
+
 /// `GET /v1/models`: CAAL is one model.
 pub async fn models(State(state): State<AppState>) -> Json<Value> {
-    let created = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-        .saturating_sub(state.started.elapsed().as_secs());
+    // When this service started.
+    let created = unix_seconds(&state).saturating_sub(state.started.elapsed().as_secs());
     Json(json!({
         "object": "list",
         "data": [{"id": MODEL, "object": "model", "created": created, "owned_by": "caal"}],
