@@ -192,10 +192,7 @@ pub fn run(
                 instant_rounds.max(2),
             )
             .map_err(anyhow::Error::msg)?;
-            output::print_llm_bench(&report);
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            }
+            figures(&report, output::print_llm_bench, json)?;
         }
         BenchCommand::Router {
             decisions,
@@ -203,17 +200,11 @@ pub fn run(
             json,
         } => {
             let report = caal::router::bench::run(&load_config()?, data_dir, decisions, rounds)?;
-            output::print_router_bench(&report);
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            }
+            figures(&report, output::print_router_bench, json)?;
         }
         BenchCommand::Scan { lines, json } => {
             let report = caal::safety::bench::run(lines.max(1), 0x0CAA_15EC);
-            output::print_scan_bench(&report);
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            }
+            figures(&report, output::print_scan_bench, json)?;
         }
         BenchCommand::Serve {
             clients,
@@ -222,10 +213,7 @@ pub fn run(
         } => {
             let report = caal::server::bench::run(&load_config()?, data_dir, clients, seconds)
                 .map_err(anyhow::Error::msg)?;
-            output::print_serve_bench(&report);
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            }
+            figures(&report, output::print_serve_bench, json)?;
         }
         BenchCommand::Doors { rounds, json } => {
             let report = caal::server::bench::doors(&load_config()?, data_dir, rounds)
@@ -249,10 +237,7 @@ pub fn run(
                 caal::memory::bench::run(&dir, items.max(1), runs.max(1), &load_config()?.memory);
             let _ = fs::remove_dir_all(&dir);
             let report = report?;
-            output::print_memory_bench(&report);
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            }
+            figures(&report, output::print_memory_bench, json)?;
         }
         BenchCommand::Timers {
             timers,
@@ -267,10 +252,7 @@ pub fn run(
             let report = caal::round::schedule_bench::run(&dir, timers, conversations, spread_ms);
             let _ = fs::remove_dir_all(&dir);
             let report = report.map_err(|e| anyhow::anyhow!(e))?;
-            output::print_timers_bench(&report);
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            }
+            figures(&report, output::print_timers_bench, json)?;
         }
         BenchCommand::Voice { runs, json } => {
             #[cfg(feature = "whisper")]
@@ -278,10 +260,7 @@ pub fn run(
                 let models = caal::llm::tiers::models_dir(&|k| std::env::var(k).ok());
                 let report = caal::voice::bench::run(&load_config()?, &models, runs.max(1))
                     .map_err(anyhow::Error::msg)?;
-                output::print_voice_bench(&report);
-                if json {
-                    println!("{}", serde_json::to_string(&report)?);
-                }
+                figures(&report, output::print_voice_bench, json)?;
             }
             #[cfg(not(feature = "whisper"))]
             {
@@ -379,10 +358,7 @@ fn bench_trace(data_dir: &Path, events: u64, fsync_seconds: f64, json: bool) -> 
     let report = caal::trace::bench::run(&dir, events, fsync_seconds);
     let _ = fs::remove_dir_all(&dir);
     let report = report?;
-    output::print_trace_bench(&report);
-    if json {
-        println!("{}", serde_json::to_string(&report)?);
-    }
+    figures(&report, output::print_trace_bench, json)?;
     Ok(())
 }
 
@@ -433,6 +409,16 @@ fn bench_say(data_dir: &Path, runs: usize, json: bool) -> Result<()> {
             "{}",
             serde_json::json!({"runs": runs, "say_median_ms": median, "say_p90_ms": p90, "say_min_ms": times_ms[0]})
         );
+    }
+    Ok(())
+}
+
+/// A benchmark's figures: printed for a person, and with --json one JSON
+/// object last.
+fn figures<T: serde::Serialize>(report: &T, print: fn(&T), json: bool) -> Result<()> {
+    print(report);
+    if json {
+        println!("{}", serde_json::to_string(report)?);
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! span from the first due time to the last ringing, and whether they rang
 //! in due order, each once.
 
-use std::{collections::HashMap, path::Path, sync::Arc, time::Duration};
+use std::{collections::HashMap, path::Path, time::Duration};
 
 use serde::Serialize;
 
@@ -52,10 +52,7 @@ pub fn run(
         config,
         EngineOptions {
             library_id: Some("bench-timers".into()),
-            env: Arc::new(|_| None),
-            clock: Arc::new(SystemClock),
-            llm: None,
-            router: None,
+            ..EngineOptions::bench()
         },
     )
     .map_err(|e| e.to_string())?;
