@@ -13,7 +13,10 @@ use crate::{
     reasoning::ToolDecision,
     router::{CommandSpec, Intent, RouteDecision, render, render_with},
     tools::{ToolCall, ToolStatus},
-    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
+    trace::{
+        EventDraft, EventStatus, OpenRound, StoreError,
+        events::{CommandExecuted, CommandReversed, ToolRequest, ToolResponse, ValidatorRan},
+    },
 };
 
 impl Engine {
@@ -32,11 +35,14 @@ impl Engine {
                 problem,
             } => {
                 round.append(
-                    EventDraft::new(
-                        EventType::ValidatorRan,
-                        json!({"validator_id": "params", "code": problem.code, "status": "error", "message": problem.message,
-                               "details": {"command_id": command_id, "param": problem.param}}),
-                    )
+                    EventDraft::new(ValidatorRan {
+                        validator_id: "params".into(),
+                        code: problem.code.to_string(),
+                        status: "error".into(),
+                        message: problem.message.clone(),
+                        details: Some(json!({"command_id": command_id, "param": problem.param})),
+                        ..ValidatorRan::default()
+                    })
                     .with_status(EventStatus::Failed),
                 )?;
                 Steps::failed(
@@ -79,11 +85,16 @@ impl Engine {
         round: &OpenRound,
         chain: &CommandChain,
     ) -> Result<(), StoreError> {
-        round.append(EventDraft::new(
-            EventType::ValidatorRan,
-            json!({"validator_id": "params", "code": "validator.ok", "status": "ok",
-                   "message": format!("parameters of {} command(s) are valid", chain.commands.len())}),
-        ))
+        round.append(EventDraft::new(ValidatorRan {
+            validator_id: "params".into(),
+            code: "validator.ok".into(),
+            status: "ok".into(),
+            message: format!(
+                "parameters of {} command(s) are valid",
+                chain.commands.len()
+            ),
+            ..ValidatorRan::default()
+        }))
     }
 
     /// Runs a chain in order; a failure skips the rest. Each command run is
@@ -102,11 +113,14 @@ impl Engine {
         for command in &chain.commands {
             if let Some((_, reason)) = &steps.failure {
                 round.append(
-                    EventDraft::new(
-                        EventType::CommandExecuted,
-                        json!({"command_id": command.command_id, "status": "skipped", "auth_level": command.auth_level,
-                               "result": {"reason": format!("not run: {reason}")}, "chain_id": chain.chain_id}),
-                    )
+                    EventDraft::new(CommandExecuted {
+                        command_id: command.command_id.clone(),
+                        status: "skipped".into(),
+                        result: json!({"reason": format!("not run: {reason}")}),
+                        auth_level: command.auth_level.get(),
+                        chain_id: chain.chain_id.clone(),
+                        ..CommandExecuted::default()
+                    })
                     .with_status(EventStatus::Skipped),
                 )?;
                 steps.commands.push(CommandRun {
@@ -123,18 +137,15 @@ impl Engine {
                 self.run_tool(round, command, spec, now, &mut steps.retries)?;
             let ok = outcome.status == ToolStatus::Ok;
             round.append(
-                EventDraft::new(
-                    EventType::CommandExecuted,
-                    json!({
-                        "command_id": command.command_id,
-                        "status": if ok { "ok" } else { "failed" },
-                        "result": outcome.result,
-                        "auth_level": command.auth_level,
-                        "chain_id": chain.chain_id,
-                        "chain_level": chain.chain_level,
-                        "confirmations": confirmations,
-                    }),
-                )
+                EventDraft::new(CommandExecuted {
+                    command_id: command.command_id.clone(),
+                    status: if ok { "ok" } else { "failed" }.into(),
+                    result: outcome.result.clone(),
+                    auth_level: command.auth_level.get(),
+                    chain_id: chain.chain_id.clone(),
+                    chain_level: Some(chain.chain_level.get()),
+                    confirmations: Some(confirmations),
+                })
                 .with_call(call_id)
                 .with_status(if ok {
                     EventStatus::Ok
@@ -253,23 +264,33 @@ impl Engine {
             let (tool_id, inputs) = self.tools.describe(call);
             let call_id = call.call_id.to_string();
             round.append(
-                EventDraft::new(
-                    EventType::ToolRequest,
-                    json!({"tool_id": tool_id, "call_id": call_id, "inputs": inputs, "attempt": attempt,
-                           "side_effects": spec.config.side_effects}),
-                )
+                EventDraft::new(ToolRequest {
+                    tool_id: tool_id.clone(),
+                    call_id: call_id.clone(),
+                    inputs,
+                    attempt,
+                    side_effects: spec.config.side_effects,
+                })
                 .with_call(call.call_id),
             )?;
             let outcome = self.tools.execute(call)?;
             let ok = outcome.status == ToolStatus::Ok;
             round.append(
-                EventDraft::new(
-                    EventType::ToolResponse,
-                    json!({"tool_id": tool_id, "call_id": call_id, "latency_ms": outcome.latency_ms, "result": outcome.result,
-                           "status": outcome.status, "transient": outcome.transient, "attempt": attempt}),
-                )
+                EventDraft::new(ToolResponse {
+                    tool_id,
+                    call_id,
+                    latency_ms: outcome.latency_ms,
+                    result: outcome.result.clone(),
+                    status: outcome.status.as_str().into(),
+                    transient: outcome.transient,
+                    attempt,
+                })
                 .with_call(call.call_id)
-                .with_status(if ok { EventStatus::Ok } else { EventStatus::Failed }),
+                .with_status(if ok {
+                    EventStatus::Ok
+                } else {
+                    EventStatus::Failed
+                }),
             )?;
             if ok || !outcome.transient || attempt >= max_attempts {
                 return Ok((call.call_id, outcome));
@@ -296,11 +317,13 @@ impl Engine {
         let window_s = self.config.authority.undo_window_seconds;
         if now > record.expires_at_ms {
             round.append(
-                EventDraft::new(
-                    EventType::CommandReversed,
-                    json!({"command_id": record.command_id, "status": "skipped", "original_call_id": record.call_id,
-                           "reason": format!("the undo window of {window_s} s had passed")}),
-                )
+                EventDraft::new(CommandReversed {
+                    command_id: record.command_id.clone(),
+                    status: "skipped".into(),
+                    reason: format!("the undo window of {window_s} s had passed"),
+                    original_call_id: record.call_id.clone(),
+                    undo_command: None,
+                })
                 .with_status(EventStatus::Skipped),
             )?;
             return Ok(Steps::reply(format!(
@@ -351,13 +374,19 @@ impl Engine {
             decided_by: "rule".into(),
         };
         round.append(
-            EventDraft::new(
-                EventType::CommandReversed,
-                json!({"command_id": record.command_id, "status": if ok { "ok" } else { "failed" }, "reason": "undo requested",
-                       "undo_command": command.command_id, "original_call_id": record.call_id}),
-            )
+            EventDraft::new(CommandReversed {
+                command_id: record.command_id.clone(),
+                status: if ok { "ok" } else { "failed" }.into(),
+                reason: "undo requested".into(),
+                original_call_id: record.call_id.clone(),
+                undo_command: Some(command.command_id.clone()),
+            })
             .with_call(call_id)
-            .with_status(if ok { EventStatus::Ok } else { EventStatus::Failed }),
+            .with_status(if ok {
+                EventStatus::Ok
+            } else {
+                EventStatus::Failed
+            }),
         )?;
         let run = CommandRun {
             command_id: command.command_id.clone(),

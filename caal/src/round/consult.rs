@@ -9,13 +9,15 @@
 //! as it was: this layer only ever narrows what the one below it found.
 
 use super::RoundError;
-use serde_json::json;
 
 use crate::{
     config::Escalation,
     llm::{cap_prompt, choose},
     router::RouteDecision,
-    trace::{EventDraft, EventStatus, EventType, OpenRound},
+    trace::{
+        EventDraft, EventStatus, OpenRound,
+        events::{LlmRequest, LlmResponse, RouteSelected, name_of},
+    },
 };
 
 use super::Engine;
@@ -60,51 +62,46 @@ impl Engine {
             .chain(std::iter::once(format!("said: {said}\n")))
             .collect();
         let capped = cap_prompt(&asked, self.config.llm.max_prompt_chars);
-        round.append(EventDraft::new(
-            EventType::LlmRequest,
-            json!({"model": tier.model(), "prompt_hash": capped.hash, "prompt_head": capped.head,
-                   "prompt_tail": capped.tail, "prompt_truncated": false, "tier": tier.name,
-                   "attempt": 1, "tools": [choose::TOOL], "purpose": "choose", "method": cfg.method}),
-        ))?;
+        round.append(EventDraft::new(LlmRequest {
+            model: tier.model().to_string(),
+            prompt_hash: capped.hash,
+            prompt_head: capped.head,
+            prompt_tail: capped.tail,
+            prompt_truncated: false,
+            tier: tier.name.to_string(),
+            attempt: 1,
+            tools: vec![choose::TOOL.into()],
+            purpose: Some("choose".into()),
+            method: Some(name_of(&cfg.method)),
+        }))?;
         let answer = choose::ask(tier, cfg.method, &cfg.prompt, said, &offers, cfg.max_tokens);
         let picked = answer.picked;
-        let mut response = json!({"model": tier.model(), "latency_ms": answer.latency_ms, "text": "",
-                                  "usage": null, "truncated": false, "tier": tier.name, "attempt": 1,
-                                  "purpose": "choose", "method": cfg.method, "evidence": answer.evidence,
-                                  "picked": picked.as_ref().ok()});
-        if let Err(e) = &picked {
-            response["error"] = json!(e);
-        }
-        if let Some(failed) = &answer.failed {
-            response["transient"] = json!(failed.transient());
-        }
-        round.append(
-            EventDraft::new(EventType::LlmResponse, response).with_status(if picked.is_ok() {
-                EventStatus::Ok
-            } else {
-                EventStatus::Failed
-            }),
-        )?;
+        let response = LlmResponse {
+            model: tier.model().to_string(),
+            latency_ms: answer.latency_ms,
+            tier: tier.name.to_string(),
+            attempt: 1,
+            purpose: Some("choose".into()),
+            method: Some(name_of(&cfg.method)),
+            evidence: Some(answer.evidence).filter(|e| !e.is_null()),
+            picked: picked.as_ref().ok().map(|&p| p as u64),
+            error: picked.as_ref().err().cloned(),
+            transient: answer.failed.as_ref().map(|f| f.transient()),
+            ..LlmResponse::default()
+        };
+        round.append(EventDraft::new(response).with_status(if picked.is_ok() {
+            EventStatus::Ok
+        } else {
+            EventStatus::Failed
+        }))?;
         let Ok(pick) = picked else {
             return keep(decision);
         };
         let chosen = self.router.chosen(decision, Some(pick), state);
-        round.append(EventDraft::new(
-            EventType::RouteSelected,
-            json!({
-                "route_code": chosen.route_code,
-                "source_rule": chosen.source_rule,
-                "decided_by": "model",
-                "topic": chosen.topic,
-                "auth_level": chosen.auth_level,
-                "macro": chosen.macro_name,
-                "command_id": chosen.command_id,
-                "params": chosen.params,
-                "state": state,
-                "layer": chosen.layer,
-                "understood": chosen.understood,
-            }),
-        ))?;
+        round.append(EventDraft::new(RouteSelected {
+            decided_by: Some("model".into()),
+            ..super::stages::route_selected(&chosen, state)
+        }))?;
         Ok(Consulted {
             decision: chosen,
             decided: true,

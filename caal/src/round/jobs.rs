@@ -21,7 +21,10 @@ use crate::{
     router::Intent,
     schedule::jobs::{self, Job},
     state::rfc3339_ms,
-    trace::{EventDraft, EventType, OpenRound, StoreError},
+    trace::{
+        EventDraft, OpenRound, StoreError,
+        events::{JobEnqueued, JobProgress, JobResult},
+    },
 };
 
 /// What the asking round says.
@@ -49,10 +52,12 @@ impl Engine {
                 now,
             )
         })?;
-        round.append(EventDraft::new(
-            EventType::JobEnqueued,
-            json!({"job_id": job.job_id, "class": job.class, "topic": job.topic, "query": job.query}),
-        ))?;
+        round.append(EventDraft::new(JobEnqueued {
+            job_id: job.job_id.clone(),
+            class: job.class.clone(),
+            topic: job.topic.clone(),
+            query: job.query.clone(),
+        }))?;
         Ok(job)
     }
 
@@ -91,11 +96,13 @@ impl Engine {
         let work_id = work.header().round_id.to_string();
         self.state
             .transaction(|c| jobs::set_work_round(c, job.id, &work_id))?;
-        work.append(EventDraft::new(
-            EventType::JobProgress,
-            json!({"job_id": job.job_id, "status": "running", "progress": 0.0, "attempt": job.attempts,
-                   "asked_in": asked}),
-        ))?;
+        work.append(EventDraft::new(JobProgress {
+            job_id: job.job_id.clone(),
+            status: "running".into(),
+            progress: Some(0.0),
+            attempt: job.attempts,
+            asked_in: asked.to_string(),
+        }))?;
         let state = self.conversation_state(&conversation)?;
         let (status, text) = match &self.llm {
             None => (
@@ -112,10 +119,11 @@ impl Engine {
         };
         let cancelled = self.state.with(|c| jobs::cancelled(c, job.id))?;
         let status = if cancelled { "cancelled" } else { status };
-        work.append(EventDraft::new(
-            EventType::JobResult,
-            json!({"job_id": job.job_id, "status": status, "result": {"text": text}}),
-        ))?;
+        work.append(EventDraft::new(JobResult {
+            job_id: job.job_id.clone(),
+            status: status.into(),
+            result: json!({"text": text}),
+        }))?;
         work.complete(&state)?;
         if cancelled {
             return Ok(None);
@@ -144,11 +152,12 @@ impl Engine {
             &job.conversation_id,
             Channel::System,
             &format!("job {} {status}: {}", job.id, job.topic),
-            EventDraft::new(
-                EventType::JobResult,
-                json!({"job_id": job.job_id, "status": status,
-                       "result": {"text": said, "work_conversation": format!("job-{}", job.id), "work_round_id": work_round}}),
-            ),
+            EventDraft::new(JobResult {
+                job_id: job.job_id.clone(),
+                status: status.into(),
+                result: json!({"text": said, "work_conversation": format!("job-{}", job.id),
+                               "work_round_id": work_round}),
+            }),
             said,
         )?;
         Ok(Notification {
@@ -183,10 +192,11 @@ impl Engine {
             &job.conversation_id,
             channel,
             &format!("cancel job {}", job.id),
-            EventDraft::new(
-                EventType::JobResult,
-                json!({"job_id": job.job_id, "status": "cancelled", "result": {"text": said, "by": channel.as_str()}}),
-            ),
+            EventDraft::new(JobResult {
+                job_id: job.job_id.clone(),
+                status: "cancelled".into(),
+                result: json!({"text": said, "by": channel.as_str()}),
+            }),
             &said,
         )?;
         Ok(Some(said))

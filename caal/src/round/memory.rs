@@ -7,14 +7,19 @@
 
 use super::RoundError;
 use serde::Serialize;
-use serde_json::json;
 
 use crate::{
     config::MemoryOp,
     ids::BucketId,
     memory::{ContextPackage, ItemMetadata, ItemRef, Match, MemoryError, Signal, Tier, Written},
     router::normalize,
-    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
+    trace::{
+        EventDraft, EventStatus, OpenRound, StoreError,
+        events::{
+            Injected, MemoryForgotten, MemoryInjected, MemoryRead, MemoryReferenced, MemoryWritten,
+            OutputEmitted, name_of,
+        },
+    },
 };
 
 use super::{Channel, Engine, Steps};
@@ -137,11 +142,18 @@ impl Engine {
                 .take(3)
                 .map(|i| i.scored.item.content.as_str())
                 .collect();
-            round.append(EventDraft::new(
-                EventType::MemoryRead,
-                json!({"bucket_id": bucket, "op": "recall", "query": null, "match": "package",
-                       "item_ids": package.items.iter().take(3).map(|i| &i.scored.item.item_id).collect::<Vec<_>>()}),
-            ))?;
+            round.append(EventDraft::new(MemoryRead {
+                bucket_id: bucket.to_string(),
+                op: "recall".into(),
+                query: None,
+                matched: "package".into(),
+                item_ids: package
+                    .items
+                    .iter()
+                    .take(3)
+                    .map(|i| i.scored.item.item_id.clone())
+                    .collect(),
+            }))?;
             return Ok(Steps::reply(if top.is_empty() {
                 "I don't remember anything yet. Say \"remember that …\" and I will.".to_owned()
             } else {
@@ -176,11 +188,13 @@ impl Engine {
             found => found?,
         };
         let ids: Vec<String> = hits.iter().map(|h| h.scored.item.item_id.clone()).collect();
-        round.append(EventDraft::new(
-            EventType::MemoryRead,
-            json!({"bucket_id": bucket, "op": op.as_str(), "query": subject,
-                   "match": if how == Match::All { "all" } else { "any" }, "item_ids": ids}),
-        ))?;
+        round.append(EventDraft::new(MemoryRead {
+            bucket_id: bucket.to_string(),
+            op: op.as_str().into(),
+            query: Some(subject.to_string()),
+            matched: if how == Match::All { "all" } else { "any" }.into(),
+            item_ids: ids.clone(),
+        }))?;
         if hits.is_empty() {
             return Ok(Steps::reply(format!(
                 "I don't remember anything about {subject}."
@@ -211,11 +225,13 @@ impl Engine {
                     )));
                 };
                 let item = memory.forget(bucket, &ids[i], now)?;
-                round.append(EventDraft::new(
-                    EventType::MemoryForgotten,
-                    json!({"bucket_id": bucket, "item_id": item.item_id, "reason": "asked to forget",
-                           "was_pinned": item.pinned, "source": "round"}),
-                ))?;
+                round.append(EventDraft::new(MemoryForgotten {
+                    bucket_id: bucket.to_string(),
+                    item_id: item.item_id.clone(),
+                    reason: "asked to forget".into(),
+                    was_pinned: item.pinned,
+                    source: "round".into(),
+                }))?;
                 Steps::reply("Okay, I've forgotten it.")
             }
             MemoryOp::Pin | MemoryOp::Unpin => {
@@ -245,12 +261,15 @@ impl Engine {
         written: &Written,
         source: &str,
     ) -> Result<(), StoreError> {
-        round.append(EventDraft::new(
-            EventType::MemoryWritten,
-            json!({"bucket_id": written.item.bucket_id, "item_id": written.item.item_id, "op": written.op.as_str(),
-                   "pinned": written.item.pinned, "chars": written.item.content.chars().count(),
-                   "source": source, "redacted_kinds": written.redacted}),
-        ))
+        round.append(EventDraft::new(MemoryWritten {
+            bucket_id: written.item.bucket_id.to_string(),
+            item_id: written.item.item_id.clone(),
+            op: written.op.as_str().into(),
+            pinned: written.item.pinned,
+            chars: written.item.content.chars().count() as u64,
+            source: source.into(),
+            redacted_kinds: written.redacted.iter().map(ToString::to_string).collect(),
+        }))
     }
 
     fn record_referenced(
@@ -264,10 +283,12 @@ impl Engine {
         if ids.is_empty() {
             return Ok(());
         }
-        round.append(EventDraft::new(
-            EventType::MemoryReferenced,
-            json!({"bucket_id": bucket, "signal": signal.as_str(), "topic": topic, "item_ids": ids}),
-        ))
+        round.append(EventDraft::new(MemoryReferenced {
+            bucket_id: bucket.to_string(),
+            signal: signal.as_str().into(),
+            topic: topic.map(str::to_owned),
+            item_ids: ids.to_vec(),
+        }))
     }
 
     /// A round whose rule names a topic raises the items that topic finds.
@@ -327,17 +348,24 @@ impl Engine {
         if with_long {
             parts.push("long");
         }
-        let items: Vec<_> = package
+        let items = package
             .injected(with_long)
-            .map(|i| json!({"item_id": i.scored.item.item_id, "why": i.why, "score": i.scored.reference_score,
-                            "tier": i.tier}))
+            .map(|i| Injected {
+                item_id: i.scored.item.item_id.clone(),
+                why: name_of(&i.why),
+                score: i.scored.reference_score,
+                tier: name_of(&i.tier),
+            })
             .collect();
-        round.append(EventDraft::new(
-            EventType::MemoryInjected,
-            json!({"bucket_id": bucket, "items": items, "parts": parts, "unit": package.budget.unit,
-                   "short_used": package.budget.short_used, "long_used": package.budget.long_used,
-                   "long_left_out": package.long_context.is_some() && !with_long}),
-        ))?;
+        round.append(EventDraft::new(MemoryInjected {
+            bucket_id: bucket.to_string(),
+            items,
+            parts: parts.iter().map(ToString::to_string).collect(),
+            unit: name_of(&package.budget.unit),
+            short_used: package.budget.short_used as u64,
+            long_used: package.budget.long_used as u64,
+            long_left_out: package.long_context.is_some() && !with_long,
+        }))?;
         Ok(Some((text, package, with_long)))
     }
 
@@ -421,10 +449,11 @@ impl Engine {
                     _ => "memory.invalid",
                 };
                 round.append(
-                    EventDraft::new(
-                        EventType::OutputEmitted,
-                        json!({"text": e.to_string(), "channel": channel.as_str()}),
-                    )
+                    EventDraft::new(OutputEmitted {
+                        text: e.to_string(),
+                        channel: channel.as_str().into(),
+                        was_escalated: None,
+                    })
                     .with_status(EventStatus::Failed),
                 )?;
                 round.fail(code, &e.to_string())?;
@@ -444,11 +473,13 @@ impl Engine {
                 }
             }
             (None, Some(item)) => {
-                round.append(EventDraft::new(
-                    EventType::MemoryForgotten,
-                    json!({"bucket_id": bucket, "item_id": item.item_id, "reason": "forgotten by the operator",
-                           "was_pinned": item.pinned, "source": channel.as_str()}),
-                ))?;
+                round.append(EventDraft::new(MemoryForgotten {
+                    bucket_id: bucket.to_string(),
+                    item_id: item.item_id.clone(),
+                    reason: "forgotten by the operator".into(),
+                    was_pinned: item.pinned,
+                    source: channel.as_str().into(),
+                }))?;
                 OperatorOutcome {
                     round_id: round.header().round_id.to_string(),
                     bucket_id: bucket.to_string(),
@@ -460,10 +491,11 @@ impl Engine {
             }
             (None, None) => unreachable!("every operator write writes or forgets"),
         };
-        round.append(EventDraft::new(
-            EventType::OutputEmitted,
-            json!({"text": format!("{} {}", outcome.op, outcome.item_id), "channel": channel.as_str()}),
-        ))?;
+        round.append(EventDraft::new(OutputEmitted {
+            text: format!("{} {}", outcome.op, outcome.item_id),
+            channel: channel.as_str().into(),
+            was_escalated: None,
+        }))?;
         round.complete(&state)?;
         Ok(outcome)
     }

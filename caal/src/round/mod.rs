@@ -11,7 +11,6 @@
 use std::{path::Path, sync::Arc};
 
 use serde::Serialize;
-use serde_json::json;
 
 use crate::{
     auth::{
@@ -30,10 +29,7 @@ use crate::{
     safety::Sanitizer,
     state::{Clock, STATE_FILE, StateDb, SystemClock, rfc3339_ms},
     tools::{EnvLookup, Tools},
-    trace::{
-        DB_FILE, EventDraft, EventType, OpenRound, RoundSpec, SCHEMA_VERSION, StoreError,
-        TraceStore,
-    },
+    trace::{DB_FILE, EventDraft, OpenRound, RoundSpec, SCHEMA_VERSION, StoreError, TraceStore},
 };
 
 /// Why a person confirmed an action whose reasoning failed its checks.
@@ -563,10 +559,11 @@ impl Engine {
             channel: channel.as_str().into(),
             audio_id: None,
         })?;
-        round.append(EventDraft::new(
-            EventType::InputReceived,
-            json!({"raw_text": said, "channel": channel.as_str()}),
-        ))?;
+        round.append(EventDraft::new(crate::trace::events::InputReceived {
+            raw_text: said.into(),
+            channel: channel.as_str().into(),
+            ..Default::default()
+        }))?;
         Ok((round, state))
     }
 

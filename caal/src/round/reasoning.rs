@@ -16,7 +16,10 @@ use crate::{
         receipt::{ReceiptDraft, sign},
     },
     state::rfc3339_ms,
-    trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError},
+    trace::{
+        EventDraft, EventStatus, OpenRound, StoreError,
+        events::{ReasoningStep, ReasoningUpdate, ReceiptIssued, ValidatorRan, name_of},
+    },
 };
 
 use super::Engine;
@@ -45,12 +48,18 @@ impl Engine {
         }
         let max = self.config.reasoning.max_step_chars.max(1);
         let content = cap_step(&scrubbed, max);
-        round.append(EventDraft::new(
-            EventType::ReasoningStep,
-            json!({"phase": step.phase, "step_type": step.step_type, "content": content,
-                   "source": match source { Source::Model => "model", Source::Engine => "engine" },
-                   "links": links, "truncated": scrubbed.chars().count() > max}),
-        ))
+        round.append(EventDraft::new(ReasoningStep {
+            phase: step.phase.as_str().into(),
+            step_type: name_of(&step.step_type),
+            content,
+            source: match source {
+                Source::Model => "model",
+                Source::Engine => "engine",
+            }
+            .into(),
+            links,
+            truncated: scrubbed.chars().count() > max,
+        }))
     }
 
     /// A command that ran: an `execute` step (an `error` step when it failed)
@@ -252,15 +261,28 @@ impl Engine {
             )?;
             if let Some(e) = &d.evaluation {
                 round.append(
-                    EventDraft::new(
-                        EventType::ValidatorRan,
-                        json!({"validator_id": "justification", "code": if e.passed { "validator.ok" } else { "validator.justification" },
-                               "status": if e.passed { "ok" } else { "error" },
-                               "message": e.reason.clone().unwrap_or_else(|| "the justification passed every check".into()),
-                               "details": {"command_id": c.command_id, "assurance": e.assurance, "applied": e.applied,
-                                           "checks": e.checks}}),
-                    )
-                    .with_status(if e.passed { EventStatus::Ok } else { EventStatus::Failed }),
+                    EventDraft::new(ValidatorRan {
+                        validator_id: "justification".into(),
+                        code: if e.passed {
+                            "validator.ok"
+                        } else {
+                            "validator.justification"
+                        }
+                        .into(),
+                        status: if e.passed { "ok" } else { "error" }.into(),
+                        message: e
+                            .reason
+                            .clone()
+                            .unwrap_or_else(|| "the justification passed every check".into()),
+                        details: Some(json!({"command_id": c.command_id, "assurance": e.assurance,
+                                             "applied": e.applied, "checks": e.checks})),
+                        ..ValidatorRan::default()
+                    })
+                    .with_status(if e.passed {
+                        EventStatus::Ok
+                    } else {
+                        EventStatus::Failed
+                    }),
                 )?;
                 if let (false, Some(reason)) = (e.passed, &e.reason) {
                     let policy = match e.applied {
@@ -299,10 +321,11 @@ impl Engine {
         let narrative = narrative
             .map(|n| crate::safety::global().scrub(n.trim()).into_owned())
             .filter(|n| !n.is_empty());
-        round.append(EventDraft::new(
-            EventType::ReasoningUpdate,
-            json!({"round_seq": header.round_seq, "narrative": narrative, "tool_decisions": decisions}),
-        ))?;
+        round.append(EventDraft::new(ReasoningUpdate {
+            round_seq: header.round_seq as u64,
+            narrative: narrative.clone(),
+            tool_decisions: json!(decisions),
+        }))?;
         Ok(Some(RoundReasoning {
             conversation_id: header.conversation_id.to_string(),
             round_id: header.round_id.to_string(),
@@ -370,10 +393,9 @@ impl Engine {
             issued_at: rfc3339_ms(self.clock.now_ms()),
         };
         let receipt = sign(&draft, &self.receipt_key);
-        round.append(EventDraft::new(
-            EventType::ReceiptIssued,
-            json!({"receipt": receipt}),
-        ))
+        round.append(EventDraft::new(ReceiptIssued {
+            receipt: json!(receipt),
+        }))
     }
 
     /// Receipts for the governed commands of a chain that will not run.

@@ -18,13 +18,15 @@ use std::{
 };
 
 use serde::Serialize;
-use serde_json::json;
 
 use super::{Channel, Engine};
 use crate::{
     schedule::{self, Due},
     state::rfc3339_ms,
-    trace::{EventDraft, EventType, StoreError},
+    trace::{
+        EventDraft, StoreError,
+        events::{OutputEmitted, ScheduleCancelled, ScheduleFired},
+    },
 };
 
 /// What rang, as clients of its conversation are told.
@@ -199,26 +201,32 @@ impl Engine {
     fn ring(&self, due: &Due, now: i64) -> Result<Notification, StoreError> {
         let late = (now - due.due_at_ms()).max(0);
         let text = due.announcement(late);
-        let (said, detail) = match due {
-            Due::Timer(t) => (
-                format!("{} due", t.label()),
-                json!({"name": t.name, "seconds": t.seconds, "set_in_round": t.set_in_round}),
-            ),
-            Due::Reminder(r) => (
-                format!("reminder due: {}", r.what),
-                json!({"what": r.what, "set_in_round": r.set_in_round}),
-            ),
+        let mut fired = ScheduleFired {
+            kind: due.kind().into(),
+            id: due.id(),
+            due_at: rfc3339_ms(due.due_at_ms()),
+            fired_at: rfc3339_ms(now),
+            late_ms: late,
+            ..ScheduleFired::default()
         };
-        let mut payload = json!({"kind": due.kind(), "id": due.id(), "due_at": rfc3339_ms(due.due_at_ms()),
-                                 "fired_at": rfc3339_ms(now), "late_ms": late});
-        if let (Some(p), Some(d)) = (payload.as_object_mut(), detail.as_object()) {
-            p.extend(d.clone());
-        }
+        let said = match due {
+            Due::Timer(t) => {
+                fired.name = t.name.clone();
+                fired.seconds = Some(t.seconds);
+                fired.set_in_round = t.set_in_round.clone();
+                format!("{} due", t.label())
+            }
+            Due::Reminder(r) => {
+                fired.what = Some(r.what.clone());
+                fired.set_in_round = r.set_in_round.clone();
+                format!("reminder due: {}", r.what)
+            }
+        };
         let round_id = self.announce(
             due.conversation_id(),
             Channel::System,
             &said,
-            EventDraft::new(EventType::ScheduleFired, payload),
+            EventDraft::new(fired),
             &text,
         )?;
         Ok(Notification {
@@ -330,21 +338,28 @@ impl Engine {
             Channel::Api | Channel::Ui => "api",
             _ => "cli",
         };
-        let (said, text, mut payload) = match &due {
-            Due::Timer(t) => (
-                format!("caal timers cancel timer {id}"),
-                format!("The {} was cancelled.", t.label()),
-                json!({"name": t.name}),
-            ),
-            Due::Reminder(r) => (
-                format!("caal timers cancel reminder {id}"),
-                format!("The reminder to {} was cancelled.", r.what),
-                json!({"what": r.what}),
-            ),
+        let mut payload = ScheduleCancelled {
+            kind: due.kind().into(),
+            id,
+            by: by.into(),
+            ..ScheduleCancelled::default()
         };
-        payload["kind"] = json!(due.kind());
-        payload["id"] = json!(id);
-        payload["by"] = json!(by);
+        let (said, text) = match &due {
+            Due::Timer(t) => {
+                payload.name = t.name.clone();
+                (
+                    format!("caal timers cancel timer {id}"),
+                    format!("The {} was cancelled.", t.label()),
+                )
+            }
+            Due::Reminder(r) => {
+                payload.what = Some(r.what.clone());
+                (
+                    format!("caal timers cancel reminder {id}"),
+                    format!("The reminder to {} was cancelled.", r.what),
+                )
+            }
+        };
         let cancelled = self.state.transaction(|c| match &due {
             Due::Timer(_) => schedule::cancel_timer(c, id),
             Due::Reminder(_) => schedule::cancel_reminder(c, id),
@@ -356,7 +371,7 @@ impl Engine {
             due.conversation_id(),
             channel,
             &said,
-            EventDraft::new(EventType::ScheduleCancelled, payload),
+            EventDraft::new(payload),
             &text,
         )?;
         Ok(Some(text))
@@ -375,10 +390,11 @@ impl Engine {
     ) -> Result<String, StoreError> {
         let (round, state) = self.recorded_round(conversation, None, channel, said)?;
         round.append(event)?;
-        round.append(EventDraft::new(
-            EventType::OutputEmitted,
-            json!({"text": text, "channel": channel.as_str()}),
-        ))?;
+        round.append(EventDraft::new(OutputEmitted {
+            text: text.into(),
+            channel: channel.as_str().into(),
+            was_escalated: None,
+        }))?;
         let round_id = round.header().round_id.to_string();
         round.complete(&state)?;
         Ok(round_id)

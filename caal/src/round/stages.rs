@@ -26,7 +26,14 @@ use crate::{
     retry::Incoherence,
     router::{Intent, RouteDecision, normalize},
     state::rfc3339_ms,
-    trace::{EventDraft, EventStatus, EventType, OpenRound},
+    trace::{
+        EventDraft, EventStatus, OpenRound,
+        events::{
+            ConfirmReceived, ConfirmRequested, Heard, InputNormalized, InputReceived,
+            OutputEmitted, RouteSelected, SafetyChecked, SafetyRedacted, StatePolicy, ValidatorRan,
+            name_of,
+        },
+    },
 };
 
 /// What the screen leaves of what was said.
@@ -113,43 +120,50 @@ impl Engine {
     ) -> Result<Screened, RoundError> {
         let said_chars = said.chars().count();
         let (text, kinds) = crate::safety::global().scrub_counted(said);
-        let mut received = json!({"raw_text": text, "channel": channel.as_str()});
+        let mut received = InputReceived {
+            raw_text: text.to_string(),
+            channel: channel.as_str().into(),
+            ..InputReceived::default()
+        };
         if let Some(v) = voice {
             // The audio's hash goes into the chain with what was heard.
-            received["audio_id"] = json!(v.audio_id);
-            received["audio_sha256"] = json!(v.audio_sha256);
-            received["transcript"] = json!({
-                "model": v.transcript.model,
-                "language": v.transcript.language,
-                "confidence": v.transcript.confidence,
-                "least": v.transcript.least,
-                "audio_ms": v.transcript.audio_ms,
-                "stt_ms": v.transcript.stt_ms,
+            received.audio_id = Some(v.audio_id.to_string());
+            received.audio_sha256 = Some(v.audio_sha256.clone());
+            received.transcript = Some(Heard {
+                model: v.transcript.model.clone(),
+                language: v.transcript.language.clone(),
+                confidence: v.transcript.confidence,
+                least: v.transcript.least,
+                audio_ms: v.transcript.audio_ms,
+                stt_ms: v.transcript.stt_ms,
             });
         }
-        round.append(EventDraft::new(EventType::InputReceived, received))?;
+        round.append(EventDraft::new(received))?;
         if !kinds.is_empty() {
             let mut distinct = kinds.clone();
             distinct.sort_unstable();
             distinct.dedup();
-            round.append(EventDraft::new(
-                EventType::SafetyRedacted,
-                json!({"count": kinds.len(), "kinds": distinct, "field": "input"}),
-            ))?;
+            round.append(EventDraft::new(SafetyRedacted {
+                count: kinds.len() as u64,
+                kinds: distinct.iter().map(ToString::to_string).collect(),
+                field: "input".into(),
+            }))?;
         }
         let (text, decisions) = self.sanitizer.check(&text);
         for d in &decisions {
-            round.append(EventDraft::new(
-                EventType::SafetyChecked,
-                json!({"check": d.check, "action": d.action, "rules": d.rules, "message": d.message,
-                       "field": "input", "needs_review": d.action == crate::safety::Action::Review}),
-            ))?;
+            round.append(EventDraft::new(SafetyChecked {
+                check: d.check.into(),
+                action: name_of(&d.action),
+                rules: d.rules.iter().map(ToString::to_string).collect(),
+                message: d.message.clone(),
+                field: "input".into(),
+                needs_review: d.action == crate::safety::Action::Review,
+            }))?;
         }
         let normalized = normalize(&text);
-        round.append(EventDraft::new(
-            EventType::InputNormalized,
-            json!({"normalized_text": normalized}),
-        ))?;
+        round.append(EventDraft::new(InputNormalized {
+            normalized_text: normalized.clone(),
+        }))?;
         let incoherent =
             crate::retry::absurd_length(said_chars, self.config.safety.max_input_chars)
                 .or_else(|| crate::retry::incoherence(&text));
@@ -169,18 +183,22 @@ impl Engine {
         state_in: &str,
     ) -> Result<(Steps, Decided), RoundError> {
         round.append(
-            EventDraft::new(
-                EventType::ValidatorRan,
-                json!({"validator_id": "incoherent_input", "code": incoherent.code, "status": "retry",
-                       "message": incoherent.message}),
-            )
+            EventDraft::new(ValidatorRan {
+                validator_id: "incoherent_input".into(),
+                code: incoherent.code.to_string(),
+                status: "retry".into(),
+                message: incoherent.message.to_string(),
+                ..ValidatorRan::default()
+            })
             .with_status(EventStatus::Failed),
         )?;
-        round.append(EventDraft::new(
-            EventType::RouteSelected,
-            json!({"route_code": "intent.incoherent", "source_rule": null, "topic": null, "auth_level": 1,
-                   "macro": null, "command_id": null, "params": {}, "state": state_in}),
-        ))?;
+        round.append(EventDraft::new(RouteSelected {
+            route_code: "intent.incoherent".into(),
+            auth_level: 1,
+            params: json!({}),
+            state: state_in.into(),
+            ..RouteSelected::default()
+        }))?;
         let decided = Decided {
             route_code: "intent.incoherent".into(),
             source_rule: None,
@@ -206,27 +224,18 @@ impl Engine {
             decision = self.router.heard(decision, v.transcript.least, bar);
         }
         let policy = self.router.state(state_in);
-        let candidates = match &decision.intent {
-            Intent::Ambiguous { candidates } => json!(candidates),
-            _ => Value::Null,
-        };
-        round.append(EventDraft::new(
-            EventType::RouteSelected,
-            json!({
-                "route_code": decision.route_code,
-                "source_rule": decision.source_rule,
-                "topic": decision.topic,
-                "auth_level": decision.auth_level,
-                "macro": decision.macro_name,
-                "command_id": decision.command_id,
-                "params": decision.params,
-                "state": state_in,
-                "state_policy": policy.map(|p| json!({"unmatched": p.unmatched, "escalation": p.escalation, "prefer_local": p.prefer_local})),
-                "candidates": candidates,
-                "layer": decision.layer,
-                "understood": decision.understood,
+        round.append(EventDraft::new(RouteSelected {
+            state_policy: policy.map(|p| StatePolicy {
+                unmatched: name_of(&p.unmatched),
+                escalation: name_of(&p.escalation),
+                prefer_local: p.prefer_local,
             }),
-        ))?;
+            candidates: match &decision.intent {
+                Intent::Ambiguous { candidates } => Some(json!(candidates)),
+                _ => None,
+            },
+            ..route_selected(&decision, state_in)
+        }))?;
         let mut decided = Decided::of(&decision);
         // The meaning layer was not sure: a model chooses among its nearest.
         if !decision.choices.is_empty() {
@@ -274,20 +283,20 @@ impl Engine {
                 self.refused(round, &thought.blocked, &mut considered.decisions)?;
                 if let Intent::Chain(chain) = &thought.intent {
                     // The model chose what to do: that decision is recorded too.
-                    round.append(EventDraft::new(
-                        EventType::RouteSelected,
-                        json!({
-                            "route_code": "intent.command",
-                            "source_rule": null,
-                            "decided_by": "llm",
-                            "topic": routed.decision.topic,
-                            "auth_level": chain.chain_level,
-                            "macro": null,
-                            "command_id": chain.command_id(),
-                            "params": chain.commands.first().filter(|_| chain.commands.len() == 1).map_or(json!({}), |c| json!(c.params)),
-                            "state": state_in,
-                        }),
-                    ))?;
+                    round.append(EventDraft::new(RouteSelected {
+                        route_code: "intent.command".into(),
+                        decided_by: Some("llm".into()),
+                        topic: routed.decision.topic.clone(),
+                        auth_level: chain.chain_level.get(),
+                        command_id: chain.command_id().map(str::to_owned),
+                        params: chain
+                            .commands
+                            .first()
+                            .filter(|_| chain.commands.len() == 1)
+                            .map_or(json!({}), |c| json!(c.params)),
+                        state: state_in.into(),
+                        ..RouteSelected::default()
+                    }))?;
                     routed.decided = Decided {
                         route_code: "intent.command".into(),
                         ..routed.decided.chain(chain)
@@ -379,18 +388,15 @@ impl Engine {
                 Resolution::Expired | Resolution::Superseded => "system",
                 _ => channel.as_str(),
             };
-            round.append(EventDraft::new(
-                EventType::ConfirmReceived,
-                json!({
-                    "confirmation_id": p.confirmation_id,
-                    "accepted": resolution.accepted(),
-                    "channel": by,
-                    "resolution": resolution,
-                    "chain_id": p.chain.chain_id,
-                    "confirmations_received": received,
-                    "confirmations_required": p.required,
-                }),
-            ))?;
+            round.append(EventDraft::new(ConfirmReceived {
+                confirmation_id: p.confirmation_id.clone(),
+                accepted: resolution.accepted(),
+                channel: by.into(),
+                resolution: name_of(resolution),
+                chain_id: p.chain.chain_id.clone(),
+                confirmations_received: received,
+                confirmations_required: p.required,
+            }))?;
             self.receipts_not_run(round, &p.chain, *resolution, p.received)?;
         }
         Ok((routed, gated))
@@ -505,21 +511,23 @@ impl Engine {
 
     /// A confirmation is asked for: recorded, with the reasoning step that waits on it.
     fn ask(&self, round: &OpenRound, p: &Pending) -> Result<Steps, RoundError> {
-        round.append(EventDraft::new(
-            EventType::ConfirmRequested,
-            json!({
-                "confirmation_id": p.confirmation_id,
-                "chain_id": p.chain.chain_id,
-                "command_id": p.chain.steps.first().filter(|_| p.chain.steps.len() == 1).map(|s| s.command_id.clone()),
-                "macro": p.chain.macro_name,
-                "auth_level": p.chain.chain_level,
-                "summary": p.chain.summary,
-                "prompt": p.prompt,
-                "expires_at": rfc3339_ms(p.expires_at_ms),
-                "confirmations_required": p.required,
-                "confirmations_received": p.received,
-            }),
-        ))?;
+        round.append(EventDraft::new(ConfirmRequested {
+            confirmation_id: p.confirmation_id.clone(),
+            chain_id: p.chain.chain_id.clone(),
+            command_id: p
+                .chain
+                .steps
+                .first()
+                .filter(|_| p.chain.steps.len() == 1)
+                .map(|s| s.command_id.clone()),
+            macro_name: p.chain.macro_name.clone(),
+            auth_level: p.chain.chain_level.get(),
+            summary: p.chain.summary.clone(),
+            prompt: p.prompt.clone(),
+            expires_at: rfc3339_ms(p.expires_at_ms),
+            confirmations_required: p.required,
+            confirmations_received: p.received,
+        }))?;
         self.step(
             round,
             Step::new(
@@ -555,10 +563,11 @@ impl Engine {
         } = considered;
         all.append(&mut decisions);
         let reasoning = self.reasoning_update(round, narrative.as_deref(), &all)?;
-        round.append(EventDraft::new(
-            EventType::OutputEmitted,
-            json!({"text": steps.reply, "channel": channel.as_str()}),
-        ))?;
+        round.append(EventDraft::new(OutputEmitted {
+            text: steps.reply.clone(),
+            channel: channel.as_str().into(),
+            was_escalated: None,
+        }))?;
         retries.append(&mut steps.retries);
         Ok(Outcome {
             steps,
@@ -567,5 +576,23 @@ impl Engine {
             retries,
             reasoning,
         })
+    }
+}
+
+/// The router's decision as recorded: who else decided (the model) sets
+/// `decided_by`; the route stage adds the state's policy and the candidates.
+pub(super) fn route_selected(decision: &RouteDecision, state: &str) -> RouteSelected {
+    RouteSelected {
+        route_code: decision.route_code.clone(),
+        source_rule: decision.source_rule.clone(),
+        topic: decision.topic.clone(),
+        auth_level: decision.auth_level.get(),
+        macro_name: decision.macro_name.clone().map(Value::from),
+        command_id: decision.command_id.clone(),
+        params: decision.params.clone(),
+        state: state.into(),
+        layer: Some(decision.layer.into()),
+        understood: decision.understood.clone(),
+        ..RouteSelected::default()
     }
 }

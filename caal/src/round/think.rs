@@ -17,7 +17,10 @@ use crate::{
         validate::{Candidate, Status},
     },
     router::Intent,
-    trace::{EventDraft, EventStatus, EventType, OpenRound},
+    trace::{
+        EventDraft, EventStatus, OpenRound,
+        events::{LlmRequest, LlmResponse, ValidatorRan, name_of},
+    },
 };
 
 use super::Engine;
@@ -127,13 +130,17 @@ impl Engine {
                     .map(|m| format!("{}: {}\n", m.role, m.content))
                     .collect();
                 let capped = cap_prompt(&whole, cfg.max_prompt_chars);
-                round.append(EventDraft::new(
-                    EventType::LlmRequest,
-                    json!({"model": tier.model(), "prompt_hash": capped.hash, "prompt_head": capped.head,
-                           "prompt_tail": capped.tail, "prompt_truncated": capped_question.truncated,
-                           "tier": tier.name, "attempt": attempt,
-                           "tools": tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()}),
-                ))?;
+                round.append(EventDraft::new(LlmRequest {
+                    model: tier.model().to_string(),
+                    prompt_hash: capped.hash.clone(),
+                    prompt_head: capped.head.clone(),
+                    prompt_tail: capped.tail.clone(),
+                    prompt_truncated: capped_question.truncated,
+                    tier: tier.name.to_string(),
+                    attempt,
+                    tools: tools.iter().map(|t| t.name.clone()).collect(),
+                    ..LlmRequest::default()
+                }))?;
                 let exchange = std::time::Instant::now();
                 let answer = tier.chat(&request);
                 latency_ms += exchange.elapsed().as_secs_f64() * 1e3;
@@ -142,12 +149,14 @@ impl Engine {
                     Err(e) => {
                         let transient = e.transient();
                         round.append(
-                            EventDraft::new(
-                                EventType::LlmResponse,
-                                json!({"model": tier.model(), "latency_ms": 0.0, "text": "", "usage": null,
-                                       "truncated": false, "tier": tier.name, "attempt": attempt,
-                                       "error": e.to_string(), "transient": transient}),
-                            )
+                            EventDraft::new(LlmResponse {
+                                model: tier.model().to_string(),
+                                tier: tier.name.to_string(),
+                                attempt,
+                                error: Some(e.to_string()),
+                                transient: Some(transient),
+                                ..LlmResponse::default()
+                            })
                             .with_status(EventStatus::Failed),
                         )?;
                         retries.push(RetryNote {
@@ -169,13 +178,21 @@ impl Engine {
                     }
                 };
                 // The answer and its verdicts go to the trace together.
-                let mut drafts = vec![EventDraft::new(
-                    EventType::LlmResponse,
-                    json!({"model": response.model, "latency_ms": response.latency_ms, "text": response.text,
-                           "usage": response.usage, "truncated": response.truncated, "tier": tier.name,
-                           "attempt": attempt, "tool_calls": response.tool_calls, "reasoning": response.reasoning,
-                           "narrative": (!response.tool_calls.is_empty() && !response.text.trim().is_empty()).then_some(&response.text)}),
-                )];
+                let mut drafts = vec![EventDraft::new(LlmResponse {
+                    model: response.model.clone(),
+                    latency_ms: response.latency_ms,
+                    text: response.text.clone(),
+                    usage: response.usage.clone(),
+                    truncated: response.truncated,
+                    tier: tier.name.to_string(),
+                    attempt,
+                    tool_calls: Some(json!(response.tool_calls)),
+                    reasoning: response.reasoning.clone(),
+                    narrative: (!response.tool_calls.is_empty()
+                        && !response.text.trim().is_empty())
+                    .then(|| response.text.clone()),
+                    ..LlmResponse::default()
+                })];
                 let candidate = Candidate {
                     question,
                     response: &response,
@@ -189,11 +206,15 @@ impl Engine {
                     let r = v.check(&candidate);
                     let failed = r.status >= Status::Retry;
                     drafts.push(
-                        EventDraft::new(
-                            EventType::ValidatorRan,
-                            json!({"validator_id": r.validator_id, "code": r.code, "status": r.status,
-                                   "message": r.message, "details": r.details, "tier": tier.name, "attempt": attempt}),
-                        )
+                        EventDraft::new(ValidatorRan {
+                            validator_id: r.validator_id.clone(),
+                            code: r.code.clone(),
+                            status: name_of(&r.status),
+                            message: r.message.clone(),
+                            details: Some(r.details.clone()).filter(|d| !d.is_null()),
+                            tier: Some(tier.name.to_string()),
+                            attempt: Some(attempt),
+                        })
                         .with_status(if failed {
                             EventStatus::Failed
                         } else {
@@ -260,12 +281,16 @@ impl Engine {
             }
         }
         round.append(
-            EventDraft::new(
-                EventType::ValidatorRan,
-                json!({"validator_id": "retry_policy", "code": "validator.exhausted", "status": "error",
-                       "message": format!("no usable answer after {attempts} attempt(s); asking the user to say it another way"),
-                       "details": {"attempts": attempts}}),
-            )
+            EventDraft::new(ValidatorRan {
+                validator_id: "retry_policy".into(),
+                code: "validator.exhausted".into(),
+                status: "error".into(),
+                message: format!(
+                    "no usable answer after {attempts} attempt(s); asking the user to say it another way"
+                ),
+                details: Some(json!({"attempts": attempts})),
+                ..ValidatorRan::default()
+            })
             .with_status(EventStatus::Failed),
         )?;
         Ok(Thought {

@@ -6,12 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
-use serde_json::json;
 
 use super::{Channel, Engine, OPERATOR_CONVERSATION, RoundError, RoundResult, Steps};
 use crate::ids::{AudioId, ConversationId};
 use crate::router::Intent;
-use crate::trace::{EventDraft, EventStatus, EventType, OpenRound, StoreError};
+use crate::trace::{
+    EventDraft, EventStatus, OpenRound, StoreError,
+    events::{AudioRetention, LivekitWebhook, OutputEmitted, ValidatorRan},
+};
 use crate::voice::{AudioArtifact, Clip, Stt, SttError, Transcript, audio, store, stt, vad};
 
 /// Why a voice round could not run.
@@ -278,13 +280,16 @@ impl Engine {
             return Ok(None);
         }
         round.append(
-            EventDraft::new(
-                EventType::ValidatorRan,
-                json!({"validator_id": "transcript_confidence", "code": "validator.low_confidence",
-                       "status": "retry",
-                       "message": format!("heard with confidence {:.2}, below voice.min_confidence {min:.2}: asked again instead of confirming",
-                                          v.transcript.confidence)}),
-            )
+            EventDraft::new(ValidatorRan {
+                validator_id: "transcript_confidence".into(),
+                code: "validator.low_confidence".into(),
+                status: "retry".into(),
+                message: format!(
+                    "heard with confidence {:.2}, below voice.min_confidence {min:.2}: asked again instead of confirming",
+                    v.transcript.confidence
+                ),
+                ..ValidatorRan::default()
+            })
             .with_status(EventStatus::Failed),
         )?;
         Ok(Some(Steps::reply(SAY_AGAIN)))
@@ -345,12 +350,14 @@ impl Engine {
             report.audio_ids.push(a.audio_id.clone());
             progress(i as u64 + 1, total);
         }
-        let hashes: Vec<&str> = due.iter().map(|a| a.sha256.as_str()).collect();
-        round.append(EventDraft::new(
-            EventType::AudioRetention,
-            json!({"action": name, "audio_ids": report.audio_ids, "sha256": hashes,
-                   "bytes_freed": report.bytes_freed, "kept_pinned": report.kept_pinned}),
-        ))?;
+        let hashes = due.iter().map(|a| a.sha256.clone()).collect();
+        round.append(EventDraft::new(AudioRetention {
+            action: name.into(),
+            audio_ids: report.audio_ids.clone(),
+            sha256: hashes,
+            bytes_freed: report.bytes_freed,
+            kept_pinned: report.kept_pinned,
+        }))?;
         let text = match name {
             "sweep" => format!(
                 "deleted {} audio file(s), {} bytes; kept {} pinned",
@@ -360,10 +367,11 @@ impl Engine {
             ),
             _ => format!("{name} {}", report.audio_ids.join(", ")),
         };
-        round.append(EventDraft::new(
-            EventType::OutputEmitted,
-            json!({"text": text, "channel": Channel::Cli.as_str()}),
-        ))?;
+        round.append(EventDraft::new(OutputEmitted {
+            text,
+            channel: Channel::Cli.as_str().into(),
+            was_escalated: None,
+        }))?;
         report.round_id = Some(round.header().round_id.to_string());
         round.complete(&state)?;
         Ok(report)
@@ -382,13 +390,14 @@ impl Engine {
             scrub(event.room.as_deref().unwrap_or("-"))
         );
         let (round, state) = self.recorded_round("livekit", None, Channel::System, &said)?;
-        round.append(EventDraft::new(
-            EventType::LivekitWebhook,
-            json!({"event": scrub(&event.event), "event_id": scrub(&event.event_id),
-                   "room": event.room.as_deref().map(scrub),
-                   "participant": event.participant.as_deref().map(scrub),
-                   "created_at": event.created_at, "signature": "verified"}),
-        ))?;
+        round.append(EventDraft::new(LivekitWebhook {
+            event: scrub(&event.event),
+            event_id: scrub(&event.event_id),
+            room: event.room.as_deref().map(scrub),
+            participant: event.participant.as_deref().map(scrub),
+            created_at: event.created_at,
+            signature: "verified".into(),
+        }))?;
         let round_id = round.header().round_id.to_string();
         round.complete(&state)?;
         Ok(round_id)

@@ -57,27 +57,27 @@ fn spec(conversation: &ConversationId) -> RoundSpec {
 fn command_round_events(i: usize) -> Vec<EventDraft> {
     let call = CallId::new();
     vec![
-        EventDraft::new(EventType::InputReceived, json!({"raw_text": format!("Turn on the kitchen lights {i}"), "channel": "text"})),
-        EventDraft::new(EventType::InputNormalized, json!({"normalized_text": format!("turn on the kitchen lights {i}")})),
-        EventDraft::new(
+        EventDraft::untyped(EventType::InputReceived, json!({"raw_text": format!("Turn on the kitchen lights {i}"), "channel": "text"})),
+        EventDraft::untyped(EventType::InputNormalized, json!({"normalized_text": format!("turn on the kitchen lights {i}")})),
+        EventDraft::untyped(
             EventType::RouteSelected,
             json!({"route_code": "intent.command", "source_rule": "lights.switch", "topic": null, "auth_level": 1,
                    "macro": null, "command_id": "lights.set", "params": {"room": "kitchen", "state": "on"}}),
         ),
-        EventDraft::new(EventType::ValidatorRan, json!({"validator_id": "params", "code": "validator.ok", "status": "ok", "message": "parameters valid"})),
-        EventDraft::new(EventType::ToolRequest, json!({"tool_id": "lights", "call_id": call.to_string(), "inputs": {"room": "kitchen", "on": true}}))
+        EventDraft::untyped(EventType::ValidatorRan, json!({"validator_id": "params", "code": "validator.ok", "status": "ok", "message": "parameters valid"})),
+        EventDraft::untyped(EventType::ToolRequest, json!({"tool_id": "lights", "call_id": call.to_string(), "inputs": {"room": "kitchen", "on": true}}))
             .with_call(call),
-        EventDraft::new(
+        EventDraft::untyped(
             EventType::ToolResponse,
             json!({"tool_id": "lights", "call_id": call.to_string(), "latency_ms": 1.25, "result": {"ok": true}, "status": "ok"}),
         )
         .with_call(call),
-        EventDraft::new(
+        EventDraft::untyped(
             EventType::CommandExecuted,
             json!({"command_id": "lights.set", "status": "ok", "result": {"room": "kitchen", "state": "on"}, "auth_level": 1}),
         )
         .with_call(call),
-        EventDraft::new(EventType::OutputEmitted, json!({"text": "Okay, the kitchen lights are on.", "channel": "text"})),
+        EventDraft::untyped(EventType::OutputEmitted, json!({"text": "Okay, the kitchen lights are on.", "channel": "text"})),
     ]
 }
 

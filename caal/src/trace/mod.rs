@@ -7,12 +7,15 @@
 
 pub mod bench;
 pub mod chain;
+pub mod events;
 mod reader;
 mod retention;
 mod store;
 pub mod taxonomy;
 mod verify;
 
+#[cfg(test)]
+mod events_tests;
 #[cfg(test)]
 mod tests;
 
@@ -24,7 +27,7 @@ pub use store::{
     Durability, Durable, EventDraft, EventStatus, OpenRound, RoundHeader, RoundSpec, TraceStore,
     now_timestamp,
 };
-pub use taxonomy::{EventType, SCHEMA_VERSION};
+pub use taxonomy::{EventType, Payload, SCHEMA_VERSION};
 pub use verify::{BrokenLink, Problem, VerifyReport};
 
 /// The trace database's file name inside a data dir.

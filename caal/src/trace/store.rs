@@ -31,13 +31,14 @@ use std::{
 };
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::sqlite::{TRACE, check_identity, migrate, open_connection};
 
 use super::{
-    EventType, SCHEMA_VERSION, StoreError, TraceReader,
+    EventType, Payload, SCHEMA_VERSION, StoreError, TraceReader,
     chain::{EventRecord, canonical_json, sha256_tagged},
+    events::{RoundCompleted, RoundFailed, RoundStarted},
 };
 pub use crate::config::Durability;
 use crate::ids::{AudioId, BucketId, CallId, ConversationId, LibraryId, RoundId};
@@ -76,7 +77,25 @@ pub struct EventDraft {
 }
 
 impl EventDraft {
-    pub fn new(event_type: EventType, payload: Value) -> Self {
+    /// An event of a typed payload (see [`super::events`]).
+    pub fn new(payload: impl Into<Payload>) -> Self {
+        let payload = payload.into();
+        let value = payload.to_value();
+        // Every test build checks that what is written reads back as written.
+        debug_assert_eq!(
+            Payload::parse(payload.event_type(), &value)
+                .map(|p| p.to_value())
+                .ok(),
+            Some(value.clone()),
+            "{} does not read back into its struct",
+            payload.event_type()
+        );
+        Self::untyped(payload.event_type(), value)
+    }
+
+    /// An event from loose JSON: for what arrives as JSON already (an
+    /// import) and for tests of the schema check itself. Rounds use `new`.
+    pub fn untyped(event_type: EventType, payload: Value) -> Self {
         Self {
             event_type,
             payload,
@@ -110,6 +129,16 @@ impl EventDraft {
         let safety = crate::safety::global();
         safety.scrub_json(&mut self.payload);
         self.event_type.validate(&self.payload)?;
+        // What the schema accepts, the typed payload reads: checked on every
+        // event of every test run (the schemas and `events.rs` agree on
+        // real rounds, not only on the examples in `events_tests.rs`).
+        #[cfg(debug_assertions)]
+        if let Err(e) = Payload::parse(self.event_type, &self.payload) {
+            panic!(
+                "a {} payload the schema accepts does not read into its struct: {e}: {}",
+                self.event_type, self.payload
+            );
+        }
         let (failure_code, failure_reason) = self
             .failure
             .map(|(code, reason)| {
@@ -350,16 +379,13 @@ impl TraceStore {
         let inner = &*self.0;
         // Everything that can be refused is checked before a round_seq is
         // handed out, so a refusal never leaves a gap in the numbering.
-        let started = EventDraft::new(
-            EventType::RoundStarted,
-            json!({
-                "library_id": inner.library_id,
-                "bucket_id": spec.bucket_id,
-                "state_in": spec.state_in,
-                "channel": spec.channel,
-                "audio_id": spec.audio_id,
-            }),
-        )
+        let started = EventDraft::new(RoundStarted {
+            library_id: inner.library_id.to_string(),
+            bucket_id: spec.bucket_id.to_string(),
+            state_in: spec.state_in.clone(),
+            channel: spec.channel.clone(),
+            audio_id: spec.audio_id.as_ref().map(ToString::to_string),
+        })
         .prepare()?;
         let (round_seq, head) = {
             let mut slots = lock(&inner.slots);
@@ -659,12 +685,12 @@ impl OpenRound {
     /// makes (`boundary`, applied once this is durable, and again on the
     /// next open should the process stop in between), and waits until durable.
     pub fn complete_with(self, state_out: &str, boundary: Option<Value>) -> Result<(), StoreError> {
-        let mut payload = json!({"status": "ok", "state_out": state_out});
-        if let Some(b) = boundary {
-            payload["boundary"] = b;
-        }
-        self.finish(EventDraft::new(EventType::RoundCompleted, payload), true)?
-            .wait()
+        let completed = RoundCompleted {
+            status: "ok".into(),
+            state_out: state_out.into(),
+            boundary,
+        };
+        self.finish(EventDraft::new(completed), true)?.wait()
     }
 
     /// Ends the round with `round.failed` carrying its state changes, as `complete_with`.
@@ -674,20 +700,18 @@ impl OpenRound {
         failure_reason: &str,
         boundary: Option<Value>,
     ) -> Result<(), StoreError> {
-        let mut draft = failure_draft(failure_code, failure_reason);
-        if let Some(b) = boundary {
-            draft.payload["boundary"] = b;
-        }
-        self.finish(draft, true)?.wait()
+        self.finish(failure_draft(failure_code, failure_reason, boundary), true)?
+            .wait()
     }
 
     /// Ends the round with `round.completed`; the returned ticket waits for durability.
     pub fn complete_nowait(self, state_out: &str) -> Result<Durable, StoreError> {
-        let draft = EventDraft::new(
-            EventType::RoundCompleted,
-            json!({"status": "ok", "state_out": state_out}),
-        );
-        self.finish(draft, true)
+        let completed = RoundCompleted {
+            status: "ok".into(),
+            state_out: state_out.into(),
+            boundary: None,
+        };
+        self.finish(EventDraft::new(completed), true)
     }
 
     pub fn fail_nowait(
@@ -695,7 +719,7 @@ impl OpenRound {
         failure_code: &str,
         failure_reason: &str,
     ) -> Result<Durable, StoreError> {
-        self.finish(failure_draft(failure_code, failure_reason), true)
+        self.finish(failure_draft(failure_code, failure_reason, None), true)
     }
 
     fn finish(mut self, draft: EventDraft, wait: bool) -> Result<Durable, StoreError> {
@@ -720,11 +744,12 @@ impl OpenRound {
     }
 }
 
-fn failure_draft(code: &str, reason: &str) -> EventDraft {
-    EventDraft::new(
-        EventType::RoundFailed,
-        json!({"failure_code": code, "failure_reason": reason}),
-    )
+fn failure_draft(code: &str, reason: &str, boundary: Option<Value>) -> EventDraft {
+    EventDraft::new(RoundFailed {
+        failure_code: code.into(),
+        failure_reason: reason.into(),
+        boundary,
+    })
     .failed(code, reason)
 }
 
@@ -738,6 +763,7 @@ impl Drop for OpenRound {
         let draft = failure_draft(
             "round.abandoned",
             "the round ended without recording an outcome",
+            None,
         );
         let mut tail = lock(&self.tail);
         if let Ok(event) = draft.prepare() {
@@ -894,7 +920,7 @@ impl Writer {
                     )
                     .optional()?
                     .map_or((0, None), |(seq, hash)| (seq, Some(hash)));
-                let event = failure_draft("crash.recovered", reason).prepare()?;
+                let event = failure_draft("crash.recovered", reason, None).prepare()?;
                 let record = chain_event(
                     &round_id,
                     &conversation_id,

@@ -26,6 +26,52 @@ macro_rules! event_types {
                 match self { $(EventType::$variant => $name),+ }
             }
         }
+
+        /// A typed payload: one variant per event type, each its struct in
+        /// [`super::events`] of the same name.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Payload { $($variant(super::events::$variant)),+ }
+
+        impl Payload {
+            pub fn event_type(&self) -> EventType {
+                match self { $(Payload::$variant(_) => EventType::$variant),+ }
+            }
+
+            /// The JSON object stored for it.
+            pub fn to_value(&self) -> Value {
+                let value = match self { $(Payload::$variant(p) => serde_json::to_value(p)),+ };
+                // Plain structs of strings, numbers and JSON values: serde_json
+                // cannot fail on them (no maps with non-string keys).
+                value.expect("an event payload serialises")
+            }
+
+            /// Reads a stored payload back into its struct; an unknown or
+            /// missing field is an error naming it.
+            pub fn parse(event_type: EventType, payload: &Value) -> Result<Payload, serde_json::Error> {
+                Ok(match event_type {
+                    $(EventType::$variant => Payload::$variant(serde_json::from_value(payload.clone())?)),+
+                })
+            }
+        }
+
+        #[cfg(test)]
+        impl Payload {
+            /// The JSON field names of an event type's struct.
+            pub(crate) fn fields(event_type: EventType) -> &'static [&'static str] {
+                match event_type {
+                    $(EventType::$variant => serde_aux::serde_introspection::serde_introspect::<super::events::$variant>()),+
+                }
+            }
+
+            /// An event type's struct with every field at its default.
+            pub(crate) fn default_of(event_type: EventType) -> Payload {
+                match event_type { $(EventType::$variant => Payload::$variant(Default::default())),+ }
+            }
+        }
+
+        $(impl From<super::events::$variant> for Payload {
+            fn from(p: super::events::$variant) -> Payload { Payload::$variant(p) }
+        })+
     };
 }
 

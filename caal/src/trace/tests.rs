@@ -33,14 +33,14 @@ fn spec(conversation: &str) -> RoundSpec {
 }
 
 fn said(text: &str) -> EventDraft {
-    EventDraft::new(
+    EventDraft::untyped(
         EventType::InputReceived,
         json!({"raw_text": text, "channel": "text"}),
     )
 }
 
 fn replied(text: &str) -> EventDraft {
-    EventDraft::new(
+    EventDraft::untyped(
         EventType::OutputEmitted,
         json!({"text": text, "channel": "text"}),
     )
@@ -219,7 +219,7 @@ fn invalid_payloads_and_unknown_types_are_refused_and_leave_no_trace() {
     let store = open(dir.path(), Durability::Normal);
     let round = store.begin_round(spec("c")).unwrap();
     let err = round
-        .append(EventDraft::new(
+        .append(EventDraft::untyped(
             EventType::InputReceived,
             json!({"channel": "text"}),
         ))
@@ -229,14 +229,14 @@ fn invalid_payloads_and_unknown_types_are_refused_and_leave_no_trace() {
         "{err}"
     );
     let err = round
-        .append(EventDraft::new(
+        .append(EventDraft::untyped(
             EventType::OutputEmitted,
             json!({"text": "x", "channel": "fax"}),
         ))
         .unwrap_err();
     assert!(err.to_string().contains("`channel`"), "{err}");
     let err = round
-        .append(EventDraft::new(
+        .append(EventDraft::untyped(
             EventType::RoundCompleted,
             json!({"status": "ok", "state_out": "x"}),
         ))
