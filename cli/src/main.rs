@@ -75,6 +75,11 @@ enum Command {
         /// Address to listen on. A non-loopback address needs CAAL_API_TOKEN set.
         #[arg(long, env = "CAAL_BIND", default_value = "127.0.0.1:8377")]
         bind: String,
+        /// Also serve Wyoming (Home Assistant's voice protocol: speech to
+        /// text, conversation, text to speech) on HOST:PORT, e.g.
+        /// 127.0.0.1:10300. Off by default; Wyoming has no authentication.
+        #[arg(long, env = "CAAL_WYOMING", value_name = "HOST:PORT")]
+        wyoming: Option<String>,
     },
     /// Talk to the assistant line by line (/quit to leave).
     Chat {
@@ -213,7 +218,9 @@ fn run(cli: Cli) -> Result<Outcome> {
         Command::Understand { area, json, text } => {
             config::understand(&load_config()?, area, json, &text)?
         }
-        Command::Serve { bind } => serve::serve(data_dir, load_config()?, &bind)?,
+        Command::Serve { bind, wyoming } => {
+            serve::serve(data_dir, load_config()?, &bind, wyoming.as_deref())?
+        }
         Command::Pending { conversation, json } => state::pending(data_dir, conversation, json)?,
         Command::State { conversation, json } => {
             state::state(data_dir, &load_config()?, &conversation.conversation, json)?

@@ -665,6 +665,10 @@ pub fn print_voice_bench(r: &caal::voice::bench::VoiceBenchReport) {
         r.vad_silence_ms,
         r.end_stt_p50_ms
     );
+    println!(
+        "  the same speech over Wyoming: audio-stop to transcript p50 {:.0} ms; the voice socket's end of speech to its final transcript p50 {:.0} ms (the silence that ends an utterance in it): {:.2}× (goal ≤ 1.1×)",
+        r.wyoming_stop_to_transcript_p50_ms, r.end_to_final_p50_ms, r.wyoming_ratio
+    );
 }
 
 #[cfg(test)]

@@ -11,10 +11,17 @@ use crate::{
     remote,
 };
 
-pub fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
+pub fn serve(data_dir: &Path, config: Config, bind: &str, wyoming: Option<&str>) -> Result<()> {
     let addr: std::net::SocketAddr = bind
         .parse()
         .with_context(|| format!("--bind {bind:?} is not host:port; use e.g. 127.0.0.1:8377"))?;
+    let wyoming: Option<std::net::SocketAddr> = wyoming
+        .map(|w| {
+            w.parse().with_context(|| {
+                format!("--wyoming {w:?} is not host:port; use e.g. 127.0.0.1:10300")
+            })
+        })
+        .transpose()?;
     let explicit = std::env::var("CAAL_API_TOKEN")
         .ok()
         .filter(|t| !t.trim().is_empty());
@@ -38,6 +45,19 @@ pub fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {addr}; is another caal serve running? choose another with --bind"))?;
         let local = listener.local_addr()?;
+        let state = caal::server::AppState::new(engine, token.clone());
+        if let Some(w) = wyoming {
+            let door = tokio::net::TcpListener::bind(w)
+                .await
+                .with_context(|| format!("cannot listen for Wyoming on {w}; choose another with --wyoming"))?;
+            let at = door.local_addr()?;
+            if at.ip().is_loopback() {
+                eprintln!("caal serve: Wyoming on tcp://{at} (Home Assistant: add the Wyoming Protocol integration with this host and port)");
+            } else {
+                eprintln!("caal serve: Wyoming on tcp://{at}; Wyoming has no authentication, so anyone who can reach this port can talk to CAAL");
+            }
+            tokio::spawn(caal::server::protocols::wyoming::serve(door, state.clone()));
+        }
         // Said before the address is printed: whoever reads it can reach the service.
         let _announced = remote::announce(data_dir, &format!("http://{local}"))?;
         let token_file = data_dir.join(caal::server::auth::TOKEN_FILE);
@@ -55,7 +75,7 @@ pub fn serve(data_dir: &Path, config: Config, bind: &str) -> Result<()> {
                 token_file.display()
             );
         }
-        caal::server::serve(listener, caal::server::AppState::new(engine, token), shutdown_signal()).await?;
+        caal::server::serve(listener, state, shutdown_signal()).await?;
         eprintln!("caal serve: stopped; every finished round is stored");
         Ok::<(), anyhow::Error>(())
     })

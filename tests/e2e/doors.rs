@@ -124,3 +124,103 @@ fn the_doors_benchmark_times_both_doors_and_prints_json_last() {
     let added = report["openai_p50_ms"].as_f64().unwrap() - report["api_p50_ms"].as_f64().unwrap();
     assert!((report["openai_added_p50_ms"].as_f64().unwrap() - added).abs() < 1e-9);
 }
+
+#[test]
+fn the_wyoming_package_transcribes_handles_confirms_and_speaks_through_caal() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[("CAAL_WYOMING", "127.0.0.1:0")]);
+    let (host, port) = served.wyoming();
+    let seen = client("wyoming_door.py", &[&host, &port]);
+
+    // What Home Assistant's integration reads when it is added.
+    assert_eq!(seen["asr"], serde_json::json!(["caal-whisper"]));
+    assert_eq!(seen["asr_languages"], serde_json::json!(["en"]));
+    assert_eq!(seen["handle"], serde_json::json!(["caal"]));
+    assert_eq!(seen["home_control"], true);
+    assert_eq!(seen["tts"], serde_json::json!(["espeak-ng"]));
+
+    // Speech transcribed, then handled in the conversation Home Assistant named.
+    let heard = seen["heard"].as_str().unwrap().to_lowercase();
+    assert!(heard.contains("kitchen lights"), "{seen}");
+    let lights = &seen["lights"];
+    assert_eq!(lights["handled"], true, "{seen}");
+    assert_eq!(lights["text"], "Okay, the kitchen lights are on.");
+    assert_eq!(
+        lights["context"]["conversation_id"],
+        "01JD5Z7KXQ8M3V2N6R4T9W0ABC"
+    );
+    assert_eq!(lights["context"]["route_code"], "intent.command");
+
+    // A level-3 command asks; the "yes" runs it.
+    assert_eq!(
+        seen["asked"]["text"], "Unlock the front door? Say yes to confirm.",
+        "{seen}"
+    );
+    assert_eq!(seen["asked"]["context"]["pending_confirmation"], true);
+    assert_eq!(seen["confirmed"]["text"], "The front door is unlocked.");
+    assert_eq!(seen["confirmed"]["context"]["pending_confirmation"], false);
+
+    // Nothing to do is not handled, and CAAL's answer goes with it.
+    assert_eq!(seen["nothing"]["handled"], false, "{seen}");
+    assert_eq!(
+        seen["nothing"]["context"]["route_code"],
+        "intent.incoherent"
+    );
+    assert!(!seen["nothing"]["text"].as_str().unwrap().is_empty());
+
+    // Speech synthesized: 16 kHz 16-bit mono, about as long as the sentence.
+    let spoken = &seen["spoken"];
+    assert_eq!(
+        (
+            spoken["rate"].as_u64(),
+            spoken["width"].as_u64(),
+            spoken["channels"].as_u64()
+        ),
+        (Some(16_000), Some(2), Some(1))
+    );
+    let seconds = spoken["seconds"].as_f64().unwrap();
+    assert!((0.8..5.0).contains(&seconds), "{seen}");
+
+    // A malformed event: Wyoming's own error, that connection closed, the
+    // service still answering, and the log saying so.
+    assert_eq!(seen["malformed"]["type"], "error");
+    assert_eq!(seen["malformed"]["code"], "event.invalid");
+    assert!(
+        seen["malformed"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("payload_length")
+    );
+    assert_eq!(seen["malformed_closed"], true);
+    assert_eq!(seen["after_malformed"], "info");
+    let (status, log) = served.terminate();
+    assert!(status.success(), "{log:?}");
+    assert!(
+        log.iter().any(|l| l.contains("wyoming: malformed event")),
+        "{log:?}"
+    );
+
+    // The spoken rounds are voice rounds: their audio kept, its hash in the chain.
+    let audio = sb.run(&["audio", "list", "--json"]).ok().json();
+    let kept = audio.as_array().unwrap();
+    assert_eq!(kept.len(), 2, "{audio}");
+    let round_id = lights["context"]["round_id"].as_str().unwrap();
+    let received = &crate::voice::events_of(&sb, round_id, "input.received")[0];
+    assert_eq!(received["channel"], "voice");
+    let clip = kept
+        .iter()
+        .find(|a| a["audio_id"] == received["audio_id"])
+        .expect("the round's audio is kept");
+    assert_eq!(received["audio_sha256"], clip["sha256"]);
+    let path = std::path::Path::new(clip["path"].as_str().unwrap());
+    assert_eq!(
+        crate::voice::sha256_of(path),
+        clip["sha256"].as_str().unwrap()
+    );
+    assert_eq!(received["transcript"]["model"], "ggml-tiny.en.bin");
+    // The "yes" was typed text, not heard here: no audio.
+    let yes = seen["confirmed"]["context"]["round_id"].as_str().unwrap();
+    let said = &crate::voice::events_of(&sb, yes, "input.received")[0];
+    assert!(said.get("audio_sha256").is_none(), "{said}");
+    assert_eq!(sb.run(&["trace", "verify"]).code, 0);
+}

@@ -183,6 +183,8 @@ impl Sandbox {
 pub struct Served {
     child: std::process::Child,
     pub url: String,
+    /// What it said before the line with its address.
+    before: Vec<String>,
     log: Option<std::thread::JoinHandle<Vec<String>>>,
 }
 
@@ -222,12 +224,25 @@ impl Sandbox {
         Served {
             child,
             url,
+            before: said,
             log: Some(log),
         }
     }
 }
 
 impl Served {
+    /// Where its Wyoming door listens (`CAAL_WYOMING` set): host and port.
+    pub fn wyoming(&self) -> (String, String) {
+        let at = self
+            .before
+            .iter()
+            .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("tcp://")))
+            .unwrap_or_else(|| panic!("no Wyoming address in {:?}", self.before))
+            .trim_end_matches([';', ',']);
+        let (host, port) = at.rsplit_once(':').unwrap();
+        (host.to_owned(), port.to_owned())
+    }
+
     /// SIGTERM, then its exit status and everything it logged.
     pub fn terminate(mut self) -> (std::process::ExitStatus, Vec<String>) {
         let pid = self.child.id().to_string();

@@ -39,13 +39,13 @@ fn silence(dir: &Path, name: &str, seconds: &str) -> PathBuf {
     path
 }
 
-fn sha256_of(path: &Path) -> String {
+pub(crate) fn sha256_of(path: &Path) -> String {
     let digest = Sha256::digest(std::fs::read(path).unwrap());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
 }
 
-fn events_of(sb: &Sandbox, round_id: &str, event_type: &str) -> Vec<Value> {
+pub(crate) fn events_of(sb: &Sandbox, round_id: &str, event_type: &str) -> Vec<Value> {
     let shown = sb.run(&["trace", "show", round_id, "--json"]).ok().json();
     shown["events"]
         .as_array()
@@ -634,6 +634,19 @@ fn the_voice_benchmark_prints_its_figures_as_a_last_json_line() {
         last["end_to_route_p50_ms"].as_f64().unwrap() >= f64::from(300),
         "it includes the silence that ends an utterance"
     );
+    // The same speech over Wyoming, timed from its audio-stop.
+    assert!(
+        run.stdout
+            .contains("over Wyoming: audio-stop to transcript"),
+        "{}",
+        run.stdout
+    );
+    let (wyoming, to_final) = (
+        last["wyoming_stop_to_transcript_p50_ms"].as_f64().unwrap(),
+        last["end_to_final_p50_ms"].as_f64().unwrap(),
+    );
+    assert!(wyoming > 0.0 && to_final > 0.0, "{last}");
+    assert!((last["wyoming_ratio"].as_f64().unwrap() - wyoming / to_final).abs() < 1e-9);
 }
 
 #[test]

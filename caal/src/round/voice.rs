@@ -105,7 +105,7 @@ pub struct RetentionReport {
 }
 
 /// Whisper's names for what is not speech ("[BLANK_AUDIO]", "(music)").
-fn speech_in(text: &str) -> Option<String> {
+pub fn speech_in(text: &str) -> Option<String> {
     let mut kept = String::with_capacity(text.len());
     let (mut depth, mut starred) = (0i32, false);
     for c in text.chars() {

@@ -46,12 +46,25 @@ const TOKEN: &str = "bench-token-0123456789abcdef";
 /// benchmarks that measure it from outside, as a client would.
 pub(crate) struct Running {
     pub addr: std::net::SocketAddr,
+    /// Where the Wyoming door listens, when started with it.
+    #[cfg_attr(not(feature = "whisper"), allow(dead_code))]
+    pub wyoming: Option<std::net::SocketAddr>,
     stop: tokio::sync::oneshot::Sender<()>,
     thread: thread::JoinHandle<Result<(), String>>,
 }
 
 impl Running {
     pub(crate) fn start(state: AppState) -> Result<Self, String> {
+        Self::start_doors(state, false)
+    }
+
+    /// With the Wyoming door as well, on a port of its own.
+    #[cfg_attr(not(feature = "whisper"), allow(dead_code))]
+    pub(crate) fn start_with_wyoming(state: AppState) -> Result<Self, String> {
+        Self::start_doors(state, true)
+    }
+
+    fn start_doors(state: AppState, wyoming: bool) -> Result<Self, String> {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (ready, bound) = mpsc::channel();
         let thread = thread::spawn(move || -> Result<(), String> {
@@ -64,7 +77,25 @@ impl Running {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                     .await
                     .map_err(|e| e.to_string())?;
-                let _ = ready.send(listener.local_addr().map_err(|e| e.to_string()));
+                let door = if wyoming {
+                    let door = tokio::net::TcpListener::bind("127.0.0.1:0")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let at = door.local_addr().map_err(|e| e.to_string())?;
+                    tokio::spawn(crate::server::protocols::wyoming::serve(
+                        door,
+                        state.clone(),
+                    ));
+                    Some(at)
+                } else {
+                    None
+                };
+                let _ = ready.send(
+                    listener
+                        .local_addr()
+                        .map(|a| (a, door))
+                        .map_err(|e| e.to_string()),
+                );
                 serve(listener, state, async move {
                     let _ = stopped.await;
                 })
@@ -72,10 +103,15 @@ impl Running {
                 .map_err(|e| e.to_string())
             })
         });
-        let addr = bound
+        let (addr, wyoming) = bound
             .recv()
             .map_err(|_| "the server did not start".to_owned())??;
-        Ok(Self { addr, stop, thread })
+        Ok(Self {
+            addr,
+            wyoming,
+            stop,
+            thread,
+        })
     }
 
     /// Stops it (requests in flight finish) and waits until it has.

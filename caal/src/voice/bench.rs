@@ -67,6 +67,13 @@ pub struct VoiceBenchReport {
     pub end_to_route_max_ms: f64,
     /// Of it, transcribing the utterance (median).
     pub end_stt_p50_ms: f64,
+    /// End of speech to the voice socket's `final` transcript (median; the
+    /// silence that ends an utterance is in it).
+    pub end_to_final_p50_ms: f64,
+    /// The same speech over Wyoming: `audio-stop` to `transcript` (median),
+    /// and its ratio to the voice socket's end of speech to `final` (goal ≤ 1.1).
+    pub wyoming_stop_to_transcript_p50_ms: f64,
+    pub wyoming_ratio: f64,
     pub vad_silence_ms: u32,
 }
 
@@ -236,6 +243,9 @@ pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBench
         utterances,
         streamed_audio_s: streamed.audio_s,
         end_stt_p50_ms: median(streamed.transcribing),
+        end_to_final_p50_ms: median(streamed.to_final.clone()),
+        wyoming_stop_to_transcript_p50_ms: median(streamed.wyoming.clone()),
+        wyoming_ratio: median(streamed.wyoming) / median(streamed.to_final),
         end_to_route_p50_ms: percentile(&sorted, 0.5),
         end_to_route_max_ms: sorted.last().copied().unwrap_or(0.0),
         vad_silence_ms: cfg.vad.silence_ms,
@@ -249,6 +259,10 @@ struct Streamed {
     latencies: Vec<f64>,
     /// Of it, transcribing the utterance (the `final` message's `stt_ms`).
     transcribing: Vec<f64>,
+    /// End of speech to the `final` transcript, each run.
+    to_final: Vec<f64>,
+    /// The same speech over Wyoming: `audio-stop` to `transcript`, each run.
+    wyoming: Vec<f64>,
 }
 
 fn streamed(config: &Config, runs: usize) -> Result<Streamed, String> {
@@ -268,7 +282,7 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<Streamed, Str
     };
     let engine = Engine::open(dir, config.clone(), options).map_err(|e| e.to_string())?;
     engine.stt().map_err(|e| e.to_string())?;
-    let running = Running::start(AppState::new(engine, TOKEN.into()))?;
+    let running = Running::start_with_wyoming(AppState::new(engine, TOKEN.into()))?;
     let addr = running.addr;
 
     let clip = audio::decode_wav(&espeak(STREAMED)?, "espeak").map_err(|e| e.to_string())?;
@@ -280,7 +294,8 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<Streamed, Str
         .unwrap_or(clip.samples.len());
     let speech = &clip.samples[..end];
     let frame = audio::RATE as usize / 50; // 20 ms, as a browser sends
-    let (mut latencies, mut transcribing) = (Vec::with_capacity(runs), Vec::new());
+    let (mut latencies, mut transcribing, mut to_final) =
+        (Vec::with_capacity(runs), Vec::new(), Vec::new());
     for _ in 0..runs.max(1) {
         let (mut socket, _) =
             tungstenite::connect(format!("ws://{addr}/voice/stream")).map_err(|e| e.to_string())?;
@@ -332,21 +347,74 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<Streamed, Str
         };
         let ended = speech_ended.ok_or("the speech never ended")?;
         latencies.push(arrived.duration_since(ended).as_secs_f64() * 1000.0);
-        if let Some(ms) = seen
-            .iter()
-            .rfind(|m| m["type"] == "final")
-            .and_then(|m| m["stt_ms"].as_f64())
-        {
-            transcribing.push(ms);
+        if let Some((m, at)) = seen.iter().rfind(|(m, _)| m["type"] == "final") {
+            transcribing.extend(m["stt_ms"].as_f64());
+            to_final.push(at.duration_since(ended).as_secs_f64() * 1000.0);
         }
         let _ = socket.close(None);
     }
+    // The same speech through the Wyoming door: all of it, then audio-stop.
+    let door = running.wyoming.ok_or("the Wyoming door did not start")?;
+    let mut wyoming = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) + 1 {
+        wyoming.push(wyoming_transcript(door, speech)?);
+    }
+    wyoming.remove(0); // the first warms the connection path
     running.stop()?;
     Ok(Streamed {
         audio_s: speech.len() as f64 / f64::from(audio::RATE),
         latencies,
         transcribing,
+        to_final,
+        wyoming,
     })
+}
+
+/// Sends `speech` for transcription over Wyoming as Home Assistant does;
+/// the time from `audio-stop` to the `transcript`.
+fn wyoming_transcript(door: std::net::SocketAddr, speech: &[f32]) -> Result<f64, String> {
+    use crate::server::protocols::wyoming::Event;
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut stream = TcpStream::connect(door).map_err(|e| e.to_string())?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let format = json!({"rate": audio::RATE, "width": 2, "channels": 1});
+    let mut out = Event::new("transcribe", json!({"language": "en"})).encode();
+    out.extend(Event::new("audio-start", format.clone()).encode());
+    for chunk in speech.chunks(audio::RATE as usize / 10) {
+        let mut e = Event::new("audio-chunk", format.clone());
+        e.payload = chunk
+            .iter()
+            .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32_767.0) as i16).to_le_bytes())
+            .collect();
+        out.extend(e.encode());
+    }
+    stream.write_all(&out).map_err(|e| e.to_string())?;
+    stream
+        .write_all(&Event::new("audio-stop", json!({})).encode())
+        .map_err(|e| e.to_string())?;
+    let stopped = Instant::now();
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+            return Err("the Wyoming door closed before its transcript".into());
+        }
+        let header: Value = serde_json::from_str(&line).map_err(|e| e.to_string())?;
+        let skip = header["data_length"].as_u64().unwrap_or(0)
+            + header["payload_length"].as_u64().unwrap_or(0);
+        let mut rest = vec![0; skip as usize];
+        reader.read_exact(&mut rest).map_err(|e| e.to_string())?;
+        match header["type"].as_str() {
+            Some("transcript") => return Ok(stopped.elapsed().as_secs_f64() * 1000.0),
+            Some("error") => {
+                return Err(format!(
+                    "the Wyoming door said: {}",
+                    String::from_utf8_lossy(&rest)
+                ));
+            }
+            _ => {}
+        }
+    }
 }
 
 type Socket = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
@@ -356,7 +424,7 @@ type Socket = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStre
 fn poll_seen(
     socket: &mut Socket,
     kind: &str,
-    seen: &mut Vec<Value>,
+    seen: &mut Vec<(Value, Instant)>,
 ) -> Result<Option<Instant>, String> {
     loop {
         match socket.read() {
@@ -365,10 +433,10 @@ fn poll_seen(
                 if v["type"] == "error" {
                     return Err(format!("the voice socket said: {v}"));
                 }
-                let found = v["type"] == kind;
-                seen.push(v);
+                let (found, at) = (v["type"] == kind, Instant::now());
+                seen.push((v, at));
                 if found {
-                    return Ok(Some(Instant::now()));
+                    return Ok(Some(at));
                 }
             }
             Ok(_) => {}
@@ -393,7 +461,7 @@ fn wait_seen(
     socket: &mut Socket,
     kind: &str,
     within: Duration,
-    seen: &mut Vec<Value>,
+    seen: &mut Vec<(Value, Instant)>,
 ) -> Result<Instant, String> {
     let started = Instant::now();
     while started.elapsed() < within {

@@ -1,4 +1,6 @@
 //! The doors other software already speaks, each onto the same rounds:
-//! OpenAI-compatible chat (`/v1`). Wyoming and MCP join here.
+//! OpenAI-compatible chat (`/v1`) and Wyoming (`caal serve --wyoming`). MCP
+//! joins here.
 
 pub mod openai;
+pub mod wyoming;

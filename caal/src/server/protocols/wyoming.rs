@@ -1,0 +1,742 @@
+//! The Wyoming door (`caal serve --wyoming HOST:PORT`, off by default): the
+//! peer-to-peer protocol of Home Assistant's voice pipeline and its
+//! satellites, so Home Assistant can add CAAL as a Wyoming integration for
+//! speech to text (CAAL's whisper), conversation (CAAL's rounds) and text to
+//! speech (espeak-ng).
+//!
+//! An event is a JSON line (`type`, and `data_length` / `payload_length`
+//! when data or a binary payload follow it), then that many bytes of JSON
+//! data, then that many bytes of payload (audio). Served here:
+//! - `describe` → `info` (what CAAL offers);
+//! - `transcribe`, `audio-start`, `audio-chunk`…, `audio-stop` → `transcript`
+//!   (16-bit PCM, any rate and channel count; resampled to whisper's 16 kHz
+//!   mono). Speech heard is kept and hashed like the voice socket's, and
+//!   remembered for two minutes: when its text comes back for handling, as
+//!   Home Assistant's pipeline sends it, the round is a voice round linked to
+//!   that audio (its id and hash in `input.received`);
+//! - `transcript` (text to handle; `context.conversation_id` names the
+//!   conversation, as Home Assistant sends it) → `handled` with the reply, or
+//!   `not-handled` when CAAL did not understand or the round failed;
+//! - `synthesize` → `audio-start`, `audio-chunk`…, `audio-stop` (espeak-ng);
+//! - `ping` → `pong`. Other events are dropped, as the protocol asks.
+//!
+//! Wyoming has no authentication: bind it to loopback or a network you
+//! trust (Home Assistant's). A malformed event gets an `error` event, is
+//! logged (scrubbed), and closes that connection only; the framing cannot
+//! be trusted after it.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Map, Value, json};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
+    net::{TcpListener, TcpStream},
+};
+
+use crate::{
+    ids::ConversationId,
+    round::{Channel, Engine, RoundResult},
+    server::AppState,
+    voice::{AudioArtifact, Transcript, audio},
+};
+
+/// The `wyoming` package version whose events these were checked against.
+pub const PROTOCOL_VERSION: &str = "1.10.2";
+
+/// Limits that keep one connection from exhausting the service.
+const MAX_HEADER: u64 = 64 * 1024;
+const MAX_DATA: usize = 1024 * 1024;
+const MAX_PAYLOAD: usize = 4 * 1024 * 1024;
+/// Five minutes of 16 kHz mono: longer audio is refused.
+const MAX_SAMPLES: usize = audio::RATE as usize * 300;
+/// How long a transcription waits for its text to come back for handling.
+const LINK_WITHIN: Duration = Duration::from_secs(120);
+/// Samples per `audio-chunk` of synthesized speech (64 ms at 16 kHz).
+const CHUNK_SAMPLES: usize = 1024;
+
+/// One Wyoming event.
+#[derive(Debug, Default)]
+pub struct Event {
+    pub kind: String,
+    pub data: Map<String, Value>,
+    pub payload: Vec<u8>,
+}
+
+impl Event {
+    pub fn new(kind: &str, data: Value) -> Self {
+        Self {
+            kind: kind.into(),
+            data: match data {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            },
+            payload: Vec::new(),
+        }
+    }
+
+    /// The bytes on the wire: the header line, the data, the payload.
+    pub fn encode(&self) -> Vec<u8> {
+        let data = (!self.data.is_empty())
+            .then(|| serde_json::to_vec(&self.data).expect("a JSON object serialises"));
+        let mut header = json!({"type": self.kind, "version": PROTOCOL_VERSION});
+        if let Some(d) = &data {
+            header["data_length"] = json!(d.len());
+        }
+        if !self.payload.is_empty() {
+            header["payload_length"] = json!(self.payload.len());
+        }
+        let mut out = header.to_string().into_bytes();
+        out.push(b'\n');
+        out.extend(data.unwrap_or_default());
+        out.extend(&self.payload);
+        out
+    }
+}
+
+/// Why an event could not be read; the connection ends after it.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("the event header is not valid: {0}")]
+    Header(String),
+    #[error("the event header is longer than {MAX_HEADER} bytes")]
+    HeaderTooLong,
+    #[error("{what} of {len} bytes is more than the {max} bytes allowed")]
+    TooLarge {
+        what: &'static str,
+        len: usize,
+        max: usize,
+    },
+    #[error("the event's data is not a JSON object: {0}")]
+    Data(String),
+    #[error("the connection closed inside an event")]
+    Truncated,
+}
+
+impl FrameError {
+    fn code(&self) -> &'static str {
+        match self {
+            FrameError::Header(_) | FrameError::HeaderTooLong => "event.invalid",
+            FrameError::TooLarge { .. } => "event.too_large",
+            FrameError::Data(_) => "event.data_invalid",
+            FrameError::Truncated => "event.truncated",
+        }
+    }
+}
+
+/// Reads one event; `Ok(None)` at a clean end of the stream.
+pub async fn read_event<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+) -> Result<Option<Event>, FrameError> {
+    let mut line = Vec::new();
+    let n = (&mut *reader)
+        .take(MAX_HEADER + 1)
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(|_| FrameError::Truncated)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if line.last() != Some(&b'\n') {
+        return Err(if n as u64 > MAX_HEADER {
+            FrameError::HeaderTooLong
+        } else {
+            FrameError::Truncated
+        });
+    }
+    if line.iter().all(u8::is_ascii_whitespace) {
+        // A blank line between events carries nothing.
+        return Box::pin(read_event(reader)).await;
+    }
+    let header: Value =
+        serde_json::from_slice(&line).map_err(|e| FrameError::Header(e.to_string()))?;
+    let kind = header["type"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| FrameError::Header("it needs a \"type\" string".into()))?
+        .to_owned();
+    let length = |field: &'static str, max: usize| -> Result<usize, FrameError> {
+        match &header[field] {
+            Value::Null => Ok(0),
+            v => {
+                let len = v.as_u64().ok_or_else(|| {
+                    FrameError::Header(format!("{field} must be a non-negative integer"))
+                })?;
+                let len = usize::try_from(len).unwrap_or(usize::MAX);
+                if len > max {
+                    return Err(FrameError::TooLarge {
+                        what: field,
+                        len,
+                        max,
+                    });
+                }
+                Ok(len)
+            }
+        }
+    };
+    let data_length = length("data_length", MAX_DATA)?;
+    let payload_length = length("payload_length", MAX_PAYLOAD)?;
+    let mut data = match &header["data"] {
+        Value::Object(m) => m.clone(),
+        Value::Null => Map::new(),
+        _ => return Err(FrameError::Data("\"data\" in the header".into())),
+    };
+    if data_length > 0 {
+        let mut bytes = vec![0; data_length];
+        reader
+            .read_exact(&mut bytes)
+            .await
+            .map_err(|_| FrameError::Truncated)?;
+        match serde_json::from_slice(&bytes) {
+            Ok(Value::Object(more)) => data.extend(more),
+            Ok(_) => return Err(FrameError::Data("not an object".into())),
+            Err(e) => return Err(FrameError::Data(e.to_string())),
+        }
+    }
+    let mut payload = vec![0; payload_length];
+    reader
+        .read_exact(&mut payload)
+        .await
+        .map_err(|_| FrameError::Truncated)?;
+    Ok(Some(Event {
+        kind,
+        data,
+        payload,
+    }))
+}
+
+/// Speech transcribed here, waiting for its text to come back for handling.
+struct Heard {
+    text: String,
+    transcript: Transcript,
+    audio: AudioArtifact,
+    at: Instant,
+}
+
+/// The door: the engine, and what was heard lately.
+#[derive(Clone)]
+struct Door {
+    state: AppState,
+    heard: Arc<Mutex<VecDeque<Heard>>>,
+}
+
+impl Door {
+    fn remember(&self, heard: Heard) {
+        let mut recent = self.heard.lock().unwrap_or_else(|p| p.into_inner());
+        recent.retain(|h| h.at.elapsed() < LINK_WITHIN);
+        recent.push_back(heard);
+        while recent.len() > 64 {
+            recent.pop_front();
+        }
+    }
+
+    /// The audio a text to handle was heard in, if it was heard here lately.
+    fn heard_as(&self, text: &str) -> Option<Heard> {
+        let key = key_of(text);
+        let mut recent = self.heard.lock().unwrap_or_else(|p| p.into_inner());
+        recent.retain(|h| h.at.elapsed() < LINK_WITHIN);
+        let at = recent.iter().rposition(|h| h.text == key)?;
+        recent.remove(at)
+    }
+}
+
+fn key_of(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// Serves Wyoming on `listener` until the service closes.
+pub async fn serve(listener: TcpListener, state: AppState) {
+    let mut closing = state.closing.subscribe();
+    let door = Door {
+        state,
+        heard: Arc::new(Mutex::new(VecDeque::new())),
+    };
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let door = door.clone();
+                    tokio::spawn(async move {
+                        let _ = stream.set_nodelay(true);
+                        connection(door, stream, peer).await;
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "wyoming: cannot accept a connection"),
+            },
+            _ = closing.changed() => {
+                if *closing.borrow() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Audio being received for a transcription.
+struct Listening {
+    rate: u32,
+    width: u16,
+    channels: u16,
+    samples: Vec<f32>,
+    language: Option<String>,
+}
+
+async fn connection(door: Door, stream: TcpStream, peer: std::net::SocketAddr) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let mut listening: Option<Listening> = None;
+    let mut language: Option<String> = None;
+    loop {
+        let event = match read_event(&mut reader).await {
+            Ok(Some(e)) => e,
+            Ok(None) => return,
+            Err(e) => {
+                let said = crate::safety::global().scrub(&e.to_string()).into_owned();
+                tracing::warn!(%peer, code = e.code(), error = %said, "wyoming: malformed event");
+                let _ = send(&mut write, &error(e.code(), &said)).await;
+                return;
+            }
+        };
+        let answers = match event.kind.as_str() {
+            "describe" => vec![info(&door.state.engine)],
+            "ping" => vec![Event::new(
+                "pong",
+                json!({"text": event.data.get("text").cloned().unwrap_or(Value::Null)}),
+            )],
+            "transcribe" => {
+                language = event
+                    .data
+                    .get("language")
+                    .and_then(|l| l.as_str())
+                    .map(str::to_owned);
+                Vec::new()
+            }
+            "audio-start" => match audio_format(&event.data) {
+                Ok((rate, width, channels)) => {
+                    listening = Some(Listening {
+                        rate,
+                        width,
+                        channels,
+                        samples: Vec::new(),
+                        language: language.clone(),
+                    });
+                    Vec::new()
+                }
+                Err(message) => vec![error("audio.invalid", &message)],
+            },
+            "audio-chunk" => match listening.as_mut() {
+                Some(l) => match l.add(&event.payload) {
+                    Ok(()) => Vec::new(),
+                    Err(message) => {
+                        listening = None;
+                        vec![error("audio.invalid", &message)]
+                    }
+                },
+                // Audio nobody asked to transcribe (a satellite's stream between
+                // requests) is dropped.
+                None => Vec::new(),
+            },
+            "audio-stop" => match listening.take() {
+                Some(l) => {
+                    language = None;
+                    vec![transcribe(&door, l).await]
+                }
+                None => Vec::new(),
+            },
+            "transcript" => vec![handle(&door, &event.data).await],
+            "synthesize" => synthesize(&door.state.engine, &event.data).await,
+            _ => Vec::new(),
+        };
+        for answer in &answers {
+            if send(&mut write, answer).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+async fn send(write: &mut tokio::net::tcp::OwnedWriteHalf, event: &Event) -> std::io::Result<()> {
+    write.write_all(&event.encode()).await?;
+    write.flush().await
+}
+
+fn error(code: &str, text: &str) -> Event {
+    Event::new("error", json!({"text": text, "code": code}))
+}
+
+fn audio_format(data: &Map<String, Value>) -> Result<(u32, u16, u16), String> {
+    let field = |name: &str| data.get(name).and_then(Value::as_u64);
+    let rate = field("rate").ok_or("audio-start needs \"rate\" (samples per second)")?;
+    let width = field("width").ok_or("audio-start needs \"width\" (bytes per sample)")?;
+    let channels = field("channels").ok_or("audio-start needs \"channels\"")?;
+    if !(1_000..=384_000).contains(&rate) {
+        return Err(format!("rate {rate} is outside 1000–384000 Hz"));
+    }
+    if width != 2 {
+        return Err(format!(
+            "width {width} is not supported; send 16-bit PCM (width 2)"
+        ));
+    }
+    if !(1..=8).contains(&channels) {
+        return Err(format!("channels {channels} is outside 1–8"));
+    }
+    Ok((rate as u32, width as u16, channels as u16))
+}
+
+impl Listening {
+    /// Appends a chunk as 16 kHz mono.
+    fn add(&mut self, pcm: &[u8]) -> Result<(), String> {
+        let frame = usize::from(self.width) * usize::from(self.channels);
+        if !pcm.len().is_multiple_of(frame) {
+            return Err(format!(
+                "an audio-chunk of {} bytes is not whole frames of {frame} bytes",
+                pcm.len()
+            ));
+        }
+        let interleaved = audio::pcm16_to_f32(pcm);
+        let channels = usize::from(self.channels);
+        let mono: Vec<f32> = interleaved
+            .chunks_exact(channels)
+            .map(|f| f.iter().sum::<f32>() / channels as f32)
+            .collect();
+        let resampled = audio::resample(&mono, self.rate, audio::RATE);
+        if self.samples.len() + resampled.len() > MAX_SAMPLES {
+            return Err("more than five minutes of audio in one transcription".into());
+        }
+        self.samples.extend(resampled);
+        Ok(())
+    }
+}
+
+/// Whisper hears what was sent; speech is kept and remembered for handling.
+async fn transcribe(door: &Door, l: Listening) -> Event {
+    let engine = door.state.engine.clone();
+    let samples = l.samples;
+    let done = tokio::task::spawn_blocking(move || -> Result<_, String> {
+        let stt = engine.stt().map_err(|e| e.to_string())?;
+        let transcript = stt.transcribe(&samples).map_err(|e| e.to_string())?;
+        let speech = crate::round::speech_in(&transcript.text)
+            .filter(|_| transcript.confidence >= engine.config().voice.min_speech_confidence);
+        let Some(text) = speech else {
+            return Ok((String::new(), transcript, None));
+        };
+        let wav = audio::encode_wav(&samples);
+        let clip = crate::voice::Clip {
+            samples,
+            source_rate: audio::RATE,
+            channels: 1,
+            bits: 16,
+            codec: "pcm_s16le".into(),
+        };
+        let kept = engine.keep_audio(&wav, &clip).map_err(|e| e.to_string())?;
+        Ok((text, transcript, Some(kept)))
+    })
+    .await;
+    match done {
+        Ok(Ok((text, mut transcript, kept))) => {
+            let text = crate::safety::global().scrub(&text).into_owned();
+            let language = l.language.unwrap_or_else(|| transcript.language.clone());
+            if let Some(audio) = kept {
+                transcript.text = text.clone();
+                door.remember(Heard {
+                    text: key_of(&text),
+                    transcript,
+                    audio,
+                    at: Instant::now(),
+                });
+            }
+            Event::new("transcript", json!({"text": text, "language": language}))
+        }
+        Ok(Err(e)) => {
+            let said = crate::safety::global().scrub(&e).into_owned();
+            tracing::warn!(error = %said, "wyoming: transcription failed");
+            error("stt.failed", &said)
+        }
+        Err(e) => error("stt.failed", &e.to_string()),
+    }
+}
+
+/// A text to handle is a round; heard here lately, a voice round with its audio.
+async fn handle(door: &Door, data: &Map<String, Value>) -> Event {
+    let Some(text) = data.get("text").and_then(Value::as_str) else {
+        return error(
+            "transcript.invalid",
+            "a transcript to handle needs \"text\"",
+        );
+    };
+    let given = data
+        .get("context")
+        .and_then(|c| c.get("conversation_id"))
+        .and_then(Value::as_str)
+        .filter(|c| !c.trim().is_empty());
+    let conversation = match conversation_of(given) {
+        Ok(c) => c,
+        Err(message) => return error("conversation_id.invalid", &message),
+    };
+    let heard = door.heard_as(text);
+    let (engine, text, id) = (
+        door.state.engine.clone(),
+        text.to_owned(),
+        conversation.clone(),
+    );
+    let done = tokio::task::spawn_blocking(move || match heard {
+        Some(h) => engine.voice_round(&id, &h.transcript, &h.audio),
+        None => engine.text_round(&id, &text, Channel::Api),
+    })
+    .await;
+    match done {
+        Ok(Ok(round)) => answered(&round, &conversation),
+        Ok(Err(e)) => {
+            let said = crate::safety::global().scrub(&e.to_string()).into_owned();
+            tracing::warn!(error = %said, "wyoming: the round failed");
+            Event::new("not-handled", json!({"text": said}))
+        }
+        Err(e) => error("round.failed", &e.to_string()),
+    }
+}
+
+/// The conversation Home Assistant names (its ULID, kept as CAAL's id when
+/// it is one), else `wyoming`.
+fn conversation_of(given: Option<&str>) -> Result<ConversationId, String> {
+    let Some(id) = given else {
+        return Ok("wyoming".parse().expect("a valid conversation id"));
+    };
+    let id = id.trim();
+    id.parse::<ConversationId>().or_else(|_| {
+        // Characters CAAL's ids do not take: the same conversation under a
+        // derived name.
+        let hash = crate::crypto::sha256_tagged(id.as_bytes());
+        format!("wyoming-{}", &hash.trim_start_matches("sha256:")[..16])
+            .parse()
+            .map_err(|e: crate::ids::InvalidId| e.to_string())
+    })
+}
+
+/// Routes that mean CAAL did not understand: Home Assistant is told so
+/// (`not-handled`), with what CAAL said.
+const NOT_UNDERSTOOD: &[&str] = &["intent.clarify", "intent.incoherent", "intent.unmatched"];
+
+fn answered(round: &RoundResult, conversation: &ConversationId) -> Event {
+    let handled = round.status != "failed" && !NOT_UNDERSTOOD.contains(&round.route_code.as_str());
+    let context = json!({
+        "conversation_id": conversation.as_str(),
+        "round_id": round.round_id,
+        "route_code": round.route_code,
+        "status": round.status,
+        "pending_confirmation": round.pending_confirmation.is_some(),
+    });
+    Event::new(
+        if handled { "handled" } else { "not-handled" },
+        json!({"text": round.reply, "context": context}),
+    )
+}
+
+/// espeak-ng speaks the text; sent as 16 kHz mono 16-bit chunks.
+async fn synthesize(engine: &Engine, data: &Map<String, Value>) -> Vec<Event> {
+    let Some(text) = data.get("text").and_then(Value::as_str).map(str::to_owned) else {
+        return vec![error("synthesize.invalid", "synthesize needs \"text\"")];
+    };
+    let voice = data
+        .get("voice")
+        .and_then(|v| v.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| tts_voice(engine));
+    let spoken = tokio::task::spawn_blocking(move || -> Result<Vec<f32>, String> {
+        let wav = crate::voice::tts::speak(&text, &voice).map_err(|e| e.to_string())?;
+        let clip = audio::decode_wav(&wav, "espeak-ng").map_err(|e| e.to_string())?;
+        Ok(clip.samples)
+    })
+    .await;
+    let samples = match spoken {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return vec![error("tts.failed", &e)],
+        Err(e) => return vec![error("tts.failed", &e.to_string())],
+    };
+    let format = json!({"rate": audio::RATE, "width": 2, "channels": 1});
+    let mut events = vec![Event::new("audio-start", format.clone())];
+    for chunk in samples.chunks(CHUNK_SAMPLES) {
+        let mut e = Event::new("audio-chunk", format.clone());
+        e.payload = chunk
+            .iter()
+            .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32_767.0).round() as i16).to_le_bytes())
+            .collect();
+        events.push(e);
+    }
+    events.push(Event::new("audio-stop", json!({})));
+    events
+}
+
+fn tts_voice(engine: &Engine) -> String {
+    let configured = &engine.config().voice.tts_voice;
+    if configured.is_empty() {
+        "en-us".into()
+    } else {
+        configured.clone()
+    }
+}
+
+/// What CAAL offers: speech to text, handling, text to speech.
+fn info(engine: &Engine) -> Event {
+    let config = engine.config();
+    let version = env!("CARGO_PKG_VERSION");
+    let caal = json!({"name": "CAAL", "url": ""});
+    let language = config.understand.language.clone();
+    let asr_languages = match config.voice.language.as_str() {
+        "auto" => vec![language.clone()],
+        l => vec![l.to_owned()],
+    };
+    let model = config.voice.model.clone();
+    Event::new(
+        "info",
+        json!({
+            "asr": [{
+                "name": "caal-whisper",
+                "description": "CAAL's speech to text (whisper.cpp); speech is kept and hashed in CAAL's trace",
+                "attribution": caal, "installed": true, "version": version,
+                "models": [{
+                    "name": model, "description": format!("whisper {model}"),
+                    "attribution": {"name": "OpenAI Whisper", "url": "https://github.com/openai/whisper"},
+                    "installed": true, "version": null, "languages": asr_languages,
+                }],
+                "supports_transcript_streaming": false,
+            }],
+            "handle": [{
+                "name": "caal",
+                "description": "CAAL: each request understood, gated by its authority level, run and recorded",
+                "attribution": caal, "installed": true, "version": version,
+                "models": [{
+                    "name": "caal-router", "description": "CAAL's router (rules, sentence templates, meaning, model)",
+                    "attribution": caal, "installed": true, "version": version,
+                    "languages": [language],
+                }],
+                "supports_handled_streaming": false,
+                "supports_home_control": true,
+            }],
+            "tts": [{
+                "name": "espeak-ng",
+                "description": "espeak-ng, CAAL's spoken replies",
+                "attribution": {"name": "eSpeak NG", "url": "https://github.com/espeak-ng/espeak-ng"},
+                "installed": true, "version": null,
+                "voices": [{
+                    "name": tts_voice(engine), "description": "espeak-ng voice",
+                    "attribution": {"name": "eSpeak NG", "url": "https://github.com/espeak-ng/espeak-ng"},
+                    "installed": true, "version": null, "languages": [language],
+                }],
+                "supports_synthesize_streaming": false,
+            }],
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(bytes: &[u8]) -> Result<Option<Event>, FrameError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut reader = bytes;
+        runtime.block_on(read_event(&mut reader))
+    }
+
+    #[test]
+    fn an_event_reads_back_as_written_with_data_and_payload() {
+        let mut e = Event::new(
+            "audio-chunk",
+            json!({"rate": 16000, "width": 2, "channels": 1}),
+        );
+        e.payload = vec![1, 2, 3, 4];
+        let back = read(&e.encode()).unwrap().unwrap();
+        assert_eq!(back.kind, "audio-chunk");
+        assert_eq!(back.data["rate"], 16000);
+        assert_eq!(back.payload, vec![1, 2, 3, 4]);
+        // Data in the header line (older peers) merges with data after it.
+        let older = b"{\"type\":\"transcript\",\"data\":{\"text\":\"hi\"}}\n";
+        assert_eq!(read(older).unwrap().unwrap().data["text"], "hi");
+        assert!(read(b"").unwrap().is_none());
+    }
+
+    #[test]
+    fn malformed_events_are_named_errors_never_panics() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"not json\n", "event.invalid"),
+            (b"{\"data\":{}}\n", "event.invalid"),
+            (b"{\"type\":\"x\",\"payload_length\":-1}\n", "event.invalid"),
+            (
+                b"{\"type\":\"x\",\"payload_length\":99999999}\n",
+                "event.too_large",
+            ),
+            (
+                b"{\"type\":\"x\",\"data_length\":5}\nabc",
+                "event.truncated",
+            ),
+            (
+                b"{\"type\":\"x\",\"data_length\":2}\n[]",
+                "event.data_invalid",
+            ),
+            (b"{\"type\":\"x\"", "event.truncated"),
+        ];
+        for (bytes, code) in cases {
+            let err = read(bytes).expect_err("refused");
+            assert_eq!(
+                err.code(),
+                *code,
+                "{}: {err}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let long = [b"{\"type\":\"".as_slice(), &vec![b'a'; 70_000], b"\"}\n"].concat();
+        assert_eq!(read(&long).unwrap_err().code(), "event.invalid");
+    }
+
+    #[test]
+    fn audio_formats_outside_16_bit_pcm_are_refused_by_name() {
+        let format = |v: Value| audio_format(v.as_object().unwrap());
+        assert!(format(json!({"rate": 22050, "width": 2, "channels": 2})).is_ok());
+        assert!(
+            format(json!({"rate": 16000, "width": 4, "channels": 1}))
+                .unwrap_err()
+                .contains("16-bit")
+        );
+        assert!(
+            format(json!({"rate": 16000, "width": 2}))
+                .unwrap_err()
+                .contains("channels")
+        );
+        let mut l = Listening {
+            rate: 16000,
+            width: 2,
+            channels: 2,
+            samples: Vec::new(),
+            language: None,
+        };
+        assert!(l.add(&[0, 0, 0]).unwrap_err().contains("whole frames"));
+        l.add(&[0, 64, 0, 64]).unwrap();
+        assert_eq!(l.samples.len(), 1);
+    }
+
+    #[test]
+    fn home_assistants_conversation_ids_are_kept_or_mapped() {
+        assert_eq!(conversation_of(None).unwrap().as_str(), "wyoming");
+        assert_eq!(
+            conversation_of(Some("01JD5Z7KXQ8M3V2N6R4T9W0ABC"))
+                .unwrap()
+                .as_str(),
+            "01JD5Z7KXQ8M3V2N6R4T9W0ABC"
+        );
+        let mapped = conversation_of(Some("kitchen satellite #1")).unwrap();
+        assert!(mapped.as_str().starts_with("wyoming-"), "{mapped:?}");
+        assert_eq!(
+            mapped,
+            conversation_of(Some("kitchen satellite #1")).unwrap()
+        );
+    }
+}
