@@ -10,6 +10,7 @@ mod config;
 mod engine;
 mod home;
 mod jobs;
+mod mcp;
 mod output;
 mod reasoning;
 mod remote;
@@ -81,6 +82,11 @@ enum Command {
         #[arg(long, env = "CAAL_WYOMING", value_name = "HOST:PORT")]
         wyoming: Option<String>,
     },
+    /// Serve MCP (the Model Context Protocol) on stdin/stdout, for agent
+    /// tools: say, trace_search, trace_verify, round_show, bucket_search,
+    /// remember; conversations and rounds as resources. `caal serve` serves
+    /// the same at /mcp.
+    Mcp,
     /// Talk to the assistant line by line (/quit to leave).
     Chat {
         #[command(flatten)]
@@ -212,6 +218,7 @@ fn run(cli: Cli) -> Result<Outcome> {
             &text,
             json,
         )?,
+        Command::Mcp => mcp::mcp(data_dir, load_config()?)?,
         Command::Chat { conversation } => {
             say::chat(data_dir, &load_config, &conversation.conversation)?
         }

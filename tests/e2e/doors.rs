@@ -32,14 +32,21 @@ pub fn client_python() -> PathBuf {
 /// Runs a client script from tests/clients with these arguments; the last
 /// line it prints is a JSON object of what it saw.
 fn client(script: &str, args: &[&str]) -> Value {
+    client_env(script, args, &[])
+}
+
+/// As `client`, with these environment variables set for it (and for any
+/// server it starts).
+fn client_env(script: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/clients")
         .join(script);
-    let out = Command::new(client_python())
-        .arg(&path)
-        .args(args)
-        .output()
-        .unwrap();
+    let mut command = Command::new(client_python());
+    command.arg(&path).args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -223,4 +230,172 @@ fn the_wyoming_package_transcribes_handles_confirms_and_speaks_through_caal() {
     let said = &crate::voice::events_of(&sb, yes, "input.received")[0];
     assert!(said.get("audio_sha256").is_none(), "{said}");
     assert_eq!(sb.run(&["trace", "verify"]).code, 0);
+}
+
+/// What `mcp_door.py` saw, the same over either transport.
+fn assert_mcp_door(seen: &Value) {
+    assert_eq!(seen["server"], "caal", "{seen}");
+    assert_eq!(
+        seen["tools"],
+        serde_json::json!([
+            "bucket_search",
+            "remember",
+            "round_show",
+            "say",
+            "trace_search",
+            "trace_verify"
+        ])
+    );
+    assert_eq!(seen["say_schema_required"], serde_json::json!(["text"]));
+    assert_eq!(seen["lights"]["text"], "Okay, the kitchen lights are on.");
+    assert_eq!(seen["lights"]["error"], false);
+    assert_eq!(seen["lights"]["structured"]["command_id"], "lights.set");
+    let round_id = seen["lights"]["structured"]["round_id"].as_str().unwrap();
+
+    // A governed command asks; the next "yes" in the conversation runs it.
+    assert_eq!(
+        seen["asked"]["reply"],
+        "Unlock the front door? Say yes to confirm."
+    );
+    assert_eq!(
+        seen["asked"]["pending_confirmation"]["confirmations_required"],
+        1
+    );
+    assert_eq!(seen["confirmed"]["reply"], "The front door is unlocked.");
+    assert!(seen["confirmed"]["pending_confirmation"].is_null());
+
+    // The trace searched (newest first: the reply, then what was said), shown, verified.
+    let hits = seen["search"]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 2, "{seen}");
+    assert_eq!(hits[0]["text"], "Okay, the kitchen lights are on.");
+    assert_eq!(hits[1]["text"], "turn on the kitchen lights");
+    assert!(hits.iter().all(|h| h["round_id"] == round_id));
+    let types: Vec<&str> = seen["shown_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(types.first(), Some(&"round.started"));
+    assert!(
+        types.contains(&"command.executed") && types.last() == Some(&"round.completed"),
+        "{types:?}"
+    );
+    assert_eq!(seen["missing"]["error"], true);
+    assert!(
+        seen["missing"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("there is no round")
+    );
+    assert_eq!(seen["verify"]["ok"], true);
+
+    // Memory written through MCP is found through MCP.
+    assert_eq!(seen["remembered"]["op"], "add");
+    assert_eq!(seen["memory"], "the spare key is under the blue pot");
+
+    // Conversations and rounds as resources.
+    let resources = seen["resources"].as_array().unwrap();
+    assert!(
+        resources.contains(&Value::from("caal://conversations/mcp-kitchen")),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["templates"],
+        serde_json::json!([
+            "caal://conversations/{conversation_id}",
+            "caal://rounds/{round_id}"
+        ])
+    );
+    assert_eq!(seen["conversation_rounds"], 3);
+    assert_eq!(seen["round_resource"], round_id);
+
+    // Wrong arguments: MCP's tool errors, naming what is wrong; an unknown
+    // tool or resource: its protocol errors; the session goes on.
+    let wrong = seen["wrong"].as_array().unwrap();
+    assert_eq!(wrong.len(), 3);
+    assert!(wrong.iter().all(|w| w["error"] == true), "{seen}");
+    assert!(
+        wrong[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `txt`")
+    );
+    assert!(wrong[1]["text"].as_str().unwrap().contains("invalid type"));
+    assert!(
+        wrong[2]["text"]
+            .as_str()
+            .unwrap()
+            .contains("missing field `text`")
+    );
+    assert!(
+        seen["unknown_tool"].as_str().unwrap().contains("not found"),
+        "{seen}"
+    );
+    assert!(
+        seen["bad_resource"]
+            .as_str()
+            .unwrap()
+            .contains("is not a CAAL resource")
+    );
+    assert_eq!(seen["after_wrong"], "Okay, the kitchen lights are off.");
+}
+
+#[test]
+fn the_mcp_sdk_talks_to_caal_serve_at_mcp_with_the_token() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[]);
+    let seen = client("mcp_door.py", &["http", &served.url, &sb.api_token()]);
+    assert_mcp_door(&seen);
+    assert_eq!(seen["no_token_status"], 401);
+    let (status, log) = served.terminate();
+    assert!(status.success(), "{log:?}");
+    assert!(
+        log.iter()
+            .any(|l| l.contains("mcp call refused") && l.contains("txt")),
+        "{log:?}"
+    );
+    assert_eq!(sb.run(&["trace", "verify"]).code, 0);
+}
+
+#[test]
+fn the_mcp_sdk_starts_caal_mcp_and_talks_over_stdio() {
+    let sb = Sandbox::new();
+    let data = sb.data();
+    let xdg = sb.path().join("xdg");
+    let seen = client_env(
+        "mcp_door.py",
+        &["stdio", env!("CARGO_BIN_EXE_caal"), data.to_str().unwrap()],
+        &[
+            ("CAAL_LLM_LOCAL_URL", crate::support::NO_MODEL_URL),
+            ("XDG_CONFIG_HOME", xdg.to_str().unwrap()),
+        ],
+    );
+    assert_mcp_door(&seen);
+    // What it did is in the data dir's trace, chained.
+    let list = sb
+        .run(&["trace", "list", "--conversation", "mcp-kitchen", "--json"])
+        .ok()
+        .json();
+    assert_eq!(list.as_array().unwrap().len(), 4, "{list}");
+    assert_eq!(sb.run(&["trace", "verify"]).code, 0);
+}
+
+#[test]
+fn caal_mcp_while_caal_serve_holds_the_data_dir_points_at_its_endpoint() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[]);
+    let run = sb.run(&["mcp"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("{}/mcp", served.url)),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("Authorization: Bearer"),
+        "{}",
+        run.stderr
+    );
+    drop(served);
 }

@@ -121,9 +121,14 @@ pub fn app(state: AppState) -> Router {
             protocols::openai::require_token,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    // MCP over streamable HTTP, behind the same token.
+    let mcp = Router::new()
+        .route_service("/mcp", protocols::mcp::http_service(state.engine.clone()))
+        .layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .nest("/api", api)
         .nest("/v1", v1)
+        .merge(mcp)
         // The socket's token comes in its first message; the webhook's
         // signature is LiveKit's own.
         .route("/voice/stream", get(voice::stream))

@@ -21,7 +21,9 @@ mod tests;
 
 pub use crate::sqlite::StoreError;
 pub use chain::EventRecord;
-pub use reader::{ConversationSummary, ExportStats, RoundRecord, RoundSummary, TraceReader};
+pub use reader::{
+    ConversationSummary, ExportStats, RoundRecord, RoundSummary, SearchHit, TraceReader,
+};
 pub use retention::{PruneReport, Tombstone, cutoff_days_ago};
 pub use store::{
     Durability, Durable, EventDraft, EventStatus, OpenRound, RoundHeader, RoundSpec, TraceStore,

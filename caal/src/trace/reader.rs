@@ -48,6 +48,19 @@ pub struct RoundSummary {
     pub reply: Option<String>,
 }
 
+/// One input or reply that matched a search.
+#[derive(Clone, Debug, Serialize)]
+pub struct SearchHit {
+    pub round_id: String,
+    pub conversation_id: String,
+    pub round_seq: i64,
+    /// `input.received` (what was said) or `output.emitted` (the answer).
+    pub event_type: String,
+    pub timestamp: String,
+    pub text: String,
+}
+
+/// A conversation: how many rounds, and when its first and last were.
 #[derive(Clone, Debug, Serialize)]
 pub struct ConversationSummary {
     pub conversation_id: String,
@@ -206,6 +219,51 @@ impl TraceReader {
                     rounds: r.get(1)?,
                     first_round_at: r.get(2)?,
                     last_round_at: r.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// What was said and answered that holds every word of `query`
+    /// (case-insensitively), newest first: a scan of inputs and replies,
+    /// linear in the trace (FTS5 is issue "From traces to training").
+    pub fn search(
+        &self,
+        query: &str,
+        conversation: Option<&ConversationId>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        self.snapshot(|conn| {
+            let mut sql = String::from(
+                "SELECT round_id, conversation_id, round_seq, event_type, timestamp, said FROM (
+                   SELECT id, round_id, conversation_id, round_seq, event_type, timestamp,
+                          coalesce(json_extract(payload, '$.raw_text'), json_extract(payload, '$.text')) AS said
+                   FROM events
+                   WHERE event_type IN ('input.received', 'output.emitted')
+                     AND (?1 IS NULL OR conversation_id = ?1))
+                 WHERE said IS NOT NULL",
+            );
+            for i in 0..words.len() {
+                sql.push_str(&format!(" AND instr(lower(said), ?{}) > 0", i + 3));
+            }
+            sql.push_str(" ORDER BY id DESC LIMIT ?2");
+            let mut stmt = conn.prepare(&sql)?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let mut values: Vec<rusqlite::types::Value> = vec![
+                conversation.map(|c| c.as_str().to_owned()).into(),
+                limit.into(),
+            ];
+            values.extend(words.iter().map(|w| w.clone().into()));
+            let rows = stmt.query_map(rusqlite::params_from_iter(values), |r| {
+                Ok(SearchHit {
+                    round_id: r.get(0)?,
+                    conversation_id: r.get(1)?,
+                    round_seq: r.get(2)?,
+                    event_type: r.get(3)?,
+                    timestamp: r.get(4)?,
+                    text: r.get(5)?,
                 })
             })?;
             Ok(rows.collect::<Result<_, _>>()?)
