@@ -42,11 +42,17 @@ pub enum TraceCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Write rounds and events as JSONL (a round line, then its events).
+    /// Write rounds and events as JSONL (a round line, then its events), or
+    /// as OpenTelemetry traces (OTLP/JSON, a round a line).
     Export {
         /// The conversation (its id).
         #[arg(long)]
         conversation: Option<String>,
+        /// `jsonl`: CAAL's own lines, chained and verifiable. `otlp`: a round
+        /// a trace, model and tool calls as spans (GenAI semantic
+        /// conventions), every event a span event with its hash.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+        format: ExportFormat,
         /// Write here instead of standard output (written whole, then renamed into place).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -118,9 +124,13 @@ pub fn run(
                 output::print_round(&round, &events);
             }
         }
-        TraceCommand::Export { conversation, out } => {
+        TraceCommand::Export {
+            conversation,
+            format,
+            out,
+        } => {
             let conversation = conversation_filter(conversation)?;
-            export(&reader, conversation.as_ref(), out.as_deref())?;
+            export(&reader, conversation.as_ref(), format, out.as_deref())?;
         }
         TraceCommand::Verify { conversation, json } => {
             let report = reader.verify(conversation_filter(conversation)?.as_ref())?;
@@ -181,11 +191,23 @@ fn prune(
     Ok(Outcome::Done)
 }
 
+/// What `caal trace export` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Jsonl,
+    Otlp,
+}
+
 fn export(
     reader: &TraceReader,
     conversation: Option<&ConversationId>,
+    format: ExportFormat,
     out: Option<&Path>,
 ) -> Result<()> {
+    let write = |sink: &mut dyn io::Write, progress: &mut dyn FnMut(u64)| match format {
+        ExportFormat::Jsonl => reader.export(conversation, sink, progress),
+        ExportFormat::Otlp => caal::trace::otlp::export(reader, conversation, sink, progress),
+    };
     let total = reader.count_events(conversation)?;
     let bar = output::progress_bar(total, "exporting");
     let mut progress = |done: u64| bar.set_position(done);
@@ -193,7 +215,7 @@ fn export(
         None => {
             let stdout = io::stdout();
             let mut sink = BufWriter::with_capacity(1 << 16, stdout.lock());
-            reader.export(conversation, &mut sink, &mut progress)?;
+            write(&mut sink, &mut progress)?;
         }
         Some(path) => {
             // Written beside the target and renamed: a reader never sees half an export.
@@ -201,7 +223,7 @@ fn export(
             let file = fs::File::create(&tmp)
                 .with_context(|| format!("cannot write {}", tmp.display()))?;
             let mut sink = BufWriter::with_capacity(1 << 16, file);
-            let stats = reader.export(conversation, &mut sink, &mut progress)?;
+            let stats = write(&mut sink, &mut progress)?;
             sink.into_inner().map_err(|e| e.into_error())?.sync_all()?;
             fs::rename(&tmp, path)
                 .with_context(|| format!("cannot move the export into {}", path.display()))?;

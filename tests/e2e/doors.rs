@@ -399,3 +399,128 @@ fn caal_mcp_while_caal_serve_holds_the_data_dir_points_at_its_endpoint() {
     );
     drop(served);
 }
+
+#[test]
+fn the_otlp_export_reads_as_opentelemetry_traces_with_genai_spans() {
+    let sb = Sandbox::new();
+    // A model (OpenAI's wire format) that asks for two tools, with its usage.
+    let model = crate::support::Peer::start(|_, _| {
+        let tools = serde_json::json!([
+            {"id": "a", "type": "function", "function": {"name": "lights_set",
+             "arguments": serde_json::json!({"room": "porch", "state": "on", "_rationale": "the guest needs light"}).to_string()}},
+            {"id": "b", "type": "function", "function": {"name": "thermostat_set",
+             "arguments": serde_json::json!({"temperature": 21, "_rationale": "it is cold tonight"}).to_string()}}
+        ]);
+        (200, serde_json::json!({"model": "fake-7b", "choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": "Getting the house ready.", "tool_calls": tools}}],
+            "usage": {"prompt_tokens": 321, "completion_tokens": 45, "total_tokens": 366}}).to_string())
+    });
+    let env = [("CAAL_LLM_LOCAL_URL", model.url.as_str())];
+    sb.run_with_stdin_env(
+        &["chat", "--conversation", "guest"],
+        "get the house ready for a guest\nyes\nturn on the kitchen lights\n/quit\n",
+        &env,
+    )
+    .ok();
+    let file = sb.path().join("trace.otlp");
+    let run = sb
+        .run(&[
+            "trace",
+            "export",
+            "--format",
+            "otlp",
+            "--out",
+            file.to_str().unwrap(),
+        ])
+        .ok();
+    assert!(run.stderr.contains("exported 3 rounds"), "{}", run.stderr);
+    let traces = client("otlp_check.py", &[file.to_str().unwrap()]);
+    let traces = traces.as_array().unwrap();
+    assert_eq!(traces.len(), 3, "a round a trace");
+
+    // Every trace: CAAL's service, its round's id as the trace id, one root.
+    let exported: Vec<Value> = sb
+        .run(&["trace", "export", "--conversation", "guest"])
+        .ok()
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rounds: Vec<&Value> = exported.iter().filter(|l| l["type"] == "round").collect();
+    for (trace, round) in traces.iter().zip(&rounds) {
+        assert_eq!(trace["service"]["service.name"], "caal");
+        let spans = trace["spans"].as_array().unwrap();
+        let root = &spans[0];
+        assert_eq!(root["name"], "invoke_agent caal");
+        assert_eq!(root["kind"], "SPAN_KIND_SERVER");
+        assert_eq!(root["parent"], "");
+        assert_eq!(root["attributes"]["gen_ai.operation.name"], "invoke_agent");
+        assert_eq!(root["attributes"]["gen_ai.conversation.id"], "guest");
+        let round_id = round["round_id"].as_str().unwrap();
+        assert_eq!(root["trace_id"], round_id.replace('-', ""));
+        assert_eq!(root["attributes"]["caal.round_id"], round_id);
+        for child in &spans[1..] {
+            assert_eq!(child["parent"], root["span_id"], "{child}");
+            assert_eq!(child["trace_id"], root["trace_id"]);
+        }
+        // Every event of the round is a span event somewhere, with its chain hash.
+        let hashes: Vec<&Value> = exported
+            .iter()
+            .filter(|l| l["type"] == "event" && l["round_id"] == round_id)
+            .map(|l| &l["hash"])
+            .collect();
+        let carried: Vec<&Value> = spans
+            .iter()
+            .flat_map(|s| s["event_hashes"].as_array().unwrap())
+            .collect();
+        assert_eq!(carried.len(), hashes.len(), "{trace}");
+        assert!(hashes.iter().all(|h| carried.contains(h)));
+    }
+
+    // The model call: a CLIENT span with the GenAI attributes.
+    let first = traces[0]["spans"].as_array().unwrap();
+    let chat = first
+        .iter()
+        .find(|s| s["attributes"]["gen_ai.operation.name"] == "chat")
+        .expect("a chat span");
+    assert_eq!(chat["kind"], "SPAN_KIND_CLIENT");
+    // Named by the model asked for; the model that answered beside it.
+    let asked = chat["attributes"]["gen_ai.request.model"].as_str().unwrap();
+    assert_eq!(chat["name"], format!("chat {asked}"));
+    assert_eq!(chat["attributes"]["gen_ai.response.model"], "fake-7b");
+    assert_eq!(chat["attributes"]["gen_ai.provider.name"], "llama.cpp");
+    assert_eq!(chat["attributes"]["gen_ai.usage.input_tokens"], 321);
+    assert_eq!(chat["attributes"]["gen_ai.usage.output_tokens"], 45);
+    assert_eq!(
+        chat["attributes"]["gen_ai.response.finish_reasons"],
+        serde_json::json!(["tool_calls"])
+    );
+    assert_eq!(
+        chat["events"],
+        serde_json::json!(["llm.request", "llm.response"])
+    );
+
+    // The confirmed chain ran two tools: a span each.
+    let second = traces[1]["spans"].as_array().unwrap();
+    let tools: Vec<&Value> = second
+        .iter()
+        .filter(|s| s["attributes"]["gen_ai.operation.name"] == "execute_tool")
+        .collect();
+    assert_eq!(tools.len(), 2, "{second:?}");
+    for tool in &tools {
+        assert_eq!(tool["kind"], "SPAN_KIND_INTERNAL");
+        assert!(tool["name"].as_str().unwrap().starts_with("execute_tool "));
+        assert!(
+            !tool["attributes"]["gen_ai.tool.call.id"]
+                .as_str()
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(tool["status"], 1, "ok");
+        assert_eq!(
+            tool["events"],
+            serde_json::json!(["tool.request", "tool.response"])
+        );
+    }
+    assert_eq!(second[0]["attributes"]["caal.route_code"], "intent.confirm");
+}

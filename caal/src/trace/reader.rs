@@ -360,6 +360,30 @@ impl TraceReader {
         out: &mut dyn Write,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ExportStats, StoreError> {
+        let stats = self.each_round(conversation, progress, &mut |round, events| {
+            let line = serde_json::to_string(round).map_err(|source| StoreError::Json {
+                what: "a round header for the export".into(),
+                source,
+            })?;
+            writeln!(out, "{line}").map_err(export_io)?;
+            for event in events {
+                writeln!(out, "{}", event.to_json_line()).map_err(export_io)?;
+            }
+            Ok(())
+        })?;
+        out.flush().map_err(export_io)?;
+        Ok(stats)
+    }
+
+    /// Hands `visit` each round (in the order they began) with its events,
+    /// one round in memory at a time, in one read snapshot; `progress` gets
+    /// the number of events visited so far.
+    pub fn each_round(
+        &self,
+        conversation: Option<&ConversationId>,
+        progress: &mut dyn FnMut(u64),
+        visit: &mut dyn FnMut(&RoundRecord, &[EventRecord]) -> Result<(), StoreError>,
+    ) -> Result<ExportStats, StoreError> {
         self.snapshot(|conn| {
             let mut rounds = conn.prepare(&format!(
                 "SELECT {ROUND_COLUMNS}, r.id FROM rounds r WHERE ?1 IS NULL OR r.conversation_id = ?1 ORDER BY r.id"
@@ -370,25 +394,17 @@ impl TraceReader {
                 let mut round = round_from_row(row)?;
                 let events = round_events(conn, row.get(10)?)?;
                 round.apply_terminal(events.last());
-                let line = serde_json::to_string(&round).map_err(|source| StoreError::Json {
-                    what: "a round header for the export".into(),
-                    source,
-                })?;
-                writeln!(out, "{line}").map_err(export_io)?;
-                for event in &events {
-                    writeln!(out, "{}", event.to_json_line()).map_err(export_io)?;
-                }
+                visit(&round, &events)?;
                 stats.rounds += 1;
                 stats.events += events.len() as u64;
                 progress(stats.events);
             }
-            out.flush().map_err(export_io)?;
             Ok(stats)
         })
     }
 }
 
-fn export_io(e: std::io::Error) -> StoreError {
+pub(super) fn export_io(e: std::io::Error) -> StoreError {
     StoreError::Io {
         what: "writing the export failed".into(),
         source: e,
