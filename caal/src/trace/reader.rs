@@ -48,6 +48,9 @@ pub struct RoundSummary {
     pub reply: Option<String>,
 }
 
+/// What `TraceReader::each_round` hands each round to.
+pub type RoundVisitor<'a> = dyn FnMut(&RoundRecord, &[EventRecord]) -> Result<(), StoreError> + 'a;
+
 /// One input or reply that matched a search.
 #[derive(Clone, Debug, Serialize)]
 pub struct SearchHit {
@@ -382,7 +385,7 @@ impl TraceReader {
         &self,
         conversation: Option<&ConversationId>,
         progress: &mut dyn FnMut(u64),
-        visit: &mut dyn FnMut(&RoundRecord, &[EventRecord]) -> Result<(), StoreError>,
+        visit: &mut RoundVisitor<'_>,
     ) -> Result<ExportStats, StoreError> {
         self.snapshot(|conn| {
             let mut rounds = conn.prepare(&format!(
