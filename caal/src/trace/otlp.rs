@@ -126,21 +126,17 @@ pub fn round_traces(round: &RoundRecord, events: &[EventRecord]) -> Value {
         attr("caal.state_in", &round.state_in),
         attr("caal.status", &round.status),
     ];
-    if let Some(s) = &round.state_out {
-        attributes.push(attr("caal.state_out", s));
-    }
-    if let Some(a) = &round.audio_id {
-        attributes.push(attr("caal.audio_id", a));
-    }
-    if let Some(r) = &route {
-        attributes.push(attr("caal.route_code", r));
-    }
-    if let Some(l) = auth_level {
-        attributes.push(int_attr("caal.auth_level", l));
-    }
-    if let Some(c) = &command {
-        attributes.push(attr("caal.command_id", c));
-    }
+    attributes.extend(
+        [
+            ("caal.state_out", round.state_out.as_deref()),
+            ("caal.audio_id", round.audio_id.as_deref()),
+            ("caal.route_code", route.as_deref()),
+            ("caal.command_id", command.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| value.map(|v| attr(key, v))),
+    );
+    attributes.extend(auth_level.map(|l| int_attr("caal.auth_level", l)));
     let status = match round.status.as_str() {
         "failed" => {
             let code = round.failure_code.clone().unwrap_or_default();
@@ -329,12 +325,12 @@ fn span_event(e: &EventRecord) -> Value {
         attr("caal.event_hash", &e.hash),
         attr("caal.payload", &e.payload),
     ];
-    if let Some(c) = &e.call_id {
-        attributes.push(attr("caal.call_id", c));
-    }
-    if let Some(code) = &e.failure_code {
-        attributes.push(attr("caal.failure_code", code));
-    }
+    attributes.extend(e.call_id.as_deref().map(|c| attr("caal.call_id", c)));
+    attributes.extend(
+        e.failure_code
+            .as_deref()
+            .map(|c| attr("caal.failure_code", c)),
+    );
     json!({"timeUnixNano": nanos(&e.timestamp), "name": e.event_type, "attributes": attributes})
 }
 
