@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod config;
 pub mod crypto;
+pub mod export;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod ids;

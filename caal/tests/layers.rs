@@ -13,6 +13,8 @@ const LAYERS: &[&[&str]] = &[
     &["ids"],
     &["sqlite"],
     &["trace", "state", "memory"],
+    // What the trace becomes for other tools (OTLP).
+    &["export"],
     &[
         "auth",
         "reasoning",

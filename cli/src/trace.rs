@@ -206,7 +206,7 @@ fn export(
 ) -> Result<()> {
     let write = |sink: &mut dyn io::Write, progress: &mut dyn FnMut(u64)| match format {
         ExportFormat::Jsonl => reader.export(conversation, sink, progress),
-        ExportFormat::Otlp => caal::trace::otlp::export(reader, conversation, sink, progress),
+        ExportFormat::Otlp => caal::export::otlp::export(reader, conversation, sink, progress),
     };
     let total = reader.count_events(conversation)?;
     let bar = output::progress_bar(total, "exporting");

@@ -8,7 +8,6 @@
 pub mod bench;
 pub mod chain;
 pub mod events;
-pub mod otlp;
 mod reader;
 mod retention;
 mod store;

@@ -407,7 +407,7 @@ impl TraceReader {
     }
 }
 
-pub(super) fn export_io(e: std::io::Error) -> StoreError {
+fn export_io(e: std::io::Error) -> StoreError {
     StoreError::Io {
         what: "writing the export failed".into(),
         source: e,

@@ -25,8 +25,8 @@ use sha2::{Digest, Sha256};
 
 use std::io::Write;
 
-use super::{EventRecord, ExportStats, RoundRecord, StoreError, TraceReader};
 use crate::ids::ConversationId;
+use crate::trace::{EventRecord, ExportStats, RoundRecord, StoreError, TraceReader};
 
 /// Writes every round (of one conversation, or all) as a line of OTLP/JSON.
 pub fn export(
@@ -37,9 +37,9 @@ pub fn export(
 ) -> Result<ExportStats, StoreError> {
     let stats = reader.each_round(conversation, progress, &mut |round, events| {
         let line = round_traces(round, events).to_string();
-        writeln!(out, "{line}").map_err(super::reader::export_io)
+        writeln!(out, "{line}").map_err(written)
     })?;
-    out.flush().map_err(super::reader::export_io)?;
+    out.flush().map_err(written)?;
     Ok(stats)
 }
 
@@ -50,6 +50,13 @@ const KIND_CLIENT: u8 = 3;
 /// OTLP status codes.
 const STATUS_OK: u8 = 1;
 const STATUS_ERROR: u8 = 2;
+
+fn written(e: std::io::Error) -> StoreError {
+    StoreError::Io {
+        what: "writing the OTLP export failed".into(),
+        source: e,
+    }
+}
 
 /// One round as one OTLP/JSON `TracesData` object.
 pub fn round_traces(round: &RoundRecord, events: &[EventRecord]) -> Value {
