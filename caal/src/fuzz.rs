@@ -37,6 +37,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("jsonl", jsonl),
     ("http_body", http_body),
     ("template", template),
+    ("wyoming", wyoming),
 ];
 
 /// A model's free-form thinking as steps: every step has content, and the
@@ -226,4 +227,38 @@ pub fn http_body(data: &[u8]) {
             "{method} {uri}: {v}"
         );
     }
+}
+
+/// Wyoming events as a peer sends them (`server::protocols::wyoming`):
+/// events are read until the stream ends or one is refused with a named
+/// code; each event read encodes back to bytes that read as the same event.
+pub fn wyoming(data: &[u8]) {
+    use crate::server::protocols::wyoming::{Event, read_event};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut reader = data;
+        loop {
+            match read_event(&mut reader).await {
+                Ok(None) => return,
+                Ok(Some(event)) => {
+                    assert!(!event.kind.is_empty(), "an event without a type");
+                    let bytes = event.encode();
+                    let again: Event = read_event(&mut bytes.as_slice())
+                        .await
+                        .expect("an encoded event reads")
+                        .expect("an encoded event is there");
+                    assert_eq!(
+                        (&again.kind, &again.data, &again.payload),
+                        (&event.kind, &event.data, &event.payload)
+                    );
+                }
+                Err(e) => {
+                    assert!(e.code().starts_with("event."), "{e}");
+                    return;
+                }
+            }
+        }
+    });
 }

@@ -176,3 +176,8 @@ fn http_body() {
 fn template() {
     run("template");
 }
+
+#[test]
+fn wyoming() {
+    run("wyoming");
+}

@@ -117,7 +117,7 @@ pub enum FrameError {
 }
 
 impl FrameError {
-    fn code(&self) -> &'static str {
+    pub fn code(&self) -> &'static str {
         match self {
             FrameError::Header(_) | FrameError::HeaderTooLong => "event.invalid",
             FrameError::TooLarge { .. } => "event.too_large",
@@ -132,24 +132,24 @@ pub async fn read_event<R: tokio::io::AsyncBufRead + Unpin>(
     reader: &mut R,
 ) -> Result<Option<Event>, FrameError> {
     let mut line = Vec::new();
-    let n = (&mut *reader)
-        .take(MAX_HEADER + 1)
-        .read_until(b'\n', &mut line)
-        .await
-        .map_err(|_| FrameError::Truncated)?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if line.last() != Some(&b'\n') {
-        return Err(if n as u64 > MAX_HEADER {
-            FrameError::HeaderTooLong
-        } else {
-            FrameError::Truncated
-        });
-    }
-    if line.iter().all(u8::is_ascii_whitespace) {
-        // A blank line between events carries nothing.
-        return Box::pin(read_event(reader)).await;
+    // Blank lines between events carry nothing (a loop: any number of them).
+    while line.iter().all(u8::is_ascii_whitespace) {
+        line.clear();
+        let n = (&mut *reader)
+            .take(MAX_HEADER + 1)
+            .read_until(b'\n', &mut line)
+            .await
+            .map_err(|_| FrameError::Truncated)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if line.last() != Some(&b'\n') {
+            return Err(if n as u64 > MAX_HEADER {
+                FrameError::HeaderTooLong
+            } else {
+                FrameError::Truncated
+            });
+        }
     }
     let header: Value =
         serde_json::from_slice(&line).map_err(|e| FrameError::Header(e.to_string()))?;
@@ -693,6 +693,9 @@ mod tests {
                 String::from_utf8_lossy(bytes)
             );
         }
+        // A million blank lines are skipped, not recursed into.
+        let blank = [vec![b'\n'; 1_000_000], b"{\"type\":\"ping\"}\n".to_vec()].concat();
+        assert_eq!(read(&blank).unwrap().unwrap().kind, "ping");
         let long = [b"{\"type\":\"".as_slice(), &vec![b'a'; 70_000], b"\"}\n"].concat();
         assert_eq!(read(&long).unwrap_err().code(), "event.invalid");
     }
