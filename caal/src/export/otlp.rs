@@ -264,18 +264,14 @@ fn llm_span(
             json!({"code": STATUS_ERROR, "message": "no answer was recorded"}),
         ),
     };
-    json!({
-        "traceId": trace_id,
-        "spanId": span_id(&round.round_id, &format!("event-{}", request.event_seq)),
-        "parentSpanId": parent,
-        "name": format!("{operation} {model}"),
-        "kind": KIND_CLIENT,
-        "startTimeUnixNano": nanos(&request.timestamp),
-        "endTimeUnixNano": end,
-        "attributes": attributes,
-        "events": events,
-        "status": status,
-    })
+    child_span(
+        (trace_id, parent, round),
+        request,
+        format!("{operation} {model}"),
+        KIND_CLIENT,
+        end,
+        json!({"attributes": attributes, "events": events, "status": status}),
+    )
 }
 
 fn tool_span(
@@ -310,18 +306,40 @@ fn tool_span(
             json!({"code": STATUS_ERROR, "message": format!("the tool answered {kind}")})
         }
     };
-    json!({
+    child_span(
+        (trace_id, parent, round),
+        request,
+        format!("execute_tool {tool}"),
+        KIND_INTERNAL,
+        nanos(&response.timestamp),
+        json!({"attributes": attributes, "events": [span_event(request), span_event(response)],
+               "status": status}),
+    )
+}
+
+/// A child of the round's span, begun by `request`: its ids, name, kind and
+/// times, with `rest` (attributes, events, status) merged in.
+fn child_span(
+    (trace_id, parent, round): (&str, &str, &RoundRecord),
+    request: &EventRecord,
+    name: String,
+    kind: u8,
+    end: String,
+    rest: Value,
+) -> Value {
+    let mut span = json!({
         "traceId": trace_id,
         "spanId": span_id(&round.round_id, &format!("event-{}", request.event_seq)),
         "parentSpanId": parent,
-        "name": format!("execute_tool {tool}"),
-        "kind": KIND_INTERNAL,
+        "name": name,
+        "kind": kind,
         "startTimeUnixNano": nanos(&request.timestamp),
-        "endTimeUnixNano": nanos(&response.timestamp),
-        "attributes": attributes,
-        "events": [span_event(request), span_event(response)],
-        "status": status,
-    })
+        "endTimeUnixNano": end,
+    });
+    if let (Some(span), Value::Object(rest)) = (span.as_object_mut(), rest) {
+        span.extend(rest);
+    }
+    span
 }
 
 /// An event as a span event, pointing at the chain.
