@@ -636,7 +636,7 @@ pub use schedule::{
 };
 use stages::{Considered, Outcome};
 pub use think::{LlmSummary, RetryNote};
-pub use voice::{AudioAction, Heard, Listened, RetentionReport, VoiceError, VoiceInput, speech_in};
+pub use voice::{AudioAction, Heard, Listened, RetentionReport, VoiceError, VoiceInput};
 
 #[cfg(test)]
 mod llm_tests;

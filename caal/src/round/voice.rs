@@ -105,7 +105,7 @@ pub struct RetentionReport {
 }
 
 /// Whisper's names for what is not speech ("[BLANK_AUDIO]", "(music)").
-pub fn speech_in(text: &str) -> Option<String> {
+fn speech_in(text: &str) -> Option<String> {
     let mut kept = String::with_capacity(text.len());
     let (mut depth, mut starred) = (0i32, false);
     for c in text.chars() {
@@ -151,6 +151,28 @@ impl Engine {
         )?);
         *slot = Some(loaded.clone());
         Ok(loaded)
+    }
+
+    /// The speech in a transcript, if it was heard surely enough to be
+    /// speech (`voice.min_speech_confidence`) and holds more than whisper's
+    /// names for noise; None: nothing worth a round or keeping its audio.
+    pub fn speech_of(&self, transcript: &Transcript) -> Option<String> {
+        let heard_surely = transcript.confidence >= self.config.voice.min_speech_confidence;
+        speech_in(&transcript.text).filter(|_| heard_surely)
+    }
+
+    /// Keeps streamed speech (16 kHz mono samples, as the voice socket and
+    /// the Wyoming door receive it) as a 16-bit WAV, like a clip.
+    pub fn keep_streamed(&self, samples: &[f32]) -> Result<AudioArtifact, StoreError> {
+        let wav = audio::encode_wav(samples);
+        let clip = crate::voice::Clip {
+            samples: samples.to_vec(),
+            source_rate: audio::RATE,
+            channels: 1,
+            bits: 16,
+            codec: "pcm_s16le".into(),
+        };
+        self.keep_audio(&wav, &clip)
     }
 
     /// Keeps a clip's file and metadata for `voice.retention_days`.
@@ -242,8 +264,7 @@ impl Engine {
         mut transcript: Transcript,
         keep: &mut dyn FnMut() -> Result<AudioArtifact, StoreError>,
     ) -> Result<Heard, VoiceError> {
-        let heard_surely = transcript.confidence >= self.config.voice.min_speech_confidence;
-        let (round, audio) = match speech_in(&transcript.text).filter(|_| heard_surely) {
+        let (round, audio) = match self.speech_of(&transcript) {
             Some(text) => {
                 transcript.text = text;
                 let artifact = keep()?;

@@ -250,17 +250,7 @@ async fn utterance(
     let (engine, stt, conversation) = (state.engine.clone(), stt.clone(), conversation.clone());
     let done = tokio::task::spawn_blocking(move || -> Result<_, crate::round::VoiceError> {
         let transcript = stt.transcribe(&u.samples)?;
-        let mut keep = || {
-            let wav = audio::encode_wav(&u.samples);
-            let clip = crate::voice::Clip {
-                samples: u.samples.clone(),
-                source_rate: audio::RATE,
-                channels: 1,
-                bits: 16,
-                codec: "pcm_s16le".into(),
-            };
-            engine.keep_audio(&wav, &clip)
-        };
+        let mut keep = || engine.keep_streamed(&u.samples);
         engine.heard(&conversation, u.start_ms, u.end_ms, transcript, &mut keep)
     })
     .await;

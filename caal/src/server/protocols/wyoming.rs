@@ -421,20 +421,10 @@ async fn transcribe(door: &Door, l: Listening) -> Event {
     let done = tokio::task::spawn_blocking(move || -> Result<_, String> {
         let stt = engine.stt().map_err(|e| e.to_string())?;
         let transcript = stt.transcribe(&samples).map_err(|e| e.to_string())?;
-        let speech = crate::round::speech_in(&transcript.text)
-            .filter(|_| transcript.confidence >= engine.config().voice.min_speech_confidence);
-        let Some(text) = speech else {
+        let Some(text) = engine.speech_of(&transcript) else {
             return Ok((String::new(), transcript, None));
         };
-        let wav = audio::encode_wav(&samples);
-        let clip = crate::voice::Clip {
-            samples,
-            source_rate: audio::RATE,
-            channels: 1,
-            bits: 16,
-            codec: "pcm_s16le".into(),
-        };
-        let kept = engine.keep_audio(&wav, &clip).map_err(|e| e.to_string())?;
+        let kept = engine.keep_streamed(&samples).map_err(|e| e.to_string())?;
         Ok((text, transcript, Some(kept)))
     })
     .await;
