@@ -156,12 +156,17 @@ pub async fn serve(
         .await
 }
 
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Whether a request carries the service's bearer token.
+pub(crate) fn token_holds(state: &AppState, request: &Request) -> bool {
     let header = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if auth::authorized(header, &state.token) {
+    auth::authorized(header, &state.token)
+}
+
+async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if token_holds(&state, &request) {
         next.run(request).await
     } else {
         AppError::Unauthorized.into_response()
@@ -278,18 +283,27 @@ fn event_json(e: &EventRecord) -> Value {
     serde_json::from_str(&e.to_json_line()).unwrap_or(Value::Null)
 }
 
+/// A round and its events in order, `{"round", "events"}` (the API's
+/// `/rounds/{id}` and MCP's `round_show`); None if there is no such round.
+pub(crate) fn round_json(
+    engine: &Engine,
+    round_id: &str,
+) -> Result<Option<Value>, crate::trace::StoreError> {
+    let found = engine.store().reader().round(round_id)?;
+    Ok(found.map(|(round, events)| {
+        json!({"round": round, "events": events.iter().map(event_json).collect::<Vec<_>>()})
+    }))
+}
+
 async fn round(
     State(state): State<AppState>,
     Path(round_id): Path<String>,
 ) -> Result<Json<Value>, AppError> {
     let engine = state.engine.clone();
-    let found = blocking(move || Ok(engine.store().reader().round(&round_id)?)).await?;
-    let (round, events) = found.ok_or_else(|| AppError::NotFound {
+    let found = blocking(move || Ok(round_json(&engine, &round_id)?)).await?;
+    found.map(Json).ok_or_else(|| AppError::NotFound {
         what: "round".into(),
-    })?;
-    Ok(Json(
-        json!({"round": round, "events": events.iter().map(event_json).collect::<Vec<_>>()}),
-    ))
+    })
 }
 
 #[derive(Deserialize)]

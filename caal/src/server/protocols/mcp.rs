@@ -342,18 +342,7 @@ impl CaalMcp {
 
 /// A round and its events, as `GET /api/rounds/{id}` gives them.
 fn round_json(engine: &Engine, round_id: &str) -> Result<Option<Value>, String> {
-    let found = engine
-        .store()
-        .reader()
-        .round(round_id)
-        .map_err(|e| e.to_string())?;
-    Ok(found.map(|(round, events)| {
-        let events: Vec<Value> = events
-            .iter()
-            .map(|e| serde_json::from_str(&e.to_json_line()).unwrap_or(Value::Null))
-            .collect();
-        json!({"round": round, "events": events})
-    }))
+    crate::server::round_json(engine, round_id).map_err(|e| e.to_string())
 }
 
 const CONVERSATIONS: &str = "caal://conversations/";

@@ -19,7 +19,7 @@ use axum::{
     Json,
     body::Bytes,
     extract::{Request, State, rejection::BytesRejection},
-    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderName, HeaderValue, StatusCode},
     middleware::Next,
     response::{
         IntoResponse, Response,
@@ -30,7 +30,7 @@ use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::server::{AppError, AppState, auth, blocking};
+use crate::server::{AppError, AppState, blocking, token_holds};
 use crate::{
     ids::ConversationId,
     round::{Channel, RoundResult},
@@ -115,11 +115,7 @@ pub async fn require_token(
     request: Request,
     next: Next,
 ) -> Response {
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    if auth::authorized(given, &state.token) {
+    if token_holds(&state, &request) {
         next.run(request).await
     } else {
         OpenAiError::from(AppError::Unauthorized).into_response()
