@@ -116,6 +116,20 @@ pub fn pcm16_to_f32(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// A sample in -1..1 as 16-bit PCM (clipped, rounded).
+pub fn to_i16(sample: f32) -> i16 {
+    (sample.clamp(-1.0, 1.0) * 32_767.0).round() as i16
+}
+
+/// Samples as 16-bit little-endian PCM (what the voice socket and Wyoming
+/// carry); the inverse of `pcm16_to_f32`.
+pub fn f32_to_pcm16(samples: &[f32]) -> Vec<u8> {
+    samples
+        .iter()
+        .flat_map(|s| to_i16(*s).to_le_bytes())
+        .collect()
+}
+
 /// A 16 kHz mono 16-bit WAV of `samples` (how streamed audio is kept).
 pub fn encode_wav(samples: &[f32]) -> Vec<u8> {
     let spec = hound::WavSpec {
@@ -128,8 +142,7 @@ pub fn encode_wav(samples: &[f32]) -> Vec<u8> {
     {
         let mut w = hound::WavWriter::new(&mut out, spec).expect("writing to memory");
         for s in samples {
-            let v = (s.clamp(-1.0, 1.0) * 32_767.0).round() as i16;
-            w.write_sample(v).expect("writing to memory");
+            w.write_sample(to_i16(*s)).expect("writing to memory");
         }
         w.finalize().expect("writing to memory");
     }

@@ -309,12 +309,6 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<Streamed, Str
             ))
             .map_err(|e| e.to_string())?;
         wait_for(&mut socket, "ready", Duration::from_secs(30))?;
-        let pcm = |samples: &[f32]| -> Vec<u8> {
-            samples
-                .iter()
-                .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32_767.0) as i16).to_le_bytes())
-                .collect()
-        };
         let started = Instant::now();
         let mut sent = 0usize;
         let mut speech_ended = None;
@@ -333,7 +327,7 @@ fn streamed_in(config: &Config, dir: &Path, runs: usize) -> Result<Streamed, Str
                 &silence[..]
             };
             socket
-                .send(tungstenite::Message::binary(pcm(chunk)))
+                .send(tungstenite::Message::binary(audio::f32_to_pcm16(chunk)))
                 .map_err(|e| e.to_string())?;
             sent += chunk.len();
             if sent >= speech.len() && speech_ended.is_none() {
@@ -382,10 +376,7 @@ fn wyoming_transcript(door: std::net::SocketAddr, speech: &[f32]) -> Result<f64,
     out.extend(Event::new("audio-start", format.clone()).encode());
     for chunk in speech.chunks(audio::RATE as usize / 10) {
         let mut e = Event::new("audio-chunk", format.clone());
-        e.payload = chunk
-            .iter()
-            .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32_767.0) as i16).to_le_bytes())
-            .collect();
+        e.payload = audio::f32_to_pcm16(chunk);
         out.extend(e.encode());
     }
     stream.write_all(&out).map_err(|e| e.to_string())?;

@@ -553,10 +553,7 @@ async fn synthesize(engine: &Engine, data: &Map<String, Value>) -> Vec<Event> {
     let mut events = vec![Event::new("audio-start", format.clone())];
     for chunk in samples.chunks(CHUNK_SAMPLES) {
         let mut e = Event::new("audio-chunk", format.clone());
-        e.payload = chunk
-            .iter()
-            .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32_767.0).round() as i16).to_le_bytes())
-            .collect();
+        e.payload = audio::f32_to_pcm16(chunk);
         events.push(e);
     }
     events.push(Event::new("audio-stop", json!({})));
