@@ -180,10 +180,14 @@ impl CaalMcp {
         &self,
         Parameters(a): Parameters<TraceSearch>,
     ) -> Result<CallToolResult, ErrorData> {
-        let only = match a.conversation_id.as_deref().map(|c| conversation(Some(c))) {
-            Some(Err(e)) => return Ok(refused(e)),
-            Some(Ok(c)) => Some(c),
-            None => None,
+        let only = match a
+            .conversation_id
+            .as_deref()
+            .map(|c| conversation(Some(c)))
+            .transpose()
+        {
+            Ok(only) => only,
+            Err(e) => return Ok(refused(e)),
         };
         let limit = a.limit.unwrap_or(20).clamp(1, 200) as usize;
         let engine = self.engine.clone();
@@ -218,10 +222,14 @@ impl CaalMcp {
         &self,
         Parameters(a): Parameters<TraceVerify>,
     ) -> Result<CallToolResult, ErrorData> {
-        let only = match a.conversation_id.as_deref().map(|c| conversation(Some(c))) {
-            Some(Err(e)) => return Ok(refused(e)),
-            Some(Ok(c)) => Some(c),
-            None => None,
+        let only = match a
+            .conversation_id
+            .as_deref()
+            .map(|c| conversation(Some(c)))
+            .transpose()
+        {
+            Ok(only) => only,
+            Err(e) => return Ok(refused(e)),
         };
         let engine = self.engine.clone();
         let report = blocking(move || {
