@@ -146,6 +146,11 @@ pub enum BenchCommand {
         /// among the nearest meanings.
         #[arg(long)]
         model: bool,
+        /// What no layer understood runs as a whole round with the model
+        /// (the chat path: the model answers, offered the commands near
+        /// what was said), as `caal serve` does with the local model on.
+        #[arg(long)]
+        rounds: bool,
         /// Lines listed that were not understood right, per suite.
         #[arg(long, default_value_t = 10)]
         misses: usize,
@@ -272,21 +277,22 @@ pub fn run(
             suite,
             spoken,
             model,
+            rounds,
             misses,
             json,
         } => {
             let mut config = load_config()?;
             config.understand.model.enabled = model;
             let env = |k: &str| std::env::var(k).ok();
-            let router = configured_router(&config)?;
-            let tiers = if model {
+            let router = std::sync::Arc::new(configured_router(&config)?);
+            let tiers = if model || rounds {
                 let guarded = Tiers::guard(&config.llm, &router, &env, false)?;
                 for warning in &guarded.warnings {
                     eprintln!("caal: warning: {warning}");
                 }
                 Some(guarded.tiers.ok_or_else(|| {
                     anyhow::anyhow!(
-                        "--model needs a model tier: install the local model (`bash .ci/setup`) or configure [llm.remote]"
+                        "--model and --rounds need a model tier: install the local model (`bash .ci/setup`) or configure [llm.remote]"
                     )
                 })?)
             } else {
@@ -303,6 +309,34 @@ pub fn run(
             };
             let consult: Option<caal::understand::bench::Consult<'_>> =
                 model.then_some(&consult_with as _);
+            // The chat path: what no layer understood runs as a whole round
+            // (its own data dir, a fresh conversation per line) with the model.
+            let chat_dir = bench_dir(data_dir, "understand")?;
+            let engine = match tiers.as_ref().filter(|_| rounds) {
+                Some(tiers) => {
+                    let mut round_config = config.clone();
+                    round_config.store.durability = caal::config::Durability::Normal;
+                    Some(caal::round::Engine::open(
+                        &chat_dir,
+                        round_config,
+                        caal::round::EngineOptions {
+                            llm: Some(tiers.clone()),
+                            router: Some(router.clone()),
+                            ..caal::round::EngineOptions::bench()
+                        },
+                    )?)
+                }
+                None => None,
+            };
+            let lines = std::cell::Cell::new(0u32);
+            let chat_with = |said: &str| -> Result<caal::understand::bench::Chatted, String> {
+                let engine = engine.as_ref().ok_or("no engine")?;
+                lines.set(lines.get() + 1);
+                chat_round(engine, &format!("bench-{}", lines.get()), said)
+                    .map_err(|e| e.to_string())
+            };
+            let chat: Option<caal::understand::bench::Chat<'_>> =
+                engine.is_some().then_some(&chat_with as _);
             let given = match &suite {
                 Some(path) => Some((
                     path.display().to_string(),
@@ -323,16 +357,19 @@ pub fn run(
                         hear: &hear,
                         min_guess_word: config.voice.min_guess_word,
                     };
-                    caal::understand::bench::run(&router, given, Some(spoken), consult)
+                    caal::understand::bench::run(&router, given, Some(spoken), consult, chat)
                 }
                 #[cfg(not(feature = "whisper"))]
                 {
                     return Err(caal::voice::SttError::NotBuilt.into());
                 }
             } else {
-                caal::understand::bench::run(&router, given, None, consult)
+                caal::understand::bench::run(&router, given, None, consult, chat)
             }
-            .map_err(anyhow::Error::msg)?;
+            .map_err(anyhow::Error::msg);
+            drop(engine);
+            let _ = fs::remove_dir_all(&chat_dir);
+            let report = report?;
             output::print_understand_bench(&report, misses);
             if json {
                 println!("{}", serde_json::to_string(&report)?);
@@ -340,6 +377,40 @@ pub fn run(
         }
     }
     Ok(())
+}
+
+/// One line through a whole round, and what the model decided in it: the
+/// commands of its `route.selected` (`decided_by: "llm"`), at the level the
+/// round gave them.
+fn chat_round(
+    engine: &caal::round::Engine,
+    conversation: &str,
+    said: &str,
+) -> Result<caal::understand::bench::Chatted> {
+    let conversation: caal::ids::ConversationId =
+        conversation.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let result = engine.text_round(&conversation, said, caal::round::Channel::Text)?;
+    let mut chatted = caal::understand::bench::Chatted {
+        reply: result.reply.clone(),
+        ..Default::default()
+    };
+    let Some((_, events)) = engine.store().reader().round(&result.round_id)? else {
+        return Ok(chatted);
+    };
+    for e in events.iter().filter(|e| e.event_type == "route.selected") {
+        let selected: caal::trace::events::RouteSelected = serde_json::from_str(&e.payload)?;
+        if selected.decided_by.as_deref() != Some("llm") {
+            continue;
+        }
+        if let Some(command) = selected.command_id {
+            chatted.decided = vec![caal::understand::bench::Expected {
+                command,
+                params: serde_json::from_value(selected.params).unwrap_or_default(),
+            }];
+        }
+        chatted.level = caal::auth::AuthLevel::new(selected.auth_level);
+    }
+    Ok(chatted)
 }
 
 /// A fresh directory for a benchmark, on the data dir's disk; the caller removes it.

@@ -398,6 +398,9 @@ pub fn print_understand_bench(r: &caal::understand::bench::UnderstandReport, mis
                 m.layer,
                 m.route_code
             );
+            if let Some(reply) = &m.reply {
+                println!("      replied {reply:?}");
+            }
         }
         if s.misses.len() > misses {
             println!(

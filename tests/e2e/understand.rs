@@ -632,3 +632,70 @@ fn a_request_said_among_other_words_is_found_and_talk_around_a_name_is_not() {
         assert!(r["pending_confirmation"].is_null(), "{said}: {r}");
     }
 }
+
+/// Talk no layer understood goes to the model offered only the commands
+/// the meaning layer found near it: none for a joke or a question about a
+/// thing, a few light commands for a remark about a room; a call of a tool
+/// that was not offered proposes nothing.
+#[test]
+fn talk_no_layer_understood_is_offered_only_the_commands_near_it() {
+    let sb = Sandbox::new();
+    let model = crate::support::Peer::start(|_, _| {
+        let call = serde_json::json!({"model": "fake", "choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "door_unlock", "arguments": "{\"door\": \"front door\", \"_justification\": \"The user wants it open.\"}"}}]}}]});
+        (200, call.to_string())
+    });
+    let offered = |said: &str| -> (Vec<String>, Value) {
+        let before = model.seen().len();
+        let r = sb
+            .run_env(
+                &["say", "--json", "--conversation", "t", said],
+                &[("CAAL_LLM_LOCAL_URL", &model.url)],
+            )
+            .ok()
+            .json();
+        let seen = model.seen();
+        assert!(seen.len() > before, "{said:?} never reached the model: {r}");
+        let body: Value = serde_json::from_str(&seen[before].2).unwrap();
+        let tools = body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        (tools, r)
+    };
+    for said in ["tell me a joke", "what does a thermostat do", "uh um uh"] {
+        let (tools, r) = offered(said);
+        assert!(tools.is_empty(), "{said:?} was offered {tools:?}");
+        assert!(r["pending_confirmation"].is_null(), "{said:?}: {r}");
+    }
+    let (tools, r) = offered("the kitchen is a mess");
+    assert!(
+        !tools.is_empty() && tools.len() <= 4,
+        "a few tools, not all: {tools:?}"
+    );
+    assert!(tools.iter().all(|t| t.starts_with("light")), "{tools:?}");
+    // The model called a tool it was not offered: nothing is proposed.
+    assert!(r["pending_confirmation"].is_null(), "{r}");
+    assert!(r["commands"].as_array().unwrap().is_empty(), "{r}");
+
+    // The model layer's options are held to the same floor: a joke is no
+    // choice between requests (it was offered the grocery list, far below).
+    let on = sb.path().join("model.toml");
+    fs::write(&on, "[understand.model]\nenabled = true\n").unwrap();
+    let shown = sb
+        .run(&[
+            "--config",
+            on.to_str().unwrap(),
+            "understand",
+            "--json",
+            "tell me a joke",
+        ])
+        .ok()
+        .json();
+    assert_eq!(shown["choices"], serde_json::json!([]), "{shown}");
+}

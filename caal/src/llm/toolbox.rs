@@ -48,9 +48,9 @@ pub fn governed(spec: &CommandSpec, config: &ReasoningConfig) -> bool {
     spec.level.get() >= 3 || config.governed_commands.contains(&spec.id)
 }
 
-/// Every command, as a tool.
+/// Every command, as a tool (or the few offered for one question).
 pub struct Toolbox {
-    entries: Vec<Entry>,
+    entries: Vec<std::sync::Arc<Entry>>,
 }
 
 /// Why a tool call cannot become a command.
@@ -74,7 +74,7 @@ impl Toolbox {
                 let checked = parameters_schema(spec, router, governed, false);
                 let schema = jsonschema::validator_for(&checked)
                     .expect("schemas built from parameter specs compile");
-                Entry {
+                std::sync::Arc::new(Entry {
                     spec: ToolSpec {
                         name: tool_name(&spec.id),
                         description: describe(spec),
@@ -83,10 +83,33 @@ impl Toolbox {
                     command_id: spec.id.clone(),
                     schema,
                     governed,
-                }
+                })
             })
             .collect();
         Self { entries }
+    }
+
+    /// Only the tools of these commands (ids or tool names), in the
+    /// toolbox's order: what a model is offered when the meaning layer found
+    /// a few requests near what was said. A call of any other tool is then
+    /// an unknown tool.
+    pub fn only(&self, commands: &[String]) -> Self {
+        Self {
+            entries: self
+                .entries
+                .iter()
+                .filter(|e| {
+                    commands
+                        .iter()
+                        .any(|c| *c == e.command_id || *c == e.spec.name)
+                })
+                .cloned()
+                .collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
@@ -98,6 +121,7 @@ impl Toolbox {
         self.entries
             .iter()
             .find(|e| e.spec.name == name || e.command_id == name)
+            .map(|e| &**e)
     }
 
     /// The command a tool call asks for, if its name is known and its

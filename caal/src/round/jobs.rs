@@ -110,7 +110,7 @@ impl Engine {
                 "no model is configured to look things up with".to_owned(),
             ),
             Some(_) => {
-                let thought = self.think(&work, &job.query, RouteType::Research, &state)?;
+                let thought = self.think(&work, &job.query, RouteType::Research, None, &state)?;
                 match thought.intent {
                     Intent::Reply(text) if !thought.summary.clarified => ("done", text),
                     _ => ("failed", "no model gave a usable answer".to_owned()),

@@ -276,7 +276,13 @@ impl Engine {
                 Intent::Reply(jobs::ACCEPTED.into())
             }
             (Some(_), _) => {
-                let thought = self.think(round, text, *route, state_in)?;
+                let thought = self.think(
+                    round,
+                    text,
+                    *route,
+                    routed.decision.near.as_deref(),
+                    state_in,
+                )?;
                 considered.llm = Some(thought.summary);
                 considered.retries = thought.retries;
                 considered.narrative = thought.narrative;

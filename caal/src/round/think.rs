@@ -67,6 +67,7 @@ impl Engine {
         round: &OpenRound,
         question: &str,
         route: RouteType,
+        near: Option<&[String]>,
         state: &str,
     ) -> Result<Thought, RoundError> {
         let cfg = &self.config.llm;
@@ -78,9 +79,21 @@ impl Engine {
             (_, None) => Escalation::Normal,
         };
         // Research is answered in words; other questions may pick a command
-        // where the state offers them.
+        // where the state offers them. Talk no layer understood (chat) is
+        // offered only the commands the meaning layer found near it, if
+        // any: a small model offered every tool proposes one for anything
+        // ("uh um" became "Cancel the timer?"). A rule that sends its
+        // sentences to the model (route "llm"), or a router without a
+        // meaning layer, offers them all.
         let offer = route != RouteType::Research && policy.is_none_or(|p| p.offer_tools);
-        let toolbox = offer.then_some(&*self.toolbox);
+        let narrowed = near
+            .filter(|_| route == RouteType::Chat)
+            .map(|near| self.toolbox.only(near));
+        let toolbox = match &narrowed {
+            Some(t) => offer && !t.is_empty(),
+            None => offer,
+        }
+        .then(|| narrowed.as_ref().unwrap_or(&*self.toolbox));
         let tools = toolbox.map(|t| t.specs()).unwrap_or_default();
         let mut system = cfg.system_prompt.clone();
         if let Some(p) = policy {
@@ -245,6 +258,7 @@ impl Engine {
                         .then(|| response.text.trim().to_owned())
                         .filter(|t| !t.is_empty());
                     let (intent, blocked) = self.intent_of(
+                        toolbox,
                         &response,
                         narrative.as_deref(),
                         &round.header().round_id.to_string(),
@@ -311,9 +325,11 @@ impl Engine {
     }
 
     /// An accepted answer: its words, or its tool calls as one chain of
-    /// decided commands (and those the reasoning policy blocked).
+    /// decided commands (and those the reasoning policy blocked); a call of
+    /// a tool not offered is none.
     fn intent_of(
         &self,
+        toolbox: Option<&crate::llm::toolbox::Toolbox>,
         response: &ChatResponse,
         narrative: Option<&str>,
         round_id: &str,
@@ -325,7 +341,7 @@ impl Engine {
         let choices = response
             .tool_calls
             .iter()
-            .filter_map(|call| self.toolbox.choice(&self.router, call).ok())
+            .filter_map(|call| toolbox?.choice(&self.router, call).ok())
             .map(|mut c| {
                 c.command.auth_level = c.command.auth_level.max(floor);
                 c

@@ -141,6 +141,12 @@ pub struct RouteDecision {
     /// may choose among (`Router::chosen` applies its choice). Empty when
     /// another layer decided, or the model layer is off.
     pub choices: Vec<Choice>,
+    /// When no layer decided: the commands of the requests the meaning
+    /// layer found near what was said (`Router::near_commands`), the only
+    /// tools a model asked about this talk is offered. Empty when nothing
+    /// was near, or for a negation or a story; none when there is no
+    /// meaning layer to say (then a model is offered every command).
+    pub near: Option<Vec<String>>,
 }
 
 /// One meaning the model layer may choose: what it would do, said as the
@@ -175,6 +181,7 @@ impl RouteDecision {
             understood: None,
             confidence: 1.0,
             choices: Vec::new(),
+            near: None,
         }
     }
 }
@@ -501,6 +508,9 @@ impl Router {
                 if d.layer != "span" {
                     d.choices = meaning.choices;
                 }
+                if matches!(d.intent, Intent::Think { .. }) {
+                    d.near = meaning.near;
+                }
                 d
             })
     }
@@ -656,6 +666,7 @@ impl Router {
                 understood: None,
                 confidence: 1.0,
                 choices: Vec::new(),
+                near: None,
             },
             Err((command_id, problem)) => RouteDecision {
                 route_code: route_code.into(),
@@ -676,6 +687,7 @@ impl Router {
                 understood: None,
                 confidence: 1.0,
                 choices: Vec::new(),
+                near: None,
             },
         }
     }

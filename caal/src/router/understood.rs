@@ -25,6 +25,8 @@ pub const NONE_OF_THESE: &str = "none of these: not a request to do something";
 pub(super) struct Meaning {
     pub decided: Option<RouteDecision>,
     pub choices: Vec<Choice>,
+    /// The commands of the requests found near (`RouteDecision::near`).
+    pub near: Option<Vec<String>>,
 }
 
 /// Slots the semantic layer reads by kind; any other it reads where an example marks it.
@@ -505,6 +507,7 @@ impl Router {
             understood: Some(json!({"layer": "split", "parts": understood})),
             confidence: 1.0,
             choices: Vec::new(),
+            near: None,
         })
     }
 
@@ -550,9 +553,13 @@ impl Router {
     /// (or not near enough, or not clearly apart) and the model layer is on,
     /// the nearest meanings come back as choices for a model.
     pub(super) fn by_meaning(&self, text: &str, context: &Context) -> Meaning {
-        let nothing = Meaning::default();
         let Some(semantic) = self.semantic.as_ref() else {
-            return nothing;
+            return Meaning::default();
+        };
+        // The meaning layer is there: what it leaves out is near nothing.
+        let nothing = Meaning {
+            near: Some(Vec::new()),
+            ..Meaning::default()
         };
         // Embeddings barely tell "lock the door" from "don't lock the door",
         // or "it was dark in the office" from "it's dark in the office": a
@@ -598,12 +605,54 @@ impl Router {
         } else {
             Vec::new()
         };
-        Meaning { decided, choices }
+        let near = Some(self.near_commands(&found.nearest));
+        Meaning {
+            decided,
+            choices,
+            near,
+        }
     }
 
-    /// The nearest meanings as choices for a model: each request as the
-    /// command it would run (its summary), in the order of their words,
-    /// then one way out ("none of these") with the nearest talk example.
+    /// The commands of the requests at least the model layer's `floor`
+    /// near and not clearly (by the margin) further than the nearest talk,
+    /// nearest first, at most `candidates` of them: each intent's commands
+    /// whose `when` the meaning's slots do not contradict.
+    fn near_commands(&self, nearest: &[crate::understand::semantic::Near]) -> Vec<String> {
+        let m = &self.model_choice;
+        // Talk clearly nearer than a request says what this is.
+        let margin = self.semantic.as_ref().map_or(0.0, |s| s.config.margin);
+        let talk = nearest
+            .iter()
+            .find(|n| n.intent == "-")
+            .map_or(0.0, |n| n.score);
+        let mut near: Vec<String> = Vec::new();
+        for n in nearest
+            .iter()
+            .filter(|n| n.intent != "-" && n.score >= m.floor && n.score + margin >= talk)
+        {
+            let commands = self.intent_maps.iter().filter(|map| {
+                map.intent == n.intent
+                    && map
+                        .when
+                        .iter()
+                        .all(|(k, v)| v == "*" || n.slots.get(k).is_none_or(|s| s == v))
+            });
+            for map in commands {
+                if !near.contains(&map.command) {
+                    near.push(map.command.clone());
+                }
+            }
+            if near.len() >= m.candidates {
+                break;
+            }
+        }
+        near
+    }
+
+    /// The nearest meanings as choices for a model: each request at least
+    /// the floor near, as the command it would run (its summary), in the
+    /// order of their words, then one way out ("none of these") with the
+    /// nearest talk example. No request near enough: no choices.
     fn choices(
         &self,
         semantic: &crate::understand::Semantic,
@@ -627,7 +676,9 @@ impl Router {
                 });
                 continue;
             }
-            if choices.len() >= self.model_choice.candidates {
+            // A request below the floor is no candidate, however it ranks.
+            if choices.len() >= self.model_choice.candidates || near.score < self.model_choice.floor
+            {
                 continue;
             }
             let Some(u) = semantic.reading(near, text, &self.home, context) else {

@@ -31,6 +31,7 @@ pub const FRESH_SUITE: &str = include_str!("../../suites/fresh-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../suites/everyday-en.jsonl");
 pub const TIMERS_SUITE: &str = include_str!("../../suites/timers-en.jsonl");
+pub const TALK_SUITE: &str = include_str!("../../suites/talk-en.jsonl");
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct Expected {
@@ -69,6 +70,18 @@ pub struct Spoken<'a> {
 /// The model layer for `--model`: which of a decision's choices a model
 /// picked for what was said (none: no usable answer).
 pub type Consult<'a> = &'a dyn Fn(&str, &crate::router::RouteDecision) -> Option<usize>;
+
+/// The chat path for `--model`: what a whole round does with a line no
+/// layer understood (a model asked, offered the tools the round offers it):
+/// the commands it decided, at what level, and its reply.
+pub type Chat<'a> = &'a dyn Fn(&str) -> Result<Chatted, String>;
+
+#[derive(Clone, Debug, Default)]
+pub struct Chatted {
+    pub decided: Vec<Expected>,
+    pub level: Option<AuthLevel>,
+    pub reply: String,
+}
 
 fn none() -> String {
     "-".into()
@@ -114,6 +127,9 @@ pub struct Outcome {
     pub expected: Vec<Expected>,
     pub decided: Vec<Expected>,
     pub layer: String,
+    /// The round's reply, for a line that went the chat path (`--model`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
     pub route_code: String,
     pub command_ok: bool,
     pub params_ok: bool,
@@ -194,6 +210,7 @@ pub fn run_suite(
     cases: &[Case],
     spoken: Option<Spoken<'_>>,
     consult: Option<Consult<'_>>,
+    chat: Option<Chat<'_>>,
 ) -> Result<SuiteReport, String> {
     let mut outcomes = Vec::with_capacity(cases.len());
     // Warm caches once so the first line's time is like the others'.
@@ -223,8 +240,17 @@ pub fn run_suite(
         if let (Some(spoken), Some(least)) = (spoken, least) {
             decision = router.heard(decision, least, spoken.min_guess_word);
         }
+        // What no layer understood goes to the model as a round would send it.
+        let chatted = match (chat, &decision.intent) {
+            (Some(chat), Intent::Think { .. }) => Some(chat(&heard)?),
+            _ => None,
+        };
         let decision_us = started.elapsed().as_secs_f64() * 1e6;
         let (decided, level) = match &decision.intent {
+            _ if chatted.is_some() => {
+                let c = chatted.clone().unwrap_or_default();
+                (c.decided, c.level.unwrap_or(AuthLevel::RUN))
+            }
             Intent::Chain(chain) => (
                 chain
                     .commands
@@ -265,7 +291,12 @@ pub fn run_suite(
             heard,
             expected,
             decided,
-            layer: decision.layer.to_owned(),
+            layer: if chatted.is_some() {
+                "chat".to_owned()
+            } else {
+                decision.layer.to_owned()
+            },
+            reply: chatted.map(|c| c.reply),
             route_code: decision.route_code.clone(),
             command_ok,
             params_ok,
@@ -385,6 +416,7 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
                 "out-of-domain-en".into(),
                 parse_suite(OUT_OF_DOMAIN_SUITE, "out-of-domain-en")?,
             ),
+            ("talk-en".into(), parse_suite(TALK_SUITE, "talk-en")?),
         ],
     })
 }
@@ -394,6 +426,7 @@ pub fn run(
     given: Option<(&str, &str)>,
     spoken: Option<Spoken<'_>>,
     consult: Option<Consult<'_>>,
+    chat: Option<Chat<'_>>,
 ) -> Result<UnderstandReport, String> {
     // The examples' vectors are made (or read back) once, before any timing.
     if let Some(semantic) = router.semantic() {
@@ -401,7 +434,7 @@ pub fn run(
     }
     let mut reports = Vec::new();
     for (name, cases) in suites(given)? {
-        reports.push(run_suite(router, &name, &cases, spoken, consult)?);
+        reports.push(run_suite(router, &name, &cases, spoken, consult, chat)?);
     }
     Ok(UnderstandReport {
         library: router.library().origin.clone(),
@@ -418,7 +451,7 @@ mod tests {
     #[test]
     fn the_built_in_suites_parse_and_bad_lines_are_named() {
         let all = suites(None).unwrap();
-        assert_eq!(all.len(), 8);
+        assert_eq!(all.len(), 9);
         assert!(all.iter().all(|(_, cases)| !cases.is_empty()));
         let err = parse_suite("{\"text\": \"hi\"}\nnot json\n", "mine.jsonl").unwrap_err();
         assert!(err.contains("mine.jsonl line 2"), "{err}");
