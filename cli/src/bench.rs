@@ -158,6 +158,18 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// `caal export training` as a whole process over a trace of real
+    /// rounds (level-1 commands, reads, confirmations, feedback): rounds per
+    /// minute and the exporting process's peak memory; then `caal replay`
+    /// over the same trace: rounds routed again per second.
+    Training {
+        /// Events in the trace exported (rounds are run until there are this many).
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// `caal say` as a whole process (start, open, round, durable, exit).
     Say {
         /// Timed runs, after three untimed warm-up runs.
@@ -183,6 +195,9 @@ pub fn run(
             bench_trace(data_dir, events, fsync_seconds, json)?;
         }
         BenchCommand::Say { runs, json } => bench_say(data_dir, runs, json)?,
+        BenchCommand::Training { events, json } => {
+            bench_training(data_dir, &load_config()?, events, json)?
+        }
         BenchCommand::Llm {
             runs,
             rounds,
@@ -480,6 +495,123 @@ fn bench_say(data_dir: &Path, runs: usize, json: bool) -> Result<()> {
             "{}",
             serde_json::json!({"runs": runs, "say_median_ms": median, "say_p90_ms": p90, "say_min_ms": times_ms[0]})
         );
+    }
+    Ok(())
+}
+
+fn bench_training(data_dir: &Path, config: &Config, events: u64, json: bool) -> Result<()> {
+    let dir = bench_dir(data_dir, "training")?;
+    let result = (|| -> Result<serde_json::Value> {
+        // The trace: real rounds through the engine, a hundred conversations.
+        let mut round_config = config.clone();
+        round_config.store.durability = caal::config::Durability::Normal;
+        let engine =
+            caal::round::Engine::open(&dir, round_config, caal::round::EngineOptions::bench())?;
+        const SAID: [&str; 8] = [
+            "turn on the kitchen lights",
+            "add milk to the shopping list",
+            "what's on my shopping list",
+            "unlock the front door",
+            "yes",
+            "set the thermostat to 21",
+            "that was wrong",
+            "turn off the kitchen lights",
+        ];
+        let started = std::time::Instant::now();
+        let mut rounds = 0u64;
+        while engine.store().reader().count_events(None)? < events {
+            for _ in 0..1000 {
+                let conversation: caal::ids::ConversationId = format!("c{}", rounds % 100)
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                let said = SAID[(rounds / 100) as usize % SAID.len()];
+                engine.text_round(&conversation, said, caal::round::Channel::Text)?;
+                rounds += 1;
+            }
+        }
+        let made_s = started.elapsed().as_secs_f64();
+        let total = engine.store().reader().count_events(None)?;
+        drop(engine);
+        eprintln!("caal: {rounds} rounds, {total} events made in {made_s:.0} s; exporting");
+        // The export, as a process of its own, its memory sampled as it runs.
+        let exe = std::env::current_exe().context("cannot find this caal binary to time it")?;
+        let out = dir.join("train.jsonl");
+        let started = std::time::Instant::now();
+        let mut child = std::process::Command::new(&exe)
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(["export", "training", "--force", "--out"])
+            .arg(&out)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("cannot run caal export training")?;
+        let status_file = format!("/proc/{}/status", child.id());
+        let mut peak_kb = 0u64;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            // VmHWM: the process's peak resident set so far.
+            if let Ok(text) = fs::read_to_string(&status_file)
+                && let Some(kb) = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak_kb = peak_kb.max(kb);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let export_s = started.elapsed().as_secs_f64();
+        if !status.success() {
+            bail!("caal export training failed ({status}) during the benchmark");
+        }
+        let lines = fs::read_to_string(&out)?.lines().count();
+        // Replay, the same configuration: every decision again, compared.
+        let replayed = std::process::Command::new(&exe)
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(["replay", "--json"])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .context("cannot run caal replay")?;
+        if !replayed.status.success() {
+            bail!(
+                "caal replay failed ({}) during the benchmark",
+                replayed.status
+            );
+        }
+        let replay: serde_json::Value = serde_json::from_slice(&replayed.stdout)?;
+        let replay_s = replay["seconds"].as_f64().unwrap_or(f64::NAN);
+        Ok(
+            serde_json::json!({"rounds": rounds, "events": total, "lines": lines,
+            "export_s": export_s, "rounds_per_min": rounds as f64 / export_s * 60.0,
+            "peak_rss_mb": peak_kb as f64 / 1024.0,
+            "replayed": replay["replayed"], "replay_changed": replay["changed"].as_array().map_or(0, Vec::len),
+            "replay_s": replay_s,
+            "replay_rounds_per_s": replay["replayed"].as_f64().unwrap_or(0.0) / replay_s}),
+        )
+    })();
+    let _ = fs::remove_dir_all(&dir);
+    let r = result?;
+    println!(
+        "caal export training, whole process: {} rounds ({} events, {} lines) in {:.2} s: {:.0} rounds/min, peak RSS {:.1} MB",
+        r["rounds"],
+        r["events"],
+        r["lines"],
+        r["export_s"].as_f64().unwrap_or(0.0),
+        r["rounds_per_min"].as_f64().unwrap_or(0.0),
+        r["peak_rss_mb"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "caal replay, same configuration: {} rounds routed again in {:.2} s: {:.0} rounds/s, {} changed",
+        r["replayed"],
+        r["replay_s"].as_f64().unwrap_or(0.0),
+        r["replay_rounds_per_s"].as_f64().unwrap_or(0.0),
+        r["replay_changed"]
+    );
+    if json {
+        println!("{r}");
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ mod bench;
 mod bucket;
 mod config;
 mod engine;
+mod export;
 mod home;
 mod jobs;
 mod mcp;
@@ -92,6 +93,42 @@ enum Command {
         #[command(flatten)]
         conversation: ConversationArg,
     },
+    /// Say a round was right (good) or wrong (bad), with an optional note:
+    /// recorded as `feedback.recorded` in that round's conversation, read by
+    /// `caal export training` (`--only good`, `--negatives`).
+    Feedback {
+        /// The round judged, as `caal trace list` shows it.
+        round_id: String,
+        /// good or bad.
+        #[arg(value_parser = |s: &str| s.parse::<caal::config::Verdict>())]
+        verdict: caal::config::Verdict,
+        /// Why (scrubbed of secrets before it is stored).
+        #[arg(long)]
+        note: Option<String>,
+        /// Print the result as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Route every stored input again through this configuration (give it
+    /// with --config), in memory, running nothing and asking no model, and
+    /// print what would change: route, command, parameters, authority level.
+    Replay {
+        /// Only this conversation.
+        #[arg(long)]
+        conversation: Option<String>,
+        /// Rounds created on or after this date (YYYY-MM-DD, or an RFC 3339 time).
+        #[arg(long)]
+        since: Option<String>,
+        /// Changed rounds listed (all of them with --json).
+        #[arg(long, default_value_t = 20)]
+        show: usize,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The trace for other uses: training data.
+    #[command(subcommand)]
+    Export(export::ExportCommand),
     /// List confirmations waiting for a "yes".
     Pending {
         /// Only this conversation's.
@@ -229,6 +266,42 @@ fn run(cli: Cli) -> Result<Outcome> {
             serve::serve(data_dir, load_config()?, &bind, wyoming.as_deref())?
         }
         Command::Pending { conversation, json } => state::pending(data_dir, conversation, json)?,
+        Command::Export(command) => export::run(data_dir, &load_config()?, command)?,
+        Command::Replay {
+            conversation,
+            since,
+            show,
+            json,
+        } => export::replay(data_dir, &load_config()?, conversation, since, show, json)?,
+        Command::Feedback {
+            round_id,
+            verdict,
+            note,
+            json,
+        } => {
+            let engine = engine::open_engine(data_dir, load_config()?, engine::Start::Lazy)?;
+            let done = engine.feedback(
+                &round_id,
+                verdict,
+                note.as_deref(),
+                caal::round::Channel::Cli,
+            )?;
+            if json {
+                println!("{}", serde_json::to_string(&done)?);
+            } else {
+                println!(
+                    "Noted: round {} was {} (recorded in round {} of {}).",
+                    done.judged_round_id,
+                    if done.verdict == caal::config::Verdict::Good {
+                        "right"
+                    } else {
+                        "wrong"
+                    },
+                    done.round_id,
+                    done.conversation_id
+                );
+            }
+        }
         Command::State { conversation, json } => {
             state::state(data_dir, &load_config()?, &conversation.conversation, json)?
         }

@@ -89,6 +89,25 @@ pub fn print_round_list(rounds: &[RoundSummary]) {
     }
 }
 
+/// The verdicts on a round, each with the round that recorded it.
+pub fn print_feedback(feedback: &[EventRecord]) {
+    for e in feedback {
+        let p: serde_json::Value = serde_json::from_str(&e.payload).unwrap_or_default();
+        println!(
+            "  feedback {} ({}, {}) in round {} (seq {}){}",
+            p["verdict"].as_str().unwrap_or("?"),
+            p["by"].as_str().unwrap_or("?"),
+            seconds(&e.timestamp),
+            e.round_id,
+            e.round_seq,
+            p["note"]
+                .as_str()
+                .map(|n| format!(": {n}"))
+                .unwrap_or_default()
+        );
+    }
+}
+
 pub fn print_round(round: &RoundRecord, events: &[EventRecord]) {
     println!(
         "round {}  (conversation {}, round_seq {})",
@@ -672,6 +691,70 @@ pub fn print_voice_bench(r: &caal::voice::bench::VoiceBenchReport) {
         "  the same speech over Wyoming: audio-stop to transcript p50 {:.0} ms; the voice socket's end of speech to its final transcript p50 {:.0} ms (the silence that ends an utterance in it): {:.2}× (goal ≤ 1.1×)",
         r.wyoming_stop_to_transcript_p50_ms, r.end_to_final_p50_ms, r.wyoming_ratio
     );
+}
+
+/// `caal replay`: the counts, then each changed round, before → after.
+pub fn print_replay(r: &caal::router::replay::ReplayReport, show: usize) {
+    let skipped: u64 = r.skipped.values().sum();
+    println!(
+        "replayed {} of {} rounds in {:.2} s ({:.0} rounds/s); {} unchanged, {} would change{}",
+        r.replayed,
+        r.rounds_read,
+        r.seconds,
+        r.replayed as f64 / r.seconds.max(1e-9),
+        r.unchanged,
+        r.changed.len(),
+        if skipped > 0 {
+            format!(
+                "; {skipped} not routed ({})",
+                r.skipped
+                    .iter()
+                    .map(|(why, n)| format!("{n} {why}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            String::new()
+        }
+    );
+    if !r.changed_by.is_empty() {
+        println!(
+            "  changed: {}",
+            r.changed_by
+                .iter()
+                .map(|(what, n)| format!("{what} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let shown = |d: &caal::router::replay::Decided| {
+        format!(
+            "{} {} {} (level {})",
+            d.route_code,
+            d.command_id.as_deref().unwrap_or("-"),
+            if d.params.as_object().is_some_and(|o| !o.is_empty()) {
+                d.params.to_string()
+            } else {
+                "{}".to_owned()
+            },
+            d.auth_level
+        )
+    };
+    for c in r.changed.iter().take(show) {
+        println!(
+            "  {} #{} {:?} [{}]\n      {}\n    → {}   ({})",
+            c.conversation_id,
+            c.round_seq,
+            clip(&c.input, 60),
+            c.state,
+            shown(&c.before),
+            shown(&c.after),
+            c.what.join(", ")
+        );
+    }
+    if r.changed.len() > show {
+        println!("  … {} more (--show N lists more)", r.changed.len() - show);
+    }
 }
 
 #[cfg(test)]

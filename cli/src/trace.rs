@@ -113,15 +113,21 @@ pub fn run(
                     reader.path().display()
                 );
             };
+            // What people said of this round, recorded in later rounds.
+            let feedback = reader.feedback_on(&round_id)?;
             if json {
-                let events: Vec<serde_json::Value> = events
-                    .iter()
-                    .map(|e| serde_json::from_str(&e.to_json_line()))
-                    .collect::<Result<_, _>>()?;
-                let doc = serde_json::json!({"round": round, "events": events});
+                let lines = |events: &[caal::trace::EventRecord]| {
+                    events
+                        .iter()
+                        .map(|e| serde_json::from_str(&e.to_json_line()))
+                        .collect::<Result<Vec<serde_json::Value>, _>>()
+                };
+                let doc = serde_json::json!({"round": round, "events": lines(&events)?,
+                    "feedback": lines(&feedback)?});
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
                 output::print_round(&round, &events);
+                output::print_feedback(&feedback);
             }
         }
         TraceCommand::Export {

@@ -342,3 +342,64 @@ fn the_page_counts_a_timer_down_and_rings_when_it_is_done() {
         "return document.querySelector('#timers .timer') === null",
     );
 }
+
+#[test]
+fn the_page_takes_a_thumbs_down_with_a_note_on_a_round() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
+    let url = served.url.clone();
+    let (_driver, browser) = Browser::launch(&[]);
+    browser.open_page(&url);
+    let mut r = agent()
+        .post(&format!("{url}/api/chat"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .send_json(json!({"conversation_id": "default", "text": "turn on the kitchen lights"}))
+        .unwrap();
+    let said: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+    let round_id = said["round_id"].as_str().unwrap().to_owned();
+    browser.wait_for(
+        "the round's feedback bar",
+        &format!(
+            "return document.querySelector('#round-{round_id} .feedback button.bad') !== null"
+        ),
+    );
+    // A note typed, then a click on 👎 (a real click, through WebDriver).
+    browser.script(&format!(
+        "document.querySelector('#round-{round_id} .feedback input.note').value = 'I meant the kitchen lamp'; return true"
+    ));
+    let button = browser.command(
+        "POST",
+        "/element",
+        json!({"using": "css selector", "value": format!("#round-{round_id} .feedback button.bad")}),
+    );
+    let element = button
+        .as_object()
+        .and_then(|o| o.values().next())
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned();
+    browser.command("POST", &format!("/element/{element}/click"), json!({}));
+    browser.wait_for(
+        "the verdict shown",
+        &format!("return [...document.querySelectorAll('#round-{round_id} .feedback .standing')].some(s => s.textContent === 'marked bad: I meant the kitchen lamp')"),
+    );
+    // Recorded in the round's conversation, from the page, naming the round.
+    let mut shown = agent()
+        .get(&format!("{url}/api/rounds/{round_id}"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .call()
+        .unwrap();
+    let shown: Value = serde_json::from_str(&shown.body_mut().read_to_string().unwrap()).unwrap();
+    let feedback = &shown["feedback"][0];
+    assert_eq!(feedback["conversation_id"], "default", "{shown}");
+    assert_eq!(feedback["payload"]["verdict"], "bad");
+    assert_eq!(feedback["payload"]["by"], "ui");
+    assert_eq!(feedback["payload"]["round_id"], round_id.as_str());
+    assert_eq!(feedback["payload"]["note"], "I meant the kitchen lamp");
+    // The page, reloaded, shows the verdict that stands.
+    browser.open_page(&url);
+    browser.wait_for(
+        "the verdict after a reload",
+        &format!("return document.querySelector('#round-{round_id} .feedback .standing')?.textContent === 'marked bad: I meant the kitchen lamp'"),
+    );
+}

@@ -403,6 +403,7 @@ fn caal_mcp_while_caal_serve_holds_the_data_dir_points_at_its_endpoint() {
 #[test]
 fn the_otlp_export_reads_as_opentelemetry_traces_with_genai_spans() {
     let sb = Sandbox::new();
+    sb.offer_every_tool();
     // A model (OpenAI's wire format) that asks for two tools, with its usage.
     let model = crate::support::Peer::start(|_, _| {
         let tools = serde_json::json!([

@@ -15,5 +15,6 @@ mod serve;
 mod support;
 mod time;
 mod trace;
+mod training;
 mod understand;
 mod voice;

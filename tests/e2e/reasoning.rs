@@ -36,6 +36,7 @@ fn model() -> Peer {
 #[test]
 fn chat_shows_the_reasoning_block_and_past_rounds_on_request() {
     let sb = Sandbox::new();
+    sb.offer_every_tool();
     let model = model();
     let env = [("CAAL_LLM_LOCAL_URL", model.url.as_str())];
     let run = sb
@@ -135,6 +136,7 @@ fn chat_shows_the_reasoning_block_and_past_rounds_on_request() {
 #[test]
 fn receipts_verify_and_a_tampered_one_or_another_key_fails() {
     let sb = Sandbox::new();
+    sb.offer_every_tool();
     let model = model();
     let env = [("CAAL_LLM_LOCAL_URL", model.url.as_str())];
     // The first answer is the parallel one; the second unlocks the door.

@@ -74,6 +74,19 @@ impl Sandbox {
         self.dir.path()
     }
 
+    /// The local model (a fake planner in these tests) is offered every
+    /// command for talk no layer understood, as a capable remote tier is
+    /// (`llm.offer_all_tools_to`): the sandbox's `config/caal.toml`.
+    pub fn offer_every_tool(&self) {
+        let dir = self.path().join("config");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("caal.toml"),
+            "[llm]\noffer_all_tools_to = [\"local\", \"remote\"]\n",
+        )
+        .unwrap();
+    }
+
     pub fn data(&self) -> PathBuf {
         self.path().join("data")
     }

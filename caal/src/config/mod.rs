@@ -307,6 +307,10 @@ pub struct LlmConfig {
     pub tool_retries: u32,
     /// Commands an LLM proposes need at least this authority level.
     pub tool_auth_floor: u8,
+    /// The tiers (`local`, `remote`) offered every command for talk no
+    /// layer understood; the others are offered only the commands the
+    /// meaning layer found near it.
+    pub offer_all_tools_to: Vec<String>,
     pub local: LocalTierConfig,
     pub remote: Option<RemoteTierConfig>,
 }
@@ -722,6 +726,8 @@ pub enum RouteType {
     Confirm,
     Deny,
     Undo,
+    /// "that was wrong", "good job": a verdict on the round before.
+    Feedback,
 }
 
 impl RouteType {
@@ -736,6 +742,7 @@ impl RouteType {
             RouteType::Confirm => "confirm",
             RouteType::Deny => "deny",
             RouteType::Undo => "undo",
+            RouteType::Feedback => "feedback",
         }
     }
 }
@@ -758,6 +765,36 @@ pub struct RuleConfig {
     pub topic: Option<String>,
     /// What a memory route does: remember, forget, pin, unpin or recall.
     pub memory: Option<MemoryOp>,
+    /// What a feedback route says of the round before: good or bad.
+    pub feedback: Option<Verdict>,
+}
+
+/// A person's verdict on a round: it did what they meant, or it did not.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Good,
+    Bad,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Good => "good",
+            Verdict::Bad => "bad",
+        }
+    }
+}
+
+impl std::str::FromStr for Verdict {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "good" | "right" | "up" | "+1" => Ok(Verdict::Good),
+            "bad" | "wrong" | "down" | "-1" => Ok(Verdict::Bad),
+            other => Err(format!("{other:?} is not a verdict; say good or bad")),
+        }
+    }
 }
 
 /// The memory commands people can say or type.
@@ -1073,6 +1110,16 @@ impl LlmConfig {
             return Err(ConfigError::Value {
                 key: "llm.remote".into(),
                 problem: "a remote tier needs both `url` and `model` (or CAAL_LLM_REMOTE_URL and CAAL_LLM_REMOTE_MODEL)".into(),
+            });
+        }
+        if let Some(t) = self
+            .offer_all_tools_to
+            .iter()
+            .find(|t| !matches!(t.as_str(), "local" | "remote"))
+        {
+            return Err(ConfigError::Value {
+                key: "llm.offer_all_tools_to".into(),
+                problem: format!("{t:?} is not a tier; name \"local\" or \"remote\""),
             });
         }
         if !(1..=4).contains(&self.tool_auth_floor) {

@@ -3,3 +3,4 @@
 //! training").
 
 pub mod otlp;
+pub mod training;

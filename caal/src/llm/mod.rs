@@ -39,6 +39,14 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+impl ToolSpec {
+    /// As OpenAI's wire offers a tool (and its fine-tuning lines list one).
+    pub fn wire(&self) -> Value {
+        json!({"type": "function", "function": {"name": self.name,
+            "description": self.description, "parameters": self.parameters}})
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
@@ -194,11 +202,7 @@ impl Provider {
 
     /// The request body in this provider's wire format.
     pub fn body(&self, request: &ChatRequest) -> Value {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
-            .collect();
+        let tools: Vec<Value> = request.tools.iter().map(ToolSpec::wire).collect();
         let mut body = json!({"model": self.model, "messages": request.messages, "stream": false});
         if !tools.is_empty() {
             body["tools"] = Value::Array(tools);

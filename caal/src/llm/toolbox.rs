@@ -108,6 +108,14 @@ impl Toolbox {
         }
     }
 
+    /// Each command id with its tool as OpenAI's wire offers it
+    /// (`{"type": "function", "function": {name, description, parameters}}`).
+    pub fn offered(&self) -> impl Iterator<Item = (String, Value)> + '_ {
+        self.entries
+            .iter()
+            .map(|e| (e.command_id.clone(), e.spec.wire()))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

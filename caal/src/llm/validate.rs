@@ -79,6 +79,10 @@ pub fn builtin() -> Vec<Box<dyn Validator>> {
 
 /// Phrases of instructions and tool syntax that belong to prompts, not to
 /// answers a person hears.
+/// What a retry is told, around the validators' complaints (`think`).
+pub const RETRY_NOT_USABLE: &str = "Your previous reply was not usable";
+pub const RETRY_AGAIN: &str = "Reply again, following the instructions.";
+
 const PROMPT_PHRASES: &[&str] = &[
     "reply with json",
     "respond with json",
@@ -114,12 +118,18 @@ impl PromptOrCode {
         if let Some(p) = PROMPT_PHRASES.iter().find(|p| lower.contains(*p)) {
             return Some(format!("the answer holds prompt or tool syntax ({p:?})"));
         }
-        // Six words in a row from the instructions.
+        // Six words in a row from the instructions: the system prompt, or
+        // what a retry is told (a small model echoes "your previous reply
+        // was not usable" back as its answer).
         let said: Vec<String> = words(&lower);
-        let told: Vec<String> = words(&system_prompt.to_lowercase());
-        if told.len() >= 6 {
-            let runs: BTreeSet<&[String]> = told.windows(6).collect();
-            if said.windows(6).any(|w| runs.contains(w)) {
+        for instructions in [system_prompt, RETRY_NOT_USABLE, RETRY_AGAIN] {
+            let told: Vec<String> = words(&instructions.to_lowercase());
+            if told.len() < 5 {
+                continue;
+            }
+            let n = told.len().min(6);
+            let runs: BTreeSet<&[String]> = told.windows(n).collect();
+            if said.windows(n).any(|w| runs.contains(w)) {
                 return Some("the answer repeats the instructions".into());
             }
         }
@@ -527,6 +537,9 @@ mod tests {
             "I am CAAL, a home voice assistant. Answer in one or two short, plain sentences.",
             "```python\nprint('hi')\n```",
             "function f() { return 1; }",
+            // What a retry was told, echoed back as the answer.
+            "The answer would read:\n\nYour previous reply was not usable: the answer would read",
+            "Sure. Reply again, following the instructions.",
         ] {
             let got = run("hi, I just got home", &response(leaked), None);
             assert!(

@@ -62,6 +62,7 @@ impl Engine {
                 ))
             }
             Intent::Undo => self.undo(round, now)?,
+            Intent::Feedback(verdict) => self.said_feedback(round, *verdict, text)?,
             Intent::Memory { op, subject } => {
                 self.memory_command(round, text, *op, subject.as_deref(), now)?
             }

@@ -621,6 +621,7 @@ impl Engine {
 
 mod act;
 mod consult;
+mod feedback;
 mod jobs;
 mod memory;
 mod reasoning;
@@ -630,6 +631,7 @@ mod stages;
 mod think;
 mod voice;
 
+pub use feedback::{FEEDBACK_ROUTE, FeedbackError, FeedbackOutcome};
 pub use memory::{OPERATOR_CONVERSATION, OperatorError, OperatorOutcome, OperatorWrite};
 pub use schedule::{
     Notification, Scheduled, ScheduledReminder, ScheduledTimer, Scheduler, scheduled_in,
@@ -638,6 +640,8 @@ use stages::{Considered, Outcome};
 pub use think::{LlmSummary, RetryNote};
 pub use voice::{AudioAction, Heard, Listened, RetentionReport, VoiceError, VoiceInput};
 
+#[cfg(test)]
+mod feedback_tests;
 #[cfg(test)]
 mod llm_tests;
 #[cfg(test)]

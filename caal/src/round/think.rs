@@ -82,19 +82,24 @@ impl Engine {
         // where the state offers them. Talk no layer understood (chat) is
         // offered only the commands the meaning layer found near it, if
         // any: a small model offered every tool proposes one for anything
-        // ("uh um" became "Cancel the timer?"). A rule that sends its
-        // sentences to the model (route "llm"), or a router without a
-        // meaning layer, offers them all.
+        // ("uh um" became "Cancel the timer?"). The tiers in
+        // `llm.offer_all_tools_to`, a rule that sends its sentences to the
+        // model (route "llm"), and a router without a meaning layer offer
+        // them all.
         let offer = route != RouteType::Research && policy.is_none_or(|p| p.offer_tools);
         let narrowed = near
             .filter(|_| route == RouteType::Chat)
             .map(|near| self.toolbox.only(near));
-        let toolbox = match &narrowed {
-            Some(t) => offer && !t.is_empty(),
-            None => offer,
-        }
-        .then(|| narrowed.as_ref().unwrap_or(&*self.toolbox));
-        let tools = toolbox.map(|t| t.specs()).unwrap_or_default();
+        let toolbox_for = |tier: &str| -> Option<&crate::llm::toolbox::Toolbox> {
+            if !offer {
+                return None;
+            }
+            match &narrowed {
+                _ if cfg.offer_all_tools_to.iter().any(|t| t == tier) => Some(&self.toolbox),
+                Some(few) => (!few.is_empty()).then_some(few),
+                None => Some(&self.toolbox),
+            }
+        };
         let mut system = cfg.system_prompt.clone();
         if let Some(p) = policy {
             system.push_str(&format!(" Mode: {} ({}).", p.label, p.description));
@@ -123,6 +128,8 @@ impl Engine {
         let plan = tiers.plan(escalation, cfg);
         let first_tier = plan.first().map(|(t, _)| t.name);
         for (tier, tier_attempts) in plan {
+            let toolbox = toolbox_for(tier.name);
+            let tools = toolbox.map(|t| t.specs()).unwrap_or_default();
             for attempt in 1..=tier_attempts {
                 attempts += 1;
                 let mut messages = base.clone();
@@ -287,7 +294,9 @@ impl Engine {
                     reason: reason.clone(),
                 });
                 feedback = Some(format!(
-                    "Your previous reply was not usable: {reason}. Reply again, following the instructions."
+                    "{}: {reason}. {}",
+                    crate::llm::validate::RETRY_NOT_USABLE,
+                    crate::llm::validate::RETRY_AGAIN
                 ));
                 if worst == Status::Escalate {
                     break;

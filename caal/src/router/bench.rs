@@ -79,6 +79,7 @@ pub fn generated_config(base: &Config, count: usize) -> Config {
             reply: None,
             topic: None,
             memory: None,
+            feedback: None,
         })
         .collect();
     config

@@ -9,6 +9,7 @@
 
 pub mod bench;
 mod params;
+pub mod replay;
 mod understood;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -111,6 +112,8 @@ pub enum Intent {
         op: MemoryOp,
         subject: Option<String>,
     },
+    /// A verdict on the conversation's round before this one.
+    Feedback(crate::config::Verdict),
     /// A route type whose capability this build does not have yet.
     Unsupported(RouteType),
 }
@@ -295,6 +298,11 @@ impl Router {
                         .ok_or_else(|| problem(format!("auth_level {l} is outside 1–4")))
                 })
                 .transpose()?;
+            if rule.route == RouteType::Feedback && rule.feedback.is_none() {
+                return Err(problem(
+                    "a feedback rule needs feedback = \"good\" or \"bad\"".into(),
+                ));
+            }
             let regex =
                 Regex::new(&rule.pattern).map_err(|e| problem(format!("invalid pattern: {e}")))?;
             let captures: BTreeSet<&str> = regex.capture_names().flatten().collect();
@@ -568,6 +576,11 @@ impl Router {
             RouteType::Confirm => RouteDecision::simple(&route_code, source, Intent::Confirm),
             RouteType::Deny => RouteDecision::simple(&route_code, source, Intent::Deny),
             RouteType::Undo => RouteDecision::simple(&route_code, source, Intent::Undo),
+            RouteType::Feedback => RouteDecision::simple(
+                &route_code,
+                source,
+                Intent::Feedback(rule.config.feedback.unwrap_or(crate::config::Verdict::Bad)),
+            ),
             RouteType::Chat => {
                 let intent = match &rule.config.reply {
                     Some(reply) => Intent::Reply(reply.clone()),

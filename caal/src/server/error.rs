@@ -120,6 +120,22 @@ impl From<MemoryError> for AppError {
     }
 }
 
+impl From<crate::round::FeedbackError> for AppError {
+    fn from(e: crate::round::FeedbackError) -> Self {
+        use crate::round::FeedbackError;
+        match e {
+            FeedbackError::NoSuchRound(_) => AppError::NotFound {
+                what: "round".into(),
+            },
+            FeedbackError::OnFeedback(_) => AppError::Conflict {
+                code: "feedback.on_feedback",
+                message: e.to_string(),
+            },
+            FeedbackError::Store(s) => s.into(),
+        }
+    }
+}
+
 impl From<OperatorError> for AppError {
     fn from(e: OperatorError) -> Self {
         match e {

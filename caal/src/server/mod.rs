@@ -84,6 +84,7 @@ pub fn app(state: AppState) -> Router {
         .route("/conversations", get(conversations))
         .route("/conversations/{id}/rounds", get(rounds))
         .route("/rounds/{round_id}", get(round))
+        .route("/rounds/{round_id}/feedback", post(feedback))
         .route("/trace/export", get(export))
         .route("/trace/verify", get(verify))
         .route("/pending", get(pending))
@@ -265,6 +266,12 @@ async fn rounds(
             if let Some(reasoning) = reasoning {
                 value["reasoning"] = json!(reasoning);
             }
+            // The verdict that stands on it, if anyone gave one.
+            if let Some(last) = reader.feedback_on(&r.round.round_id)?.last() {
+                let p: Value = serde_json::from_str(&last.payload).unwrap_or_default();
+                value["feedback"] = json!({"verdict": p["verdict"], "note": p["note"],
+                    "by": p["by"], "round_id": last.round_id});
+            }
             with_reasoning.push((r.round.round_seq, value));
         }
         Ok((with_reasoning, has_more))
@@ -289,10 +296,15 @@ pub(crate) fn round_json(
     engine: &Engine,
     round_id: &str,
 ) -> Result<Option<Value>, crate::trace::StoreError> {
-    let found = engine.store().reader().round(round_id)?;
-    Ok(found.map(|(round, events)| {
-        json!({"round": round, "events": events.iter().map(event_json).collect::<Vec<_>>()})
-    }))
+    let reader = engine.store().reader();
+    let Some((round, events)) = reader.round(round_id)? else {
+        return Ok(None);
+    };
+    // What people said of it, recorded in later rounds.
+    let feedback = reader.feedback_on(round_id)?;
+    Ok(Some(json!({"round": round,
+        "events": events.iter().map(event_json).collect::<Vec<_>>(),
+        "feedback": feedback.iter().map(event_json).collect::<Vec<_>>()})))
 }
 
 async fn round(
@@ -568,6 +580,39 @@ async fn bucket_items(
     })
     .await?;
     Ok(Json(json!({"items": items})))
+}
+
+/// `POST /api/rounds/{id}/feedback`: `{"verdict": "good"|"bad", "note"?}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FeedbackBody {
+    verdict: String,
+    #[serde(default)]
+    note: Option<String>,
+    /// `ui` from the page; anything else is recorded as `api`.
+    #[serde(default)]
+    from: Option<String>,
+}
+
+async fn feedback(
+    State(state): State<AppState>,
+    Path(round_id): Path<String>,
+    body: Result<Json<FeedbackBody>, JsonRejection>,
+) -> Result<Json<crate::round::FeedbackOutcome>, AppError> {
+    let body = json_body(body)?;
+    let verdict: crate::config::Verdict = body
+        .verdict
+        .parse()
+        .map_err(|e: String| AppError::bad_request("verdict.invalid", e))?;
+    let channel = match body.from.as_deref() {
+        Some("ui") => Channel::Ui,
+        _ => Channel::Api,
+    };
+    let engine = state.engine.clone();
+    let done =
+        blocking(move || Ok(engine.feedback(&round_id, verdict, body.note.as_deref(), channel)?))
+            .await?;
+    Ok(Json(done))
 }
 
 #[derive(Deserialize)]

@@ -527,6 +527,27 @@ pub struct ScheduleCancelled {
     pub what: Option<String>,
 }
 
+/// The route code of a round that judged the one before it ("that was wrong").
+pub const FEEDBACK_ROUTE: &str = "intent.feedback";
+
+/// `feedback.recorded`: a person's verdict on an earlier round of the same
+/// conversation ("that was wrong", 👎 on the page, `caal feedback`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedbackRecorded {
+    /// `feedback.good` or `feedback.bad`.
+    pub code: String,
+    /// `good` or `bad`.
+    pub verdict: String,
+    /// The round judged.
+    pub round_id: String,
+    pub round_seq: i64,
+    /// Where the verdict came from: `said` (in conversation), `ui`, `api`, `cli`, `mcp`.
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
 /// The name serde writes for a unit enum variant (a status, a phase, an
 /// action), for the string fields above.
 pub fn name_of(value: &impl Serialize) -> String {

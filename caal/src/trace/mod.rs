@@ -22,7 +22,8 @@ mod tests;
 pub use crate::sqlite::StoreError;
 pub use chain::EventRecord;
 pub use reader::{
-    ConversationSummary, ExportStats, RoundRecord, RoundSummary, SearchHit, TraceReader,
+    ConversationSummary, ExportStats, RoundRecord, RoundSummary, RoutingInput, SearchHit,
+    TraceReader,
 };
 pub use retention::{PruneReport, Tombstone, cutoff_days_ago};
 pub use store::{

@@ -48,6 +48,20 @@ pub struct RoundSummary {
     pub reply: Option<String>,
 }
 
+/// What `TraceReader::each_routing` hands each round to: the payloads
+/// (canonical JSON) of its input, its normalized input and its first route.
+#[derive(Clone, Debug, Default)]
+pub struct RoutingInput {
+    pub round_id: String,
+    pub conversation_id: String,
+    pub round_seq: i64,
+    pub state_in: String,
+    pub created_at: String,
+    pub received: Option<String>,
+    pub normalized: Option<String>,
+    pub route: Option<String>,
+}
+
 /// What `TraceReader::each_round` hands each round to.
 pub type RoundVisitor<'a> = dyn FnMut(&RoundRecord, &[EventRecord]) -> Result<(), StoreError> + 'a;
 
@@ -354,6 +368,18 @@ impl TraceReader {
         })
     }
 
+    /// Number of rounds (of one conversation, or all); sizes progress bars.
+    pub fn count_rounds(&self, conversation: Option<&ConversationId>) -> Result<u64, StoreError> {
+        self.with_conn(|conn| {
+            let n: i64 = conn.query_row(
+                "SELECT count(*) FROM rounds WHERE ?1 IS NULL OR conversation_id = ?1",
+                [conversation.map(|c| c.as_str())],
+                |r| r.get(0),
+            )?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+
     /// Writes JSONL: for each round (in the order they began) a round line,
     /// then its events in order. Streams: memory holds one round at a time.
     /// `progress` is called with the number of events written so far.
@@ -538,6 +564,93 @@ impl TraceReader {
     pub fn last_event_id(&self) -> Result<i64, StoreError> {
         self.with_conn(|conn| {
             Ok(conn.query_row("SELECT coalesce(max(id), 0) FROM events", [], |r| r.get(0))?)
+        })
+    }
+
+    /// What each round's route stage was given and decided, in the order
+    /// rounds began: (round, `input.received`, `input.normalized`, the
+    /// first `route.selected`), the payloads as stored. Only those three
+    /// types are read (replay needs nothing else, and reading every event
+    /// costs more than routing them again); rounds with none are not visited.
+    pub fn each_routing(
+        &self,
+        conversation: Option<&ConversationId>,
+        visit: &mut dyn FnMut(RoutingInput) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.snapshot(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT e.round_row, e.round_id, e.conversation_id, e.round_seq, r.state_in,
+                        r.created_at, e.event_type, e.payload
+                 FROM events e JOIN rounds r ON r.id = e.round_row
+                 WHERE e.event_type IN ('input.received', 'input.normalized', 'route.selected')
+                   AND (?1 IS NULL OR e.conversation_id = ?1)
+                 ORDER BY e.round_row, e.event_seq",
+            )?;
+            let mut rows = stmt.query([conversation.map(|c| c.as_str())])?;
+            let mut current: Option<(i64, RoutingInput)> = None;
+            while let Some(row) = rows.next()? {
+                let round_row: i64 = row.get(0)?;
+                if current.as_ref().is_none_or(|(r, _)| *r != round_row) {
+                    if let Some((_, done)) = current.take() {
+                        visit(done)?;
+                    }
+                    current = Some((
+                        round_row,
+                        RoutingInput {
+                            round_id: row.get(1)?,
+                            conversation_id: row.get(2)?,
+                            round_seq: row.get(3)?,
+                            state_in: row.get(4)?,
+                            created_at: row.get(5)?,
+                            ..RoutingInput::default()
+                        },
+                    ));
+                }
+                let Some((_, input)) = current.as_mut() else {
+                    continue;
+                };
+                let event_type: String = row.get(6)?;
+                let slot = match event_type.as_str() {
+                    "input.received" => &mut input.received,
+                    "input.normalized" => &mut input.normalized,
+                    _ => &mut input.route,
+                };
+                if slot.is_none() {
+                    *slot = Some(row.get(7)?);
+                }
+            }
+            if let Some((_, done)) = current {
+                visit(done)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The `feedback.recorded` events that judge a round, oldest first
+    /// (the last is the verdict that stands).
+    pub fn feedback_on(&self, round_id: &str) -> Result<Vec<EventRecord>, StoreError> {
+        self.snapshot(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events e
+                 WHERE e.event_type = 'feedback.recorded'
+                   AND json_extract(e.payload, '$.round_id') = ?1
+                 ORDER BY e.id"
+            ))?;
+            let rows = stmt.query_map([round_id], event_from_row)?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// Every judged round's standing verdict (the last said), by round id.
+    pub fn verdicts(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.snapshot(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT json_extract(payload, '$.round_id'), json_extract(payload, '$.verdict')
+                 FROM events WHERE event_type = 'feedback.recorded' ORDER BY id",
+            )?;
+            let rows =
+                stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+            Ok(rows.collect::<Result<_, _>>()?)
         })
     }
 

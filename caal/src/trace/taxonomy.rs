@@ -109,6 +109,7 @@ event_types! {
     LivekitWebhook = "livekit.webhook",
     ScheduleFired = "schedule.fired",
     ScheduleCancelled = "schedule.cancelled",
+    FeedbackRecorded = "feedback.recorded",
 }
 
 impl EventType {
