@@ -161,7 +161,8 @@ pub enum BenchCommand {
     /// `caal export training` as a whole process over a trace of real
     /// rounds (level-1 commands, reads, confirmations, feedback): rounds per
     /// minute and the exporting process's peak memory; then `caal replay`
-    /// over the same trace: rounds routed again per second.
+    /// over the same trace: rounds routed again per second; then searches
+    /// of it (FTS5): time per search.
     Training {
         /// Events in the trace exported (rounds are run until there are this many).
         #[arg(long, default_value_t = 1_000_000)]
@@ -583,12 +584,47 @@ fn bench_training(data_dir: &Path, config: &Config, events: u64, json: bool) -> 
         }
         let replay: serde_json::Value = serde_json::from_slice(&replayed.stdout)?;
         let replay_s = replay["seconds"].as_f64().unwrap_or(f64::NAN);
+        // Search: everyday words, rare and common, newest 20 hits each.
+        let reader = caal::trace::TraceReader::open(&dir.join("traces.db"))?;
+        let queries = [
+            "kitchen lights",
+            "shopping list",
+            "thermostat 21",
+            "front door",
+            "milk",
+            "wrong",
+            "lights.set",
+            "nothing matches this",
+        ];
+        let mut search_ms = Vec::new();
+        for round in 0..25 {
+            for q in queries {
+                let filter = caal::trace::SearchFilter {
+                    limit: 20,
+                    conversation: None,
+                    event_type: None,
+                    since: None,
+                };
+                let started = std::time::Instant::now();
+                let hits = reader.search(q, &filter)?;
+                if round > 0 {
+                    search_ms.push(started.elapsed().as_secs_f64() * 1e3);
+                }
+                std::hint::black_box(hits);
+            }
+        }
+        search_ms.sort_by(f64::total_cmp);
+        let (search_p50, search_p90) = (
+            caal::stats::percentile(&search_ms, 0.5),
+            caal::stats::percentile(&search_ms, 0.9),
+        );
         Ok(
             serde_json::json!({"rounds": rounds, "events": total, "lines": lines,
             "export_s": export_s, "rounds_per_min": rounds as f64 / export_s * 60.0,
             "peak_rss_mb": peak_kb as f64 / 1024.0,
             "replayed": replay["replayed"], "replay_changed": replay["changed"].as_array().map_or(0, Vec::len),
-            "replay_s": replay_s,
+            "replay_s": replay_s, "searches": search_ms.len(),
+            "search_p50_ms": search_p50, "search_p90_ms": search_p90,
             "replay_rounds_per_s": replay["replayed"].as_f64().unwrap_or(0.0) / replay_s}),
         )
     })();
@@ -609,6 +645,12 @@ fn bench_training(data_dir: &Path, config: &Config, events: u64, json: bool) -> 
         r["replay_s"].as_f64().unwrap_or(0.0),
         r["replay_rounds_per_s"].as_f64().unwrap_or(0.0),
         r["replay_changed"]
+    );
+    println!(
+        "caal trace search, the same trace: {} searches, p50 {:.2} ms, p90 {:.2} ms",
+        r["searches"],
+        r["search_p50_ms"].as_f64().unwrap_or(0.0),
+        r["search_p90_ms"].as_f64().unwrap_or(0.0)
     );
     if json {
         println!("{r}");

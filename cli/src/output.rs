@@ -29,7 +29,7 @@ pub fn progress_bar(total: u64, what: &str) -> ProgressBar {
     bar
 }
 
-fn seconds(ts: &str) -> &str {
+pub fn seconds(ts: &str) -> &str {
     ts.get(..19).unwrap_or(ts)
 }
 

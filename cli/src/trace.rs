@@ -34,6 +34,27 @@ pub enum TraceCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Search what was said, answered and decided (every word of QUERY,
+    /// any case), newest first; the words found are shown in […].
+    Search {
+        /// Words to find.
+        query: String,
+        /// The conversation (its id).
+        #[arg(long)]
+        conversation: Option<String>,
+        /// Only input.received (said), output.emitted (answered) or route.selected (decided).
+        #[arg(long = "type")]
+        event_type: Option<String>,
+        /// What happened on or after this date (YYYY-MM-DD, or an RFC 3339 time).
+        #[arg(long)]
+        since: Option<String>,
+        /// At most this many hits.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show one round and its events.
     Show {
         /// The round (`caal trace list` shows them).
@@ -104,6 +125,46 @@ pub fn run(
                 println!("{}", serde_json::to_string_pretty(&rounds)?);
             } else {
                 output::print_round_list(&rounds);
+            }
+        }
+        TraceCommand::Search {
+            query,
+            conversation,
+            event_type,
+            since,
+            limit,
+            json,
+        } => {
+            let conversation = conversation_filter(conversation)?;
+            let since = since
+                .map(|s| caal::export::training::parse_since(&s))
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            let hits = reader.search(
+                &query,
+                &caal::trace::SearchFilter {
+                    conversation: conversation.as_ref(),
+                    event_type: event_type.as_deref(),
+                    since,
+                    limit: limit.max(1),
+                },
+            )?;
+            if json {
+                println!("{}", serde_json::to_string(&hits)?);
+            } else if hits.is_empty() {
+                println!("nothing in the trace holds those words");
+            } else {
+                for h in &hits {
+                    println!(
+                        "{}  {} #{}  {:<15} {}  {}",
+                        output::seconds(&h.timestamp),
+                        h.conversation_id,
+                        h.round_seq,
+                        h.event_type,
+                        h.round_id,
+                        h.snippet
+                    );
+                }
             }
         }
         TraceCommand::Show { round_id, json } => {

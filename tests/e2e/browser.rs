@@ -403,3 +403,78 @@ fn the_page_takes_a_thumbs_down_with_a_note_on_a_round() {
         &format!("return document.querySelector('#round-{round_id} .feedback .standing')?.textContent === 'marked bad: I meant the kitchen lamp'"),
     );
 }
+
+#[test]
+fn the_page_searches_the_trace_and_plays_what_a_round_heard() {
+    let sb = Sandbox::new();
+    // A voice round, kept audio and all, before the service holds the store.
+    let said = crate::voice::espeak(sb.path(), "said.wav", "turn on the kitchen lights");
+    let heard = sb
+        .run(&[
+            "voice",
+            "--json",
+            "--conversation",
+            "den",
+            said.to_str().unwrap(),
+        ])
+        .ok()
+        .json();
+    let voice_round = heard["utterances"][0]["round"]["round_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let kept_sha = heard["audio"]["sha256"].as_str().unwrap().to_owned();
+    let audio_id = heard["audio"]["audio_id"].as_str().unwrap().to_owned();
+    let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
+    let url = served.url.clone();
+    let get = |path: &str| {
+        agent()
+            .get(&format!("{url}{path}"))
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .call()
+    };
+    // The API: the audio, byte for byte what was kept, its hash in a header.
+    let mut audio = get(&format!("/api/audio/{audio_id}")).unwrap();
+    assert_eq!(audio.headers()["content-type"], "audio/wav");
+    assert_eq!(audio.headers()["x-caal-sha256"], kept_sha.as_str());
+    let bytes = audio.body_mut().read_to_vec().unwrap();
+    let file = sb.path().join("fetched.wav");
+    std::fs::write(&file, &bytes).unwrap();
+    assert_eq!(crate::voice::sha256_of(&file), kept_sha);
+    assert_eq!(get("/api/audio/nope").unwrap().status(), 404);
+    // Search through the API: what was said and decided, newest first.
+    let mut found = get("/api/trace/search?q=kitchen+lights&type=input.received").unwrap();
+    let found: Value = serde_json::from_str(&found.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(
+        found["hits"][0]["round_id"],
+        voice_round.as_str(),
+        "{found}"
+    );
+    assert_eq!(get("/api/trace/search?q=%21%21").unwrap().status(), 400);
+
+    // The page: the search box finds the round; a hit opens it; the round
+    // plays what it heard, with the hash the trace recorded.
+    let (_driver, browser) = Browser::launch(&[]);
+    browser.open_page(&url);
+    browser.script(
+        "document.getElementById('query').value = 'kitchen lights'; document.getElementById('search').requestSubmit(); return true",
+    );
+    browser.wait_for(
+        "a search hit",
+        &format!("return document.querySelector('#search-results .hit[data-round=\"{voice_round}\"] mark') !== null"),
+    );
+    browser.script(&format!(
+        "document.querySelector('#search-results .hit[data-round=\"{voice_round}\"]').click(); return true"
+    ));
+    browser.wait_for(
+        "the round opened",
+        &format!("return document.querySelector('#round-{voice_round}.open') !== null"),
+    );
+    browser.script(&format!(
+        "document.querySelector('#round-{voice_round} .heard button.play').click(); return true"
+    ));
+    browser.wait_for(
+        "the audio player with the recorded hash",
+        &format!("return document.querySelector('#round-{voice_round} .heard audio')?.src.startsWith('blob:') && document.querySelector('#round-{voice_round} .heard .hash').textContent.trim() === '{kept_sha}'"),
+    );
+}

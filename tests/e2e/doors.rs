@@ -266,9 +266,15 @@ fn assert_mcp_door(seen: &Value) {
 
     // The trace searched (newest first: the reply, then what was said), shown, verified.
     let hits = seen["search"]["hits"].as_array().unwrap();
-    assert_eq!(hits.len(), 2, "{seen}");
+    // What was answered, decided and said, newest first.
+    assert_eq!(hits.len(), 3, "{seen}");
     assert_eq!(hits[0]["text"], "Okay, the kitchen lights are on.");
-    assert_eq!(hits[1]["text"], "turn on the kitchen lights");
+    assert_eq!(hits[1]["event_type"], "route.selected");
+    assert!(
+        hits[1]["text"].as_str().unwrap().contains("lights.set"),
+        "{seen}"
+    );
+    assert_eq!(hits[2]["text"], "turn on the kitchen lights");
     assert!(hits.iter().all(|h| h["round_id"] == round_id));
     let types: Vec<&str> = seen["shown_types"]
         .as_array()

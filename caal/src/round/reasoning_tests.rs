@@ -443,6 +443,25 @@ fn pruned_conversations_leave_signed_tombstones_and_the_rest_still_verifies() {
         "{refused}"
     );
 
+    // Search sees what was said before the prune (FTS5, kept in step by triggers).
+    let search = |q: &str| {
+        reader
+            .search(
+                q,
+                &crate::trace::SearchFilter {
+                    limit: 50,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+    };
+    let found = search("kitchen lights");
+    // Said, decided and answered, twice, newest first.
+    assert_eq!(found.len(), 6, "{found:?}");
+    assert!(found.iter().all(|h| h.conversation_id == "old"));
+    assert_eq!(found[0].text, "Okay, the kitchen lights are off.");
+    assert_eq!(found[0].snippet, "Okay, the [kitchen] [lights] are off.");
+
     // "Older than" every round so far, except we keep "kept" by pruning only what predates its round.
     let cutoff = reader.rounds(Some(&"kept".parse().unwrap()), 1).unwrap()[0]
         .round
@@ -469,6 +488,13 @@ fn pruned_conversations_leave_signed_tombstones_and_the_rest_still_verifies() {
     );
     let verified = reader.verify(None).unwrap();
     assert!(verified.ok, "{:?}", verified.broken);
+    // What the tombstone removed is gone from search too.
+    assert!(search("kitchen lights").is_empty());
+    let kept = search("hello");
+    assert!(
+        !kept.is_empty() && kept.iter().all(|h| h.conversation_id == "kept"),
+        "{kept:?}"
+    );
 
     // The conversation goes on from the tombstone's head.
     let next = home.say("old", "hello");

@@ -86,6 +86,8 @@ pub fn app(state: AppState) -> Router {
         .route("/rounds/{round_id}", get(round))
         .route("/rounds/{round_id}/feedback", post(feedback))
         .route("/trace/export", get(export))
+        .route("/trace/search", get(search))
+        .route("/audio/{id}", get(audio))
         .route("/trace/verify", get(verify))
         .route("/pending", get(pending))
         .route("/timers", get(timers))
@@ -316,6 +318,96 @@ async fn round(
     found.map(Json).ok_or_else(|| AppError::NotFound {
         what: "round".into(),
     })
+}
+
+#[derive(Deserialize)]
+struct TraceSearchQuery {
+    q: Option<String>,
+    conversation: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    since: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/trace/search?q=…[&conversation=][&type=][&since=][&limit=]`:
+/// what was said, answered and decided, newest first (FTS5).
+async fn search(
+    State(state): State<AppState>,
+    Query(query): Query<TraceSearchQuery>,
+) -> Result<Json<Value>, AppError> {
+    let q = query.q.filter(|q| !q.trim().is_empty()).ok_or_else(|| {
+        AppError::bad_request(
+            "q.missing",
+            "give the words to search for as ?q=kitchen+lights",
+        )
+    })?;
+    let conversation = query
+        .conversation
+        .as_deref()
+        .map(conversation)
+        .transpose()?;
+    let since = query
+        .since
+        .as_deref()
+        .map(crate::export::training::parse_since)
+        .transpose()
+        .map_err(|e| AppError::bad_request("since.invalid", e))?;
+    let limit = query.limit.unwrap_or(50).clamp(1, 500);
+    let engine = state.engine.clone();
+    let hits = blocking(move || {
+        let filter = crate::trace::SearchFilter {
+            conversation: conversation.as_ref(),
+            event_type: query.event_type.as_deref(),
+            since,
+            limit,
+        };
+        match engine.store().reader().search(&q, &filter) {
+            Err(crate::trace::StoreError::Search(why)) => {
+                Err(AppError::bad_request("search.invalid", why))
+            }
+            other => Ok(other?),
+        }
+    })
+    .await?;
+    Ok(Json(json!({"hits": hits})))
+}
+
+/// `GET /api/audio/{id}`: the kept audio of a voice round (WAV), if its
+/// file is still there and still hashes to what the trace recorded.
+async fn audio(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, AppError> {
+    let engine = state.engine.clone();
+    let found = blocking(move || {
+        let Some(a) = crate::voice::store::get(engine.state(), &id)? else {
+            return Ok(None);
+        };
+        if !crate::voice::store::file_matches(&a) {
+            return Err(AppError::Conflict {
+                code: "audio.gone",
+                message: format!(
+                    "audio {id} is not kept any more, or its file no longer matches its hash {}",
+                    a.sha256
+                ),
+            });
+        }
+        let bytes = std::fs::read(&a.path).map_err(|e| AppError::Internal(e.to_string()))?;
+        Ok(Some((bytes, a.sha256)))
+    })
+    .await?;
+    let (bytes, sha256) = found.ok_or_else(|| AppError::NotFound {
+        what: "audio".into(),
+    })?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "audio/wav".to_owned()),
+            (header::HeaderName::from_static("x-caal-sha256"), sha256),
+        ],
+        bytes,
+    )
+        .into_response())
 }
 
 #[derive(Deserialize)]

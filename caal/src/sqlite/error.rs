@@ -9,6 +9,10 @@ pub enum StoreError {
     #[error("unknown event type {name:?}; known types: {known}")]
     UnknownEventType { name: String, known: String },
 
+    /// A search that cannot be made (no words, a type not searched).
+    #[error("search: {0}")]
+    Search(String),
+
     #[error("event {event_type} refused: payload field `{field}`: {problem}; nothing was stored")]
     InvalidPayload {
         event_type: &'static str,

@@ -22,8 +22,8 @@ mod tests;
 pub use crate::sqlite::StoreError;
 pub use chain::EventRecord;
 pub use reader::{
-    ConversationSummary, ExportStats, RoundRecord, RoundSummary, RoutingInput, SearchHit,
-    TraceReader,
+    ConversationSummary, ExportStats, RoundRecord, RoundSummary, RoutingInput, SEARCHED,
+    SearchFilter, SearchHit, TraceReader,
 };
 pub use retention::{PruneReport, Tombstone, cutoff_days_ago};
 pub use store::{

@@ -71,10 +71,82 @@ pub struct SearchHit {
     pub round_id: String,
     pub conversation_id: String,
     pub round_seq: i64,
-    /// `input.received` (what was said) or `output.emitted` (the answer).
+    /// `input.received` (what was said), `output.emitted` (the answer) or
+    /// `route.selected` (the decision: route, command, layer, parameters).
     pub event_type: String,
     pub timestamp: String,
     pub text: String,
+    /// The text around the words found, each in `[…]`.
+    pub snippet: String,
+}
+
+/// The event types search covers.
+pub const SEARCHED: [&str; 3] = ["input.received", "output.emitted", "route.selected"];
+
+/// What a search is narrowed to.
+#[derive(Clone, Debug, Default)]
+pub struct SearchFilter<'a> {
+    pub conversation: Option<&'a ConversationId>,
+    /// One of `SEARCHED`.
+    pub event_type: Option<&'a str>,
+    pub since: Option<jiff::Timestamp>,
+    pub limit: usize,
+}
+
+/// The words of a query or a text as search sees them: runs of letters
+/// and digits, lower-cased.
+fn query_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// `text` with each of `words` it holds in `[…]`, if it holds them all
+/// (as FTS5's snippet marks them; for the unindexed tail).
+fn marked(text: &str, words: &[String]) -> Option<String> {
+    let held = query_words(text);
+    if !words.iter().all(|w| held.contains(w)) {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if words.contains(&word.to_lowercase()) {
+            out.push('[');
+            out.push_str(word);
+            out.push(']');
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    Some(out)
+}
+
+/// The words of what a person typed, each quoted (FTS5's own syntax is not
+/// theirs to get wrong: "what's" or "lights.set" are words, not operators).
+fn fts_query(query: &str) -> Result<String, StoreError> {
+    let words: Vec<String> = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("\"{w}\""))
+        .collect();
+    if words.is_empty() {
+        return Err(StoreError::Search(format!(
+            "{query:?} has no words to search for; give one or more, e.g. \"kitchen lights\""
+        )));
+    }
+    Ok(words.join(" "))
 }
 
 /// A conversation: how many rounds, and when its first and last were.
@@ -242,38 +314,40 @@ impl TraceReader {
         })
     }
 
-    /// What was said and answered that holds every word of `query`
-    /// (case-insensitively), newest first: a scan of inputs and replies,
-    /// linear in the trace (FTS5 is issue "From traces to training").
+    /// What was said, answered and decided that holds every word of
+    /// `query` (whole words, any case, accents aside), newest first: SQLite
+    /// FTS5 over `input.received`, `output.emitted` and `route.selected`
+    /// (migration 4 keeps the index in step with the store). Narrowed to a
+    /// conversation, an event type, and what happened at or after `since`.
     pub fn search(
         &self,
         query: &str,
-        conversation: Option<&ConversationId>,
-        limit: usize,
+        filter: &SearchFilter<'_>,
     ) -> Result<Vec<SearchHit>, StoreError> {
-        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        let matched = fts_query(query)?;
+        if let Some(t) = filter.event_type
+            && !SEARCHED.contains(&t)
+        {
+            return Err(StoreError::Search(format!(
+                "{t:?} is not searched; use one of {}",
+                SEARCHED.join(", ")
+            )));
+        }
+        let since = filter
+            .since
+            .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string());
+        let words = query_words(query);
         self.snapshot(|conn| {
-            let mut sql = String::from(
-                "SELECT round_id, conversation_id, round_seq, event_type, timestamp, said FROM (
-                   SELECT id, round_id, conversation_id, round_seq, event_type, timestamp,
-                          coalesce(json_extract(payload, '$.raw_text'), json_extract(payload, '$.text')) AS said
-                   FROM events
-                   WHERE event_type IN ('input.received', 'output.emitted')
-                     AND (?1 IS NULL OR conversation_id = ?1))
-                 WHERE said IS NOT NULL",
-            );
-            for i in 0..words.len() {
-                sql.push_str(&format!(" AND instr(lower(said), ?{}) > 0", i + 3));
-            }
-            sql.push_str(" ORDER BY id DESC LIMIT ?2");
-            let mut stmt = conn.prepare(&sql)?;
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let mut values: Vec<rusqlite::types::Value> = vec![
-                conversation.map(|c| c.as_str().to_owned()).into(),
-                limit.into(),
-            ];
-            values.extend(words.iter().map(|w| w.clone().into()));
-            let rows = stmt.query_map(rusqlite::params_from_iter(values), |r| {
+            let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
+            let conversation = filter.conversation.map(|c| c.as_str());
+            // The writer indexes off the rounds' path: what it has not yet
+            // indexed (the newest events) is read directly, newest first.
+            let mark: i64 = conn.query_row(
+                "SELECT coalesce(max(id), 0) FROM events_fts_docsize",
+                [],
+                |r| r.get(0),
+            )?;
+            let hit = |r: &Row<'_>| {
                 Ok(SearchHit {
                     round_id: r.get(0)?,
                     conversation_id: r.get(1)?,
@@ -281,9 +355,52 @@ impl TraceReader {
                     event_type: r.get(3)?,
                     timestamp: r.get(4)?,
                     text: r.get(5)?,
+                    snippet: String::new(),
                 })
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
+            };
+            let mut hits: Vec<SearchHit> = Vec::new();
+            let mut tail = conn.prepare_cached(
+                "SELECT e.round_id, e.conversation_id, e.round_seq, e.event_type, e.timestamp, v.text
+                 FROM events_search_text v JOIN events e ON e.id = v.id
+                 WHERE v.id > ?1 AND v.text IS NOT NULL
+                   AND (?2 IS NULL OR e.conversation_id = ?2)
+                   AND (?3 IS NULL OR e.event_type = ?3)
+                   AND (?4 IS NULL OR e.timestamp >= ?4)
+                 ORDER BY v.id DESC",
+            )?;
+            for h in tail.query_map(params![mark, conversation, filter.event_type, since], hit)? {
+                let mut h = h?;
+                if let Some(snippet) = marked(&h.text, &words) {
+                    h.snippet = snippet;
+                    hits.push(h);
+                    if hits.len() as i64 >= limit {
+                        return Ok(hits);
+                    }
+                }
+            }
+            let mut stmt = conn.prepare_cached(
+                "SELECT e.round_id, e.conversation_id, e.round_seq, e.event_type, e.timestamp,
+                        f.text, snippet(events_fts, 0, '[', ']', '…', 16)
+                 FROM events_fts f JOIN events e ON e.id = f.rowid
+                 WHERE events_fts MATCH ?1
+                   AND (?2 IS NULL OR e.conversation_id = ?2)
+                   AND (?3 IS NULL OR e.event_type = ?3)
+                   AND (?4 IS NULL OR e.timestamp >= ?4)
+                 ORDER BY f.rowid DESC LIMIT ?5",
+            )?;
+            let rest = limit - hits.len() as i64;
+            let rows = stmt.query_map(
+                params![matched, conversation, filter.event_type, since, rest],
+                |r| {
+                    let mut h = hit(r)?;
+                    h.snippet = r.get(6)?;
+                    Ok(h)
+                },
+            )?;
+            for h in rows {
+                hits.push(h?);
+            }
+            Ok(hits)
         })
     }
 
@@ -669,5 +786,33 @@ impl TraceReader {
             page.remove(0);
         }
         Ok((page, has_more))
+    }
+}
+
+#[cfg(test)]
+mod search_tests {
+    use super::*;
+
+    #[test]
+    fn the_unindexed_tail_is_matched_and_marked_as_fts5_marks_it() {
+        let words = query_words("Kitchen LIGHTS");
+        assert_eq!(words, ["kitchen", "lights"]);
+        assert_eq!(
+            marked("Okay, the kitchen lights are on.", &words).as_deref(),
+            Some("Okay, the [kitchen] [lights] are on.")
+        );
+        // Every word, whole: "light" is not "lights", and one word missing is no hit.
+        assert_eq!(marked("the kitchen light", &words), None);
+        assert_eq!(marked("kitchenlights", &words), None);
+        assert_eq!(
+            marked("intent.command lights.set {\"room\":\"kitchen\"}", &words).as_deref(),
+            Some("intent.command [lights].set {\"room\":\"[kitchen]\"}")
+        );
+        // Operators are words to FTS5 only when quoted; nothing typed is syntax.
+        assert_eq!(
+            fts_query("what's NOT \"on\"").unwrap(),
+            "\"what\" \"s\" \"NOT\" \"on\""
+        );
+        assert!(fts_query("?!").is_err());
     }
 }

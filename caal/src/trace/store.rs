@@ -302,6 +302,7 @@ impl TraceStore {
             round_rows: HashMap::new(),
             commit_hook: Arc::default(),
             last_event_id: 0,
+            indexed_to: 0,
         };
         let commit_hook = writer.commit_hook.clone();
         let stats = writer.stats.clone();
@@ -851,7 +852,15 @@ struct Writer {
     commit_hook: CommitHook,
     /// The id of the last event inserted.
     last_event_id: i64,
+    /// The last event id indexed for search (FTS5, migration 4).
+    indexed_to: i64,
 }
+
+/// Unindexed events the writer lets build up under load before it indexes
+/// them for search anyway (when it is idle, it indexes at once).
+const INDEX_LAG: i64 = 8_192;
+/// How long the writer waits with nothing to write before it indexes.
+const INDEX_QUIET: Duration = Duration::from_millis(20);
 
 const INSERT_ROUND: &str = "INSERT INTO rounds (schema_version, round_id, library_id, bucket_id, conversation_id,
     round_seq, state_in, audio_id, channel, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
@@ -954,7 +963,18 @@ impl Writer {
     fn run(mut self, rx: Receiver<WriteOp>) {
         let mut batch = Vec::with_capacity(1024);
         loop {
-            let Ok(first) = rx.recv() else { return };
+            // Search is indexed off the rounds' path: after a quiet moment,
+            // or when too much is unindexed (a search reads the unindexed
+            // tail directly, so it never misses an event either way).
+            let first = match rx.recv_timeout(INDEX_QUIET) {
+                Ok(op) => op,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.index_when_free();
+                    let Ok(op) = rx.recv() else { return };
+                    op
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            };
             batch.push(first);
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
@@ -969,7 +989,52 @@ impl Writer {
             if closed {
                 return;
             }
+            if self.last_event_id - self.indexed_to >= INDEX_LAG {
+                self.index_when_free();
+            }
         }
+    }
+
+    /// Indexes for search what was appended since the last time, in a
+    /// transaction of its own; a failure is logged and tried again later
+    /// (search reads the unindexed tail meanwhile).
+    fn index_when_free(&mut self) {
+        if self.poisoned.is_some() || self.last_event_id <= self.indexed_to {
+            return;
+        }
+        let done = self
+            .conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(StoreError::from)
+            .and_then(|()| self.index_for_search())
+            .and_then(|()| Ok(self.conn.execute_batch("COMMIT")?));
+        if let Err(e) = done {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            tracing::warn!("indexing the trace for search failed (tried again later): {e}");
+            self.indexed_to = self.indexed_mark().unwrap_or(self.indexed_to);
+        }
+    }
+
+    /// Inside a transaction: every event after the index's last one.
+    fn index_for_search(&mut self) -> Result<(), StoreError> {
+        let from = self.indexed_mark()?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO events_fts (rowid, text)
+                 SELECT id, text FROM events_search_text WHERE id > ?1 AND text IS NOT NULL",
+            )?
+            .execute([from])?;
+        self.indexed_to = self.last_event_id.max(from);
+        Ok(())
+    }
+
+    /// The last event id in the search index.
+    fn indexed_mark(&self) -> Result<i64, StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT coalesce(max(id), 0) FROM events_fts_docsize",
+            [],
+            |r| r.get(0),
+        )?)
     }
 
     /// Applies a batch in one transaction, all or nothing; returns true when
@@ -1019,6 +1084,10 @@ impl Writer {
                 Some(Err(e)) => failure = Some(e.to_string()),
                 None => {}
             }
+        }
+        // A store closing leaves nothing unindexed for search.
+        if failure.is_none() && closing.is_some() {
+            failure = self.index_for_search().err().map(|e| e.to_string());
         }
         if failure.is_none() && closing.is_some() {
             failure = self

@@ -57,7 +57,7 @@ pub struct Say {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TraceSearch {
-    /// Words that must all appear in what was said or answered.
+    /// Words that must all appear in what was said, answered or decided.
     pub query: String,
     /// Only this conversation's rounds.
     pub conversation_id: Option<String>,
@@ -195,7 +195,14 @@ impl CaalMcp {
             engine
                 .store()
                 .reader()
-                .search(&a.query, only.as_ref(), limit)
+                .search(
+                    &a.query,
+                    &crate::trace::SearchFilter {
+                        conversation: only.as_ref(),
+                        limit,
+                        ..Default::default()
+                    },
+                )
                 .map_err(|e| e.to_string())
         })
         .await?;
