@@ -80,13 +80,7 @@ pub fn run(data_dir: &Path, config: &Config, command: ExportCommand) -> Result<(
         out,
         force,
     } = command;
-    let conversation = conversation
-        .map(|c| crate::engine::parse_conversation(&c))
-        .transpose()?;
-    let since = since
-        .map(|s| training::parse_since(&s))
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
+    let (conversation, since) = narrowed(conversation, since)?;
     let manifest_path = out.as_ref().map(|p| {
         let mut name = p.as_os_str().to_owned();
         name.push(".manifest.json");
@@ -192,13 +186,7 @@ pub fn replay(
     show: usize,
     json: bool,
 ) -> Result<()> {
-    let conversation = conversation
-        .map(|c| crate::engine::parse_conversation(&c))
-        .transpose()?;
-    let since = since
-        .map(|s| training::parse_since(&s))
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
+    let (conversation, since) = narrowed(conversation, since)?;
     let reader = TraceReader::open(&data_dir.join("traces.db"))?;
     let router = crate::engine::configured_router(config)?;
     let total = reader.count_rounds(conversation.as_ref())?;
@@ -219,4 +207,20 @@ pub fn replay(
     }
     output::print_replay(&report, show);
     Ok(())
+}
+
+/// `--conversation` and `--since` as given to export, replay and search,
+/// each checked (a bad one is named, exit 2).
+pub fn narrowed(
+    conversation: Option<String>,
+    since: Option<String>,
+) -> Result<(Option<caal::ids::ConversationId>, Option<jiff::Timestamp>)> {
+    let conversation = conversation
+        .map(|c| crate::engine::parse_conversation(&c))
+        .transpose()?;
+    let since = since
+        .map(|s| training::parse_since(&s))
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    Ok((conversation, since))
 }

@@ -135,11 +135,7 @@ pub fn run(
             limit,
             json,
         } => {
-            let conversation = conversation_filter(conversation)?;
-            let since = since
-                .map(|s| caal::export::training::parse_since(&s))
-                .transpose()
-                .map_err(anyhow::Error::msg)?;
+            let (conversation, since) = crate::export::narrowed(conversation, since)?;
             let hits = reader.search(
                 &query,
                 &caal::trace::SearchFilter {

@@ -36,6 +36,16 @@ fn agent() -> ureq::Agent {
     crate::support::agent(30)
 }
 
+/// A round in the default conversation through `POST /api/chat`: its result.
+fn chat(url: &str, text: &str) -> Value {
+    let mut r = agent()
+        .post(&format!("{url}/api/chat"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .send_json(json!({"conversation_id": "default", "text": text}))
+        .unwrap();
+    serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap()
+}
+
 /// One WebDriver command: (method, path under /session/{id}, body) -> value.
 struct Browser {
     base: String,
@@ -180,14 +190,7 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
     browser.open_page(&url);
 
     // A round through the API appears on the page, live.
-    let chat = |text: &str| {
-        let mut r = agent()
-            .post(&format!("{url}/api/chat"))
-            .header("Authorization", &format!("Bearer {TOKEN}"))
-            .send_json(json!({"conversation_id": "default", "text": text}))
-            .unwrap();
-        serde_json::from_str::<Value>(&r.body_mut().read_to_string().unwrap()).unwrap()
-    };
+    let chat = |text: &str| chat(&url, text);
     chat("turn on the kitchen lights");
     browser.wait_for(
         "the round",
@@ -311,12 +314,7 @@ fn the_page_counts_a_timer_down_and_rings_when_it_is_done() {
     let url = served.url.clone();
     let (_driver, browser) = Browser::launch(&[]);
     browser.open_page(&url);
-    let mut said = agent()
-        .post(&format!("{url}/api/chat"))
-        .header("Authorization", &format!("Bearer {TOKEN}"))
-        .send_json(json!({"conversation_id": "default", "text": "set a timer for 4 seconds"}))
-        .unwrap();
-    let said: Value = serde_json::from_str(&said.body_mut().read_to_string().unwrap()).unwrap();
+    let said = chat(&url, "set a timer for 4 seconds");
     assert_eq!(said["reply"], "Timer set for 4 seconds.");
     // Shown running, counting down from what was left.
     let shown = browser.wait_for(
@@ -350,12 +348,7 @@ fn the_page_takes_a_thumbs_down_with_a_note_on_a_round() {
     let url = served.url.clone();
     let (_driver, browser) = Browser::launch(&[]);
     browser.open_page(&url);
-    let mut r = agent()
-        .post(&format!("{url}/api/chat"))
-        .header("Authorization", &format!("Bearer {TOKEN}"))
-        .send_json(json!({"conversation_id": "default", "text": "turn on the kitchen lights"}))
-        .unwrap();
-    let said: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+    let said = chat(&url, "turn on the kitchen lights");
     let round_id = said["round_id"].as_str().unwrap().to_owned();
     browser.wait_for(
         "the round's feedback bar",

@@ -475,21 +475,18 @@ impl TraceReader {
 
     /// Number of events (of one conversation, or all); sizes progress bars.
     pub fn count_events(&self, conversation: Option<&ConversationId>) -> Result<u64, StoreError> {
-        self.with_conn(|conn| {
-            let n: i64 = conn.query_row(
-                "SELECT count(*) FROM events WHERE ?1 IS NULL OR conversation_id = ?1",
-                [conversation.map(|c| c.as_str())],
-                |r| r.get(0),
-            )?;
-            Ok(u64::try_from(n).unwrap_or(0))
-        })
+        self.count("events", conversation)
     }
 
     /// Number of rounds (of one conversation, or all); sizes progress bars.
     pub fn count_rounds(&self, conversation: Option<&ConversationId>) -> Result<u64, StoreError> {
+        self.count("rounds", conversation)
+    }
+
+    fn count(&self, table: &str, conversation: Option<&ConversationId>) -> Result<u64, StoreError> {
         self.with_conn(|conn| {
             let n: i64 = conn.query_row(
-                "SELECT count(*) FROM rounds WHERE ?1 IS NULL OR conversation_id = ?1",
+                &format!("SELECT count(*) FROM {table} WHERE ?1 IS NULL OR conversation_id = ?1"),
                 [conversation.map(|c| c.as_str())],
                 |r| r.get(0),
             )?;
