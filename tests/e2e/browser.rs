@@ -156,6 +156,22 @@ impl Browser {
     }
 
     /// Waits until `source` returns something truthy in the page.
+    /// A real click (WebDriver's, not a script's) on the element `css` finds.
+    fn click(&self, css: &str) {
+        let found = self.command(
+            "POST",
+            "/element",
+            json!({"using": "css selector", "value": css}),
+        );
+        let element = found
+            .as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .unwrap()
+            .to_owned();
+        self.command("POST", &format!("/element/{element}/click"), json!({}));
+    }
+
     fn wait_for(&self, what: &str, source: &str) -> Value {
         let started = Instant::now();
         loop {
@@ -216,18 +232,7 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
         "the pending confirmation",
         "return document.querySelector('.pending button.confirm') !== null",
     );
-    let button = browser.command(
-        "POST",
-        "/element",
-        json!({"using": "css selector", "value": ".pending button.confirm"}),
-    );
-    let element = button
-        .as_object()
-        .and_then(|o| o.values().next())
-        .and_then(Value::as_str)
-        .unwrap()
-        .to_owned();
-    browser.command("POST", &format!("/element/{element}/click"), json!({}));
+    browser.click(".pending button.confirm");
     browser.wait_for(
         "the confirmed round",
         "return [...document.querySelectorAll('.round')].some(r => r.textContent.includes('The front door is unlocked.'))",
@@ -360,18 +365,7 @@ fn the_page_takes_a_thumbs_down_with_a_note_on_a_round() {
     browser.script(&format!(
         "document.querySelector('#round-{round_id} .feedback input.note').value = 'I meant the kitchen lamp'; return true"
     ));
-    let button = browser.command(
-        "POST",
-        "/element",
-        json!({"using": "css selector", "value": format!("#round-{round_id} .feedback button.bad")}),
-    );
-    let element = button
-        .as_object()
-        .and_then(|o| o.values().next())
-        .and_then(Value::as_str)
-        .unwrap()
-        .to_owned();
-    browser.command("POST", &format!("/element/{element}/click"), json!({}));
+    browser.click(&format!("#round-{round_id} .feedback button.bad"));
     browser.wait_for(
         "the verdict shown",
         &format!("return [...document.querySelectorAll('#round-{round_id} .feedback .standing')].some(s => s.textContent === 'marked bad: I meant the kitchen lamp')"),
