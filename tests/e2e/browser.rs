@@ -465,3 +465,119 @@ fn the_page_searches_the_trace_and_plays_what_a_round_heard() {
         &format!("return document.querySelector('#round-{voice_round} .heard audio')?.src.startsWith('blob:') && document.querySelector('#round-{voice_round} .heard .hash').textContent.trim() === '{kept_sha}'"),
     );
 }
+
+#[test]
+fn the_page_verifies_receipts_in_the_browser_and_shows_the_chain() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
+    let url = served.url.clone();
+    let (_driver, browser) = Browser::launch(&[]);
+    browser.open_page(&url);
+    chat(&url, "unlock the front door");
+    let done = chat(&url, "yes");
+    assert_eq!(done["reply"], "The front door is unlocked.");
+    let round_id = done["round_id"].as_str().unwrap().to_owned();
+    browser.wait_for(
+        "the chain verified",
+        "return document.getElementById('chain').textContent.startsWith('chain ✓')",
+    );
+    browser.wait_for(
+        "the confirmed round",
+        &format!("return document.querySelector('#round-{round_id} header') !== null"),
+    );
+    browser.click(&format!("#round-{round_id} header"));
+    // The receipt, its decision and assurance, and the browser's own check.
+    let verdict = browser.wait_for(
+        "the receipt checked",
+        &format!("const v = document.querySelector('#round-{round_id} .receipt .verdict'); return v && v.textContent !== 'checking…' && v.textContent"),
+    );
+    assert_eq!(
+        verdict, "✓ signature and hashes verified in this browser",
+        "{verdict}"
+    );
+    let shown = browser.script(&format!(
+        "return document.querySelector('#round-{round_id} .receipt').textContent"
+    ));
+    let shown = shown.as_str().unwrap();
+    assert!(
+        shown.contains("door.unlock")
+            && shown.contains("confirmed")
+            && shown.contains("assurance none"),
+        "{shown}"
+    );
+    // The same check refuses a receipt changed after signing, or one whose
+    // content no longer matches its hashes (WebCrypto, in the page).
+    let refused = browser.command(
+        "POST",
+        "/execute/async",
+        json!({"script": format!(
+            "const done = arguments[0];
+             fetch('/api/rounds/{round_id}', {{headers: {{Authorization: 'Bearer {TOKEN}'}}}}).then(r => r.json()).then(async d => {{
+               const receipt = d.events.find(e => e.event_type === 'receipt.issued').payload.receipt;
+               const signed = await window.caal.verifyReceipt(receipt, receipt.signature.public_key);
+               const relevel = JSON.parse(JSON.stringify(receipt)); relevel.enforcement.auth_level = 1;
+               const redoor = JSON.parse(JSON.stringify(receipt)); redoor.action.command.params.door = 'back door';
+               const otherKey = await window.caal.verifyReceipt(receipt, '00'.repeat(32));
+               done([signed.ok, (await window.caal.verifyReceipt(relevel)).why, (await window.caal.verifyReceipt(redoor)).why, otherKey.ok]);
+             }});"), "args": []}),
+    );
+    assert_eq!(refused[0], true, "{refused}");
+    assert!(
+        refused[1]
+            .as_str()
+            .unwrap()
+            .contains("signature does not verify"),
+        "{refused}"
+    );
+    assert!(
+        refused[2].as_str().unwrap().contains("action_hash"),
+        "{refused}"
+    );
+    assert_eq!(refused[3], false, "{refused}");
+}
+
+#[test]
+fn the_page_shows_what_a_replay_with_another_configuration_would_change() {
+    let sb = Sandbox::new();
+    let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
+    let url = served.url.clone();
+    let (_driver, browser) = Browser::launch(&[]);
+    browser.open_page(&url);
+    let lights = chat(&url, "turn on the kitchen lights");
+    chat(&url, "add milk to the shopping list");
+    let round_id = lights["round_id"].as_str().unwrap();
+    browser.wait_for(
+        "the rounds",
+        &format!("return document.querySelector('#round-{round_id}') !== null"),
+    );
+    browser.script(
+        "document.getElementById('replay').open = true; document.getElementById('replay-config').value = '[commands.\"lights.set\"]\\nauth_level = 3\\n'; return true",
+    );
+    browser.click("#replay-run");
+    let summary = browser.wait_for(
+        "the replay",
+        "const s = document.querySelector('#replay-result .summary'); return s && s.textContent",
+    );
+    assert_eq!(summary, "replayed 2 rounds: 1 unchanged, 1 would change");
+    let change = browser.script(&format!(
+        "return document.querySelector('#replay-result .change[data-round=\"{round_id}\"]').textContent"
+    ));
+    let change = change.as_str().unwrap();
+    assert!(
+        change.contains("(level)") && change.contains("(level 1)") && change.contains("(level 3)"),
+        "{change}"
+    );
+    // A configuration that does not validate is named, and nothing is replayed.
+    browser.script(
+        "document.getElementById('replay-config').value = '[commands.\"lights.set\"]\\nauth_level = 9\\n'; return true",
+    );
+    browser.click("#replay-run");
+    let refused = browser.wait_for(
+        "the refusal",
+        "const t = document.getElementById('replay-result').textContent; return t.includes('auth_level') && t",
+    );
+    assert!(
+        refused.as_str().unwrap().contains("lights.set"),
+        "{refused}"
+    );
+}

@@ -87,6 +87,7 @@ pub fn app(state: AppState) -> Router {
         .route("/rounds/{round_id}/feedback", post(feedback))
         .route("/trace/export", get(export))
         .route("/trace/search", get(search))
+        .route("/replay", post(replay))
         .route("/audio/{id}", get(audio))
         .route("/trace/verify", get(verify))
         .route("/pending", get(pending))
@@ -373,6 +374,49 @@ async fn search(
     Ok(Json(json!({"hits": hits})))
 }
 
+/// `POST /api/replay` `{"config": TOML, "conversation"?, "since"?}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayBody {
+    config: String,
+    conversation: Option<String>,
+    since: Option<String>,
+}
+
+/// Every stored input routed again through `config` (merged over the
+/// built-in defaults, as `caal --config FILE replay` does), in memory:
+/// nothing runs, nothing is recorded, no model is asked.
+async fn replay(
+    State(state): State<AppState>,
+    body: Result<Json<ReplayBody>, JsonRejection>,
+) -> Result<Json<crate::router::replay::ReplayReport>, AppError> {
+    let body = json_body(body)?;
+    let config = crate::config::Config::from_toml_over_defaults(&body.config)
+        .map_err(|e| AppError::bad_request("config.invalid", e.to_string()))?;
+    let only = body.conversation.as_deref().map(conversation).transpose()?;
+    let since = body
+        .since
+        .as_deref()
+        .map(crate::export::training::parse_since)
+        .transpose()
+        .map_err(|e| AppError::bad_request("since.invalid", e))?;
+    let engine = state.engine.clone();
+    let report = blocking(move || {
+        let (router, _) = crate::router::Router::configured(&config, &|k| std::env::var(k).ok())
+            .map_err(|e| AppError::bad_request("config.invalid", e.to_string()))?;
+        Ok(crate::router::replay::replay(
+            engine.store().reader(),
+            &router,
+            config.voice.min_guess_word,
+            only.as_ref(),
+            since,
+            &mut |_| {},
+        )?)
+    })
+    .await?;
+    Ok(Json(report))
+}
+
 /// `GET /api/audio/{id}`: the kept audio of a voice round (WAV), if its
 /// file is still there and still hashes to what the trace recorded.
 async fn audio(
@@ -456,10 +500,32 @@ impl io::Write for ChannelWriter {
     }
 }
 
-async fn verify(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
+#[derive(Deserialize)]
+struct VerifyQuery {
+    conversation: Option<String>,
+}
+
+/// `GET /api/trace/verify[?conversation=]`: the chain check, of one
+/// conversation or all, with this data dir's receipt key (the key a page
+/// verifies receipts against).
+async fn verify(
+    State(state): State<AppState>,
+    Query(query): Query<VerifyQuery>,
+) -> Result<Json<Value>, AppError> {
+    let only = query
+        .conversation
+        .as_deref()
+        .map(conversation)
+        .transpose()?;
     let engine = state.engine.clone();
-    let report = blocking(move || Ok(engine.store().reader().verify(None)?)).await?;
-    Ok(Json(json!(report)))
+    let (report, key) = blocking(move || {
+        let key = crate::crypto::public_key_hex(&engine.receipt_key().verifying_key());
+        Ok((engine.store().reader().verify(only.as_ref())?, key))
+    })
+    .await?;
+    let mut value = json!(report);
+    value["receipt_public_key"] = json!(key);
+    Ok(Json(value))
 }
 
 async fn pending(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
