@@ -84,6 +84,8 @@ impl From<StoreError> for AppError {
                 code: "round.busy",
                 message: e.to_string(),
             },
+            // A search that cannot be made is the asker's to fix.
+            StoreError::Search(why) => AppError::bad_request("search.invalid", why),
             other => AppError::Internal(other.to_string()),
         }
     }

@@ -363,12 +363,7 @@ async fn search(
             since,
             limit,
         };
-        match engine.store().reader().search(&q, &filter) {
-            Err(crate::trace::StoreError::Search(why)) => {
-                Err(AppError::bad_request("search.invalid", why))
-            }
-            other => Ok(other?),
-        }
+        Ok(engine.store().reader().search(&q, &filter)?)
     })
     .await?;
     Ok(Json(json!({"hits": hits})))

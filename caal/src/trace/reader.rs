@@ -96,10 +96,13 @@ pub struct SearchFilter<'a> {
 /// The words of a query or a text as search sees them: runs of letters
 /// and digits, lower-cased.
 fn query_words(text: &str) -> Vec<String> {
+    word_runs(text).map(str::to_lowercase).collect()
+}
+
+/// The runs of letters and digits in `text`, as FTS5's unicode61 splits it.
+fn word_runs(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
 }
 
 /// `text` with each of `words` it holds in `[…]`, if it holds them all
@@ -136,11 +139,7 @@ fn marked(text: &str, words: &[String]) -> Option<String> {
 /// The words of what a person typed, each quoted (FTS5's own syntax is not
 /// theirs to get wrong: "what's" or "lights.set" are words, not operators).
 fn fts_query(query: &str) -> Result<String, StoreError> {
-    let words: Vec<String> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(|w| format!("\"{w}\""))
-        .collect();
+    let words: Vec<String> = word_runs(query).map(|w| format!("\"{w}\"")).collect();
     if words.is_empty() {
         return Err(StoreError::Search(format!(
             "{query:?} has no words to search for; give one or more, e.g. \"kitchen lights\""

@@ -246,12 +246,9 @@ pub fn run_suite(
             _ => None,
         };
         let decision_us = started.elapsed().as_secs_f64() * 1e6;
-        let (decided, level) = match &decision.intent {
-            _ if chatted.is_some() => {
-                let c = chatted.clone().unwrap_or_default();
-                (c.decided, c.level.unwrap_or(AuthLevel::RUN))
-            }
-            Intent::Chain(chain) => (
+        let (decided, level) = match (&chatted, &decision.intent) {
+            (Some(c), _) => (c.decided.clone(), c.level.unwrap_or(AuthLevel::RUN)),
+            (None, Intent::Chain(chain)) => (
                 chain
                     .commands
                     .iter()

@@ -136,6 +136,11 @@ fn conversation(id: Option<&str>) -> Result<ConversationId, String> {
         .map_err(|e: crate::ids::InvalidId| format!("conversation_id {id:?}: {e}"))
 }
 
+/// An optional `conversation_id` argument: none means every conversation.
+fn only_conversation(id: Option<&str>) -> Result<Option<ConversationId>, String> {
+    id.map(|c| conversation(Some(c))).transpose()
+}
+
 #[tool_router]
 impl CaalMcp {
     pub fn new(engine: Engine) -> Self {
@@ -174,18 +179,13 @@ impl CaalMcp {
     }
 
     #[tool(
-        description = "Search the trace: rounds whose input or reply holds every word of the query, newest first."
+        description = "Search the trace: inputs, replies and decisions that hold every word of the query, newest first."
     )]
     async fn trace_search(
         &self,
         Parameters(a): Parameters<TraceSearch>,
     ) -> Result<CallToolResult, ErrorData> {
-        let only = match a
-            .conversation_id
-            .as_deref()
-            .map(|c| conversation(Some(c)))
-            .transpose()
-        {
+        let only = match only_conversation(a.conversation_id.as_deref()) {
             Ok(only) => only,
             Err(e) => return Ok(refused(e)),
         };
@@ -229,12 +229,7 @@ impl CaalMcp {
         &self,
         Parameters(a): Parameters<TraceVerify>,
     ) -> Result<CallToolResult, ErrorData> {
-        let only = match a
-            .conversation_id
-            .as_deref()
-            .map(|c| conversation(Some(c)))
-            .transpose()
-        {
+        let only = match only_conversation(a.conversation_id.as_deref()) {
             Ok(only) => only,
             Err(e) => return Ok(refused(e)),
         };
