@@ -162,7 +162,8 @@ pub enum BenchCommand {
     /// rounds (level-1 commands, reads, confirmations, feedback): rounds per
     /// minute and the exporting process's peak memory; then `caal replay`
     /// over the same trace: rounds routed again per second; then searches
-    /// of it (FTS5): time per search.
+    /// of it (FTS5): time per search; then `caal import` of its JSONL export
+    /// into a new data dir: rounds per second and peak memory.
     Training {
         /// Events in the trace exported (rounds are run until there are this many).
         #[arg(long, default_value_t = 1_000_000)]
@@ -537,33 +538,15 @@ fn bench_training(data_dir: &Path, config: &Config, events: u64, json: bool) -> 
         // The export, as a process of its own, its memory sampled as it runs.
         let exe = std::env::current_exe().context("cannot find this caal binary to time it")?;
         let out = dir.join("train.jsonl");
-        let started = std::time::Instant::now();
-        let mut child = std::process::Command::new(&exe)
-            .arg("--data-dir")
-            .arg(&dir)
-            .args(["export", "training", "--force", "--out"])
-            .arg(&out)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .context("cannot run caal export training")?;
-        let status_file = format!("/proc/{}/status", child.id());
-        let mut peak_kb = 0u64;
-        let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break status;
-            }
-            // VmHWM: the process's peak resident set so far.
-            if let Ok(text) = fs::read_to_string(&status_file)
-                && let Some(kb) = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmHWM:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            {
-                peak_kb = peak_kb.max(kb);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        };
-        let export_s = started.elapsed().as_secs_f64();
+        let (export_s, peak_kb, status) = watched(
+            std::process::Command::new(&exe)
+                .arg("--data-dir")
+                .arg(&dir)
+                .args(["export", "training", "--force", "--out"])
+                .arg(&out),
+            &dir.join("export.stderr"),
+        )
+        .context("cannot run caal export training")?;
         if !status.success() {
             bail!("caal export training failed ({status}) during the benchmark");
         }
@@ -614,6 +597,32 @@ fn bench_training(data_dir: &Path, config: &Config, events: u64, json: bool) -> 
             }
         }
         search_ms.sort_by(f64::total_cmp);
+        // Import: the whole trace exported as JSONL, brought into a new data
+        // dir (every hash checked in a first pass, then every round written).
+        let jsonl = dir.join("trace.jsonl");
+        let exported = std::process::Command::new(&exe)
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(["trace", "export", "--out"])
+            .arg(&jsonl)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .context("cannot run caal trace export")?;
+        if !exported.success() {
+            bail!("caal trace export failed ({exported}) during the benchmark");
+        }
+        let (import_s, import_peak_kb, status) = watched(
+            std::process::Command::new(&exe)
+                .arg("--data-dir")
+                .arg(dir.join("imported"))
+                .arg("import")
+                .arg(&jsonl),
+            &dir.join("import.stderr"),
+        )
+        .context("cannot run caal import")?;
+        if !status.success() {
+            bail!("caal import failed ({status}) during the benchmark");
+        }
         let (search_p50, search_p90) = (
             caal::stats::percentile(&search_ms, 0.5),
             caal::stats::percentile(&search_ms, 0.9),
@@ -625,7 +634,9 @@ fn bench_training(data_dir: &Path, config: &Config, events: u64, json: bool) -> 
             "replayed": replay["replayed"], "replay_changed": replay["changed"].as_array().map_or(0, Vec::len),
             "replay_s": replay_s, "searches": search_ms.len(),
             "search_p50_ms": search_p50, "search_p90_ms": search_p90,
-            "replay_rounds_per_s": replay["replayed"].as_f64().unwrap_or(0.0) / replay_s}),
+            "replay_rounds_per_s": replay["replayed"].as_f64().unwrap_or(0.0) / replay_s,
+            "import_s": import_s, "import_rounds_per_s": rounds as f64 / import_s,
+            "import_peak_rss_mb": import_peak_kb as f64 / 1024.0}),
         )
     })();
     let _ = fs::remove_dir_all(&dir);
@@ -652,10 +663,50 @@ fn bench_training(data_dir: &Path, config: &Config, events: u64, json: bool) -> 
         r["search_p50_ms"].as_f64().unwrap_or(0.0),
         r["search_p90_ms"].as_f64().unwrap_or(0.0)
     );
+    println!(
+        "caal import, the same trace as JSONL into a new data dir, whole process: {:.2} s: {:.0} rounds/s, peak RSS {:.1} MB",
+        r["import_s"].as_f64().unwrap_or(0.0),
+        r["import_rounds_per_s"].as_f64().unwrap_or(0.0),
+        r["import_peak_rss_mb"].as_f64().unwrap_or(0.0)
+    );
     if json {
         println!("{r}");
     }
     Ok(())
+}
+
+/// Runs `command` to its end, sampling its peak resident set (VmHWM) as it
+/// runs: seconds taken, peak kB, exit status. Its stderr is shown when it fails.
+fn watched(
+    command: &mut std::process::Command,
+    stderr_file: &Path,
+) -> std::io::Result<(f64, u64, std::process::ExitStatus)> {
+    let started = std::time::Instant::now();
+    let mut child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(fs::File::create(stderr_file)?)
+        .spawn()?;
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0u64;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        // VmHWM: the process's peak resident set so far.
+        if let Ok(text) = fs::read_to_string(&status_file)
+            && let Some(kb) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    if !status.success() {
+        eprint!("{}", fs::read_to_string(stderr_file).unwrap_or_default());
+    }
+    Ok((started.elapsed().as_secs_f64(), peak_kb, status))
 }
 
 /// A benchmark's figures: printed for a person, and with --json one JSON

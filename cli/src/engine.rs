@@ -69,6 +69,23 @@ pub fn open_engine(data_dir: &Path, config: Config, start: Start) -> Result<Engi
     Ok(engine)
 }
 
+/// The engine for work that asks no model (an import): no model guard, no
+/// tier; the stores opened (and a crash recovered) as for any round.
+pub fn open_engine_offline(data_dir: &Path, config: Config) -> Result<Engine> {
+    let options = EngineOptions {
+        llm: None,
+        router: Some(std::sync::Arc::new(configured_router(&config)?)),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(data_dir, config, options)?;
+    for (conversation, round_seq) in engine.store().recovered() {
+        eprintln!(
+            "caal: conversation {conversation} round {round_seq} was left open by a crash; recorded as round.failed (crash.recovered)"
+        );
+    }
+    Ok(engine)
+}
+
 /// The state database, for reading beside a running writer.
 pub fn open_state(data_dir: &Path) -> Result<StateDb> {
     let path = data_dir.join(STATE_FILE);

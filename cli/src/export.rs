@@ -224,3 +224,47 @@ pub fn narrowed(
         .map_err(anyhow::Error::msg)?;
     Ok((conversation, since))
 }
+
+/// `caal import FILE`: older data brought in once (see `caal::export::import`).
+pub fn import(
+    data_dir: &Path,
+    config: Config,
+    file: &Path,
+    dry_run: bool,
+    json: bool,
+) -> Result<()> {
+    let max_item_chars = config.memory.max_item_chars;
+    let engine = crate::engine::open_engine_offline(data_dir, config)?;
+    let report = caal::export::import::import(
+        engine.store(),
+        engine.memory(),
+        max_item_chars,
+        file,
+        dry_run,
+    )?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    let would = if report.dry_run {
+        "would import"
+    } else {
+        "imported"
+    };
+    println!(
+        "{} ({}, {}): {would} {} rounds ({} events as their own, {} kept inside their round.imported) and {} memory items; already here: {} rounds, {} memory items.",
+        report.file,
+        report.formats.join(" + "),
+        report.sha256,
+        report.rounds,
+        report.events,
+        report.events_kept_in_record,
+        report.memory_items,
+        report.rounds_already_here,
+        report.memory_already_here,
+    );
+    if !report.conversations.is_empty() {
+        println!("conversations: {}", report.conversations.join(", "));
+    }
+    Ok(())
+}

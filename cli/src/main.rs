@@ -129,6 +129,24 @@ enum Command {
     /// The trace for other uses: training data.
     #[command(subcommand)]
     Export(export::ExportCommand),
+    /// Bring older data in once: a JSONL export of CAAL (`caal trace
+    /// export`, any schema version this build reads; its chain checked
+    /// first), or the Python CAAL's SQLite traces.db (rounds, events) and
+    /// memory store. Each original round becomes a new round marked
+    /// `round.imported` with the file's SHA-256 and the original ids, chained
+    /// like any other; importing the same data again imports nothing. A file
+    /// that is not a known format, or whose chain breaks, exits 2 naming the
+    /// line and imports nothing.
+    Import {
+        /// The file to import.
+        file: PathBuf,
+        /// Check it and say what would be imported, importing nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// List confirmations waiting for a "yes".
     Pending {
         /// Only this conversation's.
@@ -267,6 +285,11 @@ fn run(cli: Cli) -> Result<Outcome> {
         }
         Command::Pending { conversation, json } => state::pending(data_dir, conversation, json)?,
         Command::Export(command) => export::run(data_dir, &load_config()?, command)?,
+        Command::Import {
+            file,
+            dry_run,
+            json,
+        } => export::import(data_dir, load_config()?, &file, dry_run, json)?,
         Command::Replay {
             conversation,
             since,

@@ -1,6 +1,7 @@
-//! What the trace becomes for other tools: OpenTelemetry traces (`otlp`).
-//! Training formats, import and replay join here (issue "From traces to
-//! training").
+//! What the trace becomes for other tools, and what comes into it:
+//! OpenTelemetry traces (`otlp`), training data (`training`), older data
+//! brought in once (`import`). Replay routes, so it lives in `router::replay`.
 
+pub mod import;
 pub mod otlp;
 pub mod training;

@@ -548,6 +548,59 @@ pub struct FeedbackRecorded {
     pub note: Option<String>,
 }
 
+/// `round.imported`: the first event after `round.started` of a round `caal
+/// import` brought in: the source file and its hash, the original ids, and
+/// every original event with its original hash (those this build cannot
+/// take as events of their own kept here whole).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoundImported {
+    /// `import.round` or `import.memory`.
+    pub code: String,
+    /// `caal-jsonl`, `caal-python-traces` or `caal-python-memory`.
+    pub format: String,
+    pub source: ImportSource,
+    /// The original ids and header, as the source had them.
+    pub original: Value,
+    /// What a second import of the same data finds already here.
+    pub keys: Vec<String>,
+    pub events: Vec<ImportedEvent>,
+}
+
+/// Where an imported round came from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportSource {
+    /// The file as it was named to `caal import`.
+    pub file: String,
+    /// `sha256:` and the hex of the whole file.
+    pub sha256: String,
+    /// `line 12`, `rounds row 4`, `items row 9`.
+    pub at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<i64>,
+}
+
+/// One original event of an imported round.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportedEvent {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_seq: Option<i64>,
+    pub event_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// `event`: appended after this one as an event of its type; `round`:
+    /// the round's own start or end; `here`: kept in this payload whole.
+    pub kept: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+}
+
 /// The name serde writes for a unit enum variant (a status, a phase, an
 /// action), for the string fields above.
 pub fn name_of(value: &impl Serialize) -> String {

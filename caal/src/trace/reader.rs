@@ -767,6 +767,30 @@ impl TraceReader {
         })
     }
 
+    /// Every key of every `round.imported` event (`round:<original id>`,
+    /// `memory:…`): what a second `caal import` of the same data finds here.
+    pub fn imported_keys(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+        self.snapshot(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT k.value FROM events e, json_each(e.payload, '$.keys') k
+                 WHERE e.event_type = 'round.imported'",
+            )?;
+            let keys = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            Ok(keys.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// Whether a round of this id was recorded in this store.
+    pub fn has_round(&self, round_id: &str) -> Result<bool, StoreError> {
+        self.with_conn(|conn| {
+            Ok(conn
+                .prepare_cached("SELECT 1 FROM rounds WHERE round_id = ?1")?
+                .query_row([round_id], |_| Ok(()))
+                .optional()?
+                .is_some())
+        })
+    }
+
     /// A page of a conversation's rounds, newest last: those before
     /// `before_seq` (or the newest), at most `limit`, and whether older ones exist.
     pub fn rounds_page(

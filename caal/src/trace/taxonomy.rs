@@ -110,6 +110,7 @@ event_types! {
     ScheduleFired = "schedule.fired",
     ScheduleCancelled = "schedule.cancelled",
     FeedbackRecorded = "feedback.recorded",
+    RoundImported = "round.imported",
 }
 
 impl EventType {
@@ -228,6 +229,24 @@ mod tests {
             );
         }
         assert_eq!(EVENT_SCHEMAS.len(), EventType::ALL.len());
+    }
+
+    #[test]
+    fn the_export_lines_schema_names_every_event_type() {
+        // schemas/event.v1.json is what people validate export lines with:
+        // a type missing there makes a valid export fail their check.
+        let envelope: Value =
+            serde_json::from_str(include_str!("../../../schemas/event.v1.json")).unwrap();
+        let mut listed: Vec<&str> = envelope["properties"]["event_type"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let mut all: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+        listed.sort_unstable();
+        all.sort_unstable();
+        assert_eq!(listed, all);
     }
 
     #[test]
