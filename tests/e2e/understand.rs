@@ -607,9 +607,10 @@ fn a_request_said_among_other_words_is_found_and_talk_around_a_name_is_not() {
         ])
         .ok()
         .json();
-    assert_eq!(shown["layer"], "span", "{shown}");
+    // Its own clause: the clause layer takes it whole.
+    assert_eq!(shown["layer"], "clause", "{shown}");
     assert_eq!(
-        shown["understood"]["span"], "switch off the dining room",
+        shown["understood"]["clause"], "switch off the dining room",
         "{shown}"
     );
 
@@ -631,6 +632,80 @@ fn a_request_said_among_other_words_is_found_and_talk_around_a_name_is_not() {
         assert!(commands(&r).is_empty(), "{said}: {r}");
         assert!(r["pending_confirmation"].is_null(), "{said}: {r}");
     }
+}
+
+#[test]
+fn a_clause_is_understood_with_what_an_earlier_one_named() {
+    let sb = Sandbox::new();
+    for (said, ran, reply) in [
+        (
+            "is the front door locked? lock it",
+            "door.lock ok",
+            "The front door is locked.",
+        ),
+        (
+            "we need bread, add it to the shopping list",
+            "shopping.add ok",
+            "Added bread to the shopping list.",
+        ),
+        (
+            "no one's in the guest room, lights off there",
+            "lights.set ok",
+            "Okay, the guest room lights are off.",
+        ),
+        (
+            "the kitchen is dark, turn on the lights",
+            "lights.set ok",
+            "Okay, the kitchen lights are on.",
+        ),
+        (
+            "tea's brewing, remind me in four minutes",
+            "timer.set ok",
+            "",
+        ),
+        // What is no longer needed is stopped: not a negation.
+        ("I don't need the timer anymore", "timer.cancel ok", ""),
+        (
+            "no need for the lights in the garden anymore",
+            "lights.set ok",
+            "Okay, the outside lights are off.",
+        ),
+    ] {
+        let r = sb.say("c", said);
+        assert_eq!(commands(&r), vec![ran], "{said}: {r}");
+        if !reply.is_empty() {
+            assert_eq!(r["reply"], reply, "{said}");
+        }
+    }
+    // What was put back is shown, with the clause it was put in.
+    let shown = sb
+        .run(&["understand", "--json", "is the front door locked? lock it"])
+        .ok()
+        .json();
+    assert_eq!(shown["layer"], "clause", "{shown}");
+    assert_eq!(
+        shown["understood"]["said"], "lock the front door",
+        "{shown}"
+    );
+    assert_eq!(shown["understood"]["referent"], "the front door", "{shown}");
+    // A negation or a story anywhere in the sentence: nothing runs.
+    for said in [
+        "don't lock it, the front door is fine",
+        "the front door was open yesterday, so I locked it",
+        "we need bread, don't add it to the list yet",
+    ] {
+        let r = sb.say("n", said);
+        assert!(commands(&r).is_empty(), "{said}: {r}");
+        assert!(r["pending_confirmation"].is_null(), "{said}: {r}");
+    }
+    // A device asked for what its kind does not do is named with what it does.
+    let door = sb.say("n", "open the front door");
+    assert!(commands(&door).is_empty(), "{door}");
+    assert!(door["pending_confirmation"].is_null(), "{door}");
+    assert_eq!(
+        door["reply"],
+        "The front door is a lock; I can lock or unlock it."
+    );
 }
 
 /// Talk no layer understood goes to the model offered only the commands

@@ -657,6 +657,18 @@ pub struct LanguageConfig {
     /// Verbs that ask for something ("turn", "lock", "add").
     #[serde(default)]
     pub request_verbs: Vec<String>,
+    /// Words in a clause that point back at a thing an earlier clause of the
+    /// same sentence named ("is the front door locked? lock it").
+    #[serde(default)]
+    pub refer_to_thing: Vec<String>,
+    /// Words that point back at a place an earlier clause named ("no one's
+    /// in the guest room, lights off there").
+    #[serde(default)]
+    pub refer_to_place: Vec<String>,
+    /// Words after which a clause names something wanted from the shop ("we
+    /// need bread, add it to the list"): what follows is what "it" is.
+    #[serde(default)]
+    pub item_leads: Vec<String>,
     /// Expansion rules (`<turn>`) set over the library's own.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,

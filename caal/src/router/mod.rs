@@ -75,6 +75,9 @@ pub struct Router {
     negation_idioms: Vec<String>,
     narrative_words: Vec<String>,
     request_verbs: Vec<String>,
+    refer_to_thing: Vec<String>,
+    refer_to_place: Vec<String>,
+    item_leads: Vec<String>,
     /// The semantic layer, when its model is loaded and the language has examples.
     semantic: Option<Semantic>,
     /// The model layer: when and among how many meanings a model chooses.
@@ -416,6 +419,9 @@ impl Router {
             negation_idioms: words.negation_idioms.iter().map(|w| normalize(w)).collect(),
             narrative_words: words.narrative_words.iter().map(|w| normalize(w)).collect(),
             request_verbs: words.request_verbs.iter().map(|w| normalize(w)).collect(),
+            refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
+            refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
+            item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
             semantic,
             model_choice: u.model.clone(),
         })
@@ -494,9 +500,10 @@ impl Router {
 
     /// Routes in layers: rules above the template priority; a negated
     /// request (never run); the sentence templates; several requests in one
-    /// sentence; the remaining rules; a room or device that is not in the
-    /// home (a reply naming what is); the nearest examples in meaning; else
-    /// the state's unmatched route.
+    /// sentence; the remaining rules; the clauses of a longer sentence, each
+    /// on its own with what "it" or "there" points back at; a room or device
+    /// that is not in the home (a reply naming what is); the nearest examples
+    /// in meaning; else the state's unmatched route.
     pub fn route_in(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
         let ruled = self.by_rules(text);
         if let Some((priority, decision)) = ruled {
@@ -506,6 +513,7 @@ impl Router {
             return self.understood(text, context).unwrap_or(decision);
         }
         self.understood(text, context)
+            .or_else(|| self.by_clause(text, context))
             .or_else(|| self.unknown_target(text, context))
             .unwrap_or_else(|| {
                 let meaning = self.by_meaning(text, context);

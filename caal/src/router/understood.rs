@@ -29,6 +29,62 @@ pub(super) struct Meaning {
     pub near: Option<Vec<String>>,
 }
 
+/// How sure a clause's own reading must be: a template that matched it
+/// (a wildcard may take part of it, inside the clause).
+const SURE_CLAUSE: f64 = 0.5;
+
+/// A device kind as people say it.
+fn kind_word(domain: &str) -> &str {
+    match domain {
+        "climate" => "thermostat",
+        "cover" => "door or blind that opens",
+        "media_player" => "media player",
+        other => other,
+    }
+}
+
+/// A sentence's clauses, at `,` `;` `?` `!` `.` followed by a space or the
+/// end ("21.5" and "1,000" are numbers, not clauses).
+fn clauses(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(b, b',' | b';' | b'?' | b'!' | b'.')
+            && bytes.get(i + 1).is_none_or(|n| n.is_ascii_whitespace())
+        {
+            out.push(&text[start..i]);
+            start = i + 1;
+        }
+    }
+    out.push(&text[start..]);
+    out.into_iter()
+        .map(str::trim)
+        .filter(|c| c.chars().any(char::is_alphanumeric))
+        .collect()
+}
+
+/// One clause's decision, saying which clause it was and what it pointed back at.
+fn clause_decision(
+    mut d: RouteDecision,
+    clause: &str,
+    said: &str,
+    referent: Option<String>,
+) -> RouteDecision {
+    d.layer = "clause";
+    let mut u = d.understood.take().unwrap_or_else(|| json!({}));
+    if let Some(obj) = u.as_object_mut() {
+        obj.insert("layer".into(), json!("clause"));
+        obj.insert("clause".into(), json!(clause));
+        if referent.is_some() {
+            obj.insert("said".into(), json!(said));
+            obj.insert("referent".into(), json!(referent));
+        }
+    }
+    d.understood = Some(u);
+    d
+}
+
 /// Slots the semantic layer reads by kind; any other it reads where an example marks it.
 const READ_BY_KIND: &[&str] = &["area", "name", "brightness", "temperature", "seconds"];
 
@@ -855,6 +911,205 @@ impl Router {
         None
     }
 
+    /// A longer sentence in clauses, at `,` `;` `?` `!` `.` ("tea's brewing,
+    /// remind me in four minutes"): the clauses a template understands whole
+    /// are the request (several, one chain), the others what was said around
+    /// it. A clause may point back at what an earlier one named: "it" or
+    /// "them" at a device of the home or at what "we need" or "we're out of"
+    /// named, "there" at a room ("is the front door locked? lock it" is "lock
+    /// the front door"). Never in a sentence that says "not", nor in a story.
+    pub(super) fn by_clause(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        let clauses = clauses(text);
+        if clauses.len() < 2 || self.says_not(text) || self.tells_a_story(text) {
+            return None;
+        }
+        let mut commands = Vec::new();
+        let mut parts = Vec::new();
+        let mut last = None;
+        for (i, clause) in clauses.iter().enumerate() {
+            let (mut said, mut referent) = match self.resolve_reference(clause, &clauses[..i]) {
+                Some((resolved, referent)) => (resolved, Some(referent)),
+                None => (clause.to_string(), None),
+            };
+            let Some(mut d) = self
+                .command_of(&said, context)
+                .filter(|d| d.confidence >= SURE_CLAUSE)
+            else {
+                continue;
+            };
+            // "The kitchen is dark, turn on the lights": the room asked for is the one said before.
+            if d.route_code == "intent.clarify"
+                && let Some(area) = clauses[..i].iter().rev().find_map(|c| self.area_in(c))
+                && let Some(placed) = self
+                    .command_of(&format!("{said} in the {area}"), context)
+                    .filter(|d| matches!(d.intent, Intent::Chain(_)))
+            {
+                said = format!("{said} in the {area}");
+                referent = Some(format!("in the {area}"));
+                d = placed;
+            }
+            match &d.intent {
+                Intent::Chain(chain) => {
+                    // Said twice ("it's dark in here, lights on in here"): done once.
+                    for c in &chain.commands {
+                        if !commands.iter().any(|k: &crate::auth::Command| {
+                            k.command_id == c.command_id && k.params == c.params
+                        }) {
+                            commands.push(c.clone());
+                        }
+                    }
+                }
+                // A clause whose parameters were refused, or that is ambiguous, answers for all.
+                _ => return Some(clause_decision(d, clause, &said, referent)),
+            }
+            parts.push(json!({"clause": clause, "said": said, "referent": referent,
+                              "layer": d.layer, "source_rule": d.source_rule, "understood": d.understood}));
+            last = Some((d, clause.to_string(), said, referent));
+        }
+        let (d, clause, said, referent) = last?;
+        if parts.len() == 1 {
+            return Some(clause_decision(d, &clause, &said, referent));
+        }
+        let chain = CommandChain::new(commands, None, None);
+        Some(RouteDecision {
+            route_code: "intent.command".into(),
+            source_rule: None,
+            topic: None,
+            auth_level: chain.chain_level,
+            macro_name: None,
+            command_id: chain.command_id().map(str::to_owned),
+            params: json!({}),
+            intent: Intent::Chain(chain),
+            layer: "clause",
+            understood: Some(json!({"layer": "clause", "parts": parts})),
+            confidence: 1.0,
+            choices: Vec::new(),
+            near: None,
+        })
+    }
+
+    /// `clause` with a word that points back ("it", "there") replaced by
+    /// what the nearest earlier clause named, and that referent; `None` when
+    /// it points at nothing, or nothing earlier names one.
+    fn resolve_reference(&self, clause: &str, earlier: &[&str]) -> Option<(String, String)> {
+        let padded = format!(" {clause} ");
+        let place = self
+            .refer_to_place
+            .iter()
+            .find(|w| padded.contains(&format!(" {w} ")));
+        let thing = self
+            .refer_to_thing
+            .iter()
+            .find(|w| padded.contains(&format!(" {w} ")));
+        let (word, referent) = if let Some(word) = place {
+            let area = earlier.iter().rev().find_map(|c| self.area_in(c))?;
+            (word, format!("in the {area}"))
+        } else {
+            let word = thing?;
+            let named = earlier
+                .iter()
+                .rev()
+                .find_map(|c| self.device_in(c).or_else(|| self.item_in(c)))?;
+            (word, named)
+        };
+        let resolved = padded
+            .replacen(&format!(" {word} "), &format!(" {referent} "), 1)
+            .trim()
+            .to_owned();
+        Some((resolved, referent))
+    }
+
+    /// The room a clause names (the longest name or alias said), as named in the home.
+    fn area_in(&self, clause: &str) -> Option<String> {
+        let padded = format!(" {} ", normalize(clause));
+        self.home
+            .areas
+            .iter()
+            .flat_map(|a| {
+                std::iter::once(&a.name)
+                    .chain(&a.aliases)
+                    .map(move |n| (a, n))
+            })
+            .filter(|(_, n)| padded.contains(&format!(" {n} ")))
+            .max_by_key(|(_, n)| n.len())
+            .map(|(a, _)| a.name.clone())
+    }
+
+    /// A device a clause names (the longest name or alias said), as said with "the".
+    fn device_in(&self, clause: &str) -> Option<String> {
+        let padded = format!(" {} ", normalize(clause));
+        self.home
+            .devices
+            .iter()
+            .flat_map(|d| std::iter::once(&d.name).chain(&d.aliases))
+            .filter(|n| padded.contains(&format!(" {n} ")))
+            .max_by_key(|n| n.len())
+            .map(|n| format!("the {n}"))
+    }
+
+    /// What a clause says is wanted ("we need bread": bread): the words
+    /// after one of `item_leads` to the clause's end, at most four.
+    fn item_in(&self, clause: &str) -> Option<String> {
+        let padded = format!(" {} ", normalize(clause));
+        let rest = self.item_leads.iter().find_map(|lead| {
+            padded
+                .find(&format!(" {lead} "))
+                .map(|at| &padded[at + lead.len() + 2..])
+        })?;
+        let words: Vec<&str> = rest
+            .split(' ')
+            .filter(|w| !w.is_empty())
+            .skip_while(|w| ["some", "more", "a", "an", "the", "of"].contains(w))
+            .collect();
+        (!words.is_empty() && words.len() <= 4).then(|| words.join(" "))
+    }
+
+    /// The device of the home, of any kind, that words name by its id, name
+    /// or an alias: "prop the front door open" is about the front door (a
+    /// lock), never "a device I don't know".
+    fn device_named(&self, said: &str) -> Option<&crate::understand::home::Device> {
+        let said = normalize(said);
+        let said = said.strip_prefix("the ").unwrap_or(&said);
+        self.home.devices.iter().find(|d| {
+            d.id == said
+                || normalize(&d.name) == said
+                || d.aliases.iter().any(|a| normalize(a) == said)
+        })
+    }
+
+    /// What a device asked for something its kind does not do can do:
+    /// "The front door is a lock; I can lock or unlock it."
+    fn what_it_does(&self, device: &crate::understand::home::Device) -> String {
+        let mut verbs: Vec<&str> = Vec::new();
+        for m in self
+            .intent_maps
+            .iter()
+            .filter(|m| m.when.get("domain") == Some(&device.domain))
+        {
+            if let Some(verb) = self
+                .commands
+                .get(&m.command)
+                .and_then(|c| c.config.summary.split(' ').next())
+                && !verbs.contains(&verb)
+            {
+                verbs.push(verb);
+            }
+        }
+        let kind = kind_word(&device.domain);
+        match verbs.as_slice() {
+            [] => format!(
+                "The {} is a {kind}; that isn't something I can do with it.",
+                device.name
+            ),
+            [one] => format!("The {} is a {kind}; I can {one} it.", device.name),
+            [rest @ .., last] => format!(
+                "The {} is a {kind}; I can {} or {last} it.",
+                device.name,
+                rest.join(", ")
+            ),
+        }
+    }
+
     /// Whether words said name one of the home's rooms ("the dining room").
     fn is_area(&self, said: &str) -> bool {
         let said = said.strip_prefix("the ").unwrap_or(said);
@@ -880,7 +1135,31 @@ impl Router {
             if !self.intent_maps.iter().any(|m| m.intent == u.intent) || u.confidence < 0.5 {
                 continue;
             }
-            let reply = if let Some(area) = u.slots.get("area")
+            // The device of the home this reading is about: named by one
+            // slot, or by two together ("open the front door": "front" read
+            // as a room and "door" as a kind).
+            let device = u
+                .slots
+                .get("name")
+                .and_then(|n| {
+                    self.device_named(&n.text())
+                        .or_else(|| self.device_named(&n.said))
+                })
+                .or_else(|| {
+                    u.slots.values().find_map(|a| {
+                        u.slots
+                            .values()
+                            .filter(|b| !std::ptr::eq(*b, a))
+                            .find_map(|b| self.device_named(&format!("{} {}", a.said, b.said)))
+                    })
+                });
+            let reply = if let Some(device) = device {
+                // A device of the home, asked for what its kind does not do.
+                match u.slots.get("domain").map(|d| d.text()) {
+                    Some(domain) if domain != device.domain => self.what_it_does(device),
+                    _ => continue,
+                }
+            } else if let Some(area) = u.slots.get("area")
                 && self.home.areas.iter().all(|a| a.name != area.text())
                 && plausible_name(&area.said)
             {
@@ -890,7 +1169,6 @@ impl Router {
                     self.home.area_names().join(", ")
                 )
             } else if let Some(name) = u.slots.get("name")
-                && self.home.device(&name.text()).is_none()
                 && plausible_name(&name.said)
                 && !self.is_area(&name.said)
             {

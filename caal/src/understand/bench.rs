@@ -30,6 +30,7 @@ pub const HELD_OUT_SUITE: &str = include_str!("../../suites/held-out-en.jsonl");
 pub const FRESH_SUITE: &str = include_str!("../../suites/fresh-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../suites/everyday-en.jsonl");
+pub const UNSEEN_SUITE: &str = include_str!("../../suites/unseen-en.jsonl");
 pub const TIMERS_SUITE: &str = include_str!("../../suites/timers-en.jsonl");
 pub const TALK_SUITE: &str = include_str!("../../suites/talk-en.jsonl");
 
@@ -409,6 +410,7 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
                 parse_suite(EVERYDAY_SUITE, "everyday-en")?,
             ),
             ("timers-en".into(), parse_suite(TIMERS_SUITE, "timers-en")?),
+            ("unseen-en".into(), parse_suite(UNSEEN_SUITE, "unseen-en")?),
             (
                 "out-of-domain-en".into(),
                 parse_suite(OUT_OF_DOMAIN_SUITE, "out-of-domain-en")?,
@@ -448,7 +450,7 @@ mod tests {
     #[test]
     fn the_built_in_suites_parse_and_bad_lines_are_named() {
         let all = suites(None).unwrap();
-        assert_eq!(all.len(), 9);
+        assert_eq!(all.len(), 10);
         assert!(all.iter().all(|(_, cases)| !cases.is_empty()));
         let err = parse_suite("{\"text\": \"hi\"}\nnot json\n", "mine.jsonl").unwrap_err();
         assert!(err.contains("mine.jsonl line 2"), "{err}");
