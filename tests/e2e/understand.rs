@@ -708,6 +708,37 @@ fn a_clause_is_understood_with_what_an_earlier_one_named() {
     );
 }
 
+#[test]
+fn a_misheard_or_mistyped_word_is_read_as_the_word_it_is_nearest() {
+    let sb = Sandbox::new();
+    let typed = sb.say("h", "turn on the kitchn lights");
+    assert_eq!(commands(&typed), vec!["lights.set ok"], "{typed}");
+    assert_eq!(typed["reply"], "Okay, the kitchen lights are on.");
+    let shown = sb
+        .run(&["understand", "--json", "Thermos tap to 20. Please."])
+        .ok()
+        .json();
+    assert_eq!(shown["layer"], "heard_as", "{shown}");
+    assert_eq!(shown["commands"][0]["command_id"], "thermostat.set", "{shown}");
+    assert_eq!(
+        shown["understood"]["words"][0]["heard"], "thermos tap",
+        "{shown}"
+    );
+    assert_eq!(
+        shown["understood"]["words"][0]["read"], "thermostat",
+        "{shown}"
+    );
+    let heard = sb.say("h", "Reminds me to water the plants in an hour.");
+    assert_eq!(commands(&heard), vec!["reminder.add ok"], "{heard}");
+    // A word near none the sentences know is left as said: the home answers for it.
+    let jukebox = sb.say("h", "turn on the jukebox");
+    assert!(commands(&jukebox).is_empty(), "{jukebox}");
+    assert!(
+        jukebox["reply"].as_str().unwrap().contains("jukebox"),
+        "{jukebox}"
+    );
+}
+
 /// Talk no layer understood goes to the model offered only the commands
 /// the meaning layer found near it: none for a joke or a question about a
 /// thing, a few light commands for a remark about a room; a call of a tool

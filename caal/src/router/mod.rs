@@ -78,6 +78,9 @@ pub struct Router {
     refer_to_thing: Vec<String>,
     refer_to_place: Vec<String>,
     item_leads: Vec<String>,
+    /// Every word the sentences, the home and the examples know: a word of
+    /// what was heard that is none of them may be a mishearing of one.
+    vocabulary: std::collections::HashSet<String>,
     /// The semantic layer, when its model is loaded and the language has examples.
     semantic: Option<Semantic>,
     /// The model layer: when and among how many meanings a model chooses.
@@ -401,6 +404,7 @@ impl Router {
                 problem: e.to_string(),
             }
         })?;
+        let vocabulary = understood::vocabulary(&library, &home, &words);
         Ok(Self {
             set,
             rules,
@@ -422,6 +426,7 @@ impl Router {
             refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
             refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
             item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
+            vocabulary,
             semantic,
             model_choice: u.model.clone(),
         })
@@ -501,7 +506,8 @@ impl Router {
     /// Routes in layers: rules above the template priority; a negated
     /// request (never run); the sentence templates; several requests in one
     /// sentence; the remaining rules; the clauses of a longer sentence, each
-    /// on its own with what "it" or "there" points back at; a room or device
+    /// on its own with what "it" or "there" points back at; a word no
+    /// sentence knows read as the one it sounds like; a room or device
     /// that is not in the home (a reply naming what is); the nearest examples
     /// in meaning; else the state's unmatched route.
     pub fn route_in(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
@@ -510,10 +516,19 @@ impl Router {
             if priority > self.template_priority {
                 return decision;
             }
-            return self.understood(text, context).unwrap_or(decision);
+            return self.understood(text, context).unwrap_or_else(|| {
+                // A rule that took it but could not use it ("there is no
+                // kitchn here"): a mishearing read right may be understood.
+                if matches!(decision.intent, Intent::Chain(_)) {
+                    decision
+                } else {
+                    self.heard_as(text, context).unwrap_or(decision)
+                }
+            });
         }
         self.understood(text, context)
             .or_else(|| self.by_clause(text, context))
+            .or_else(|| self.heard_as(text, context))
             .or_else(|| self.unknown_target(text, context))
             .unwrap_or_else(|| {
                 let meaning = self.by_meaning(text, context);

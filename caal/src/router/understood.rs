@@ -33,6 +33,48 @@ pub(super) struct Meaning {
 /// (a wildcard may take part of it, inside the clause).
 const SURE_CLAUSE: f64 = 0.5;
 
+/// The words a router knows: its sentences', its home's names', its
+/// examples' and its word lists'.
+pub(super) fn vocabulary(
+    library: &crate::understand::Library,
+    home: &crate::understand::Home,
+    words: &crate::config::LanguageConfig,
+) -> std::collections::HashSet<String> {
+    let mut out = library.vocabulary();
+    let mut add = |text: &str| {
+        for w in normalize(text).split(' ') {
+            let w = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'');
+            if !w.is_empty() && !w.contains('{') {
+                out.insert(w.to_owned());
+            }
+        }
+    };
+    for a in &home.areas {
+        add(&a.name);
+        a.aliases.iter().for_each(|x| add(x));
+    }
+    for d in &home.devices {
+        add(&d.name);
+        d.aliases.iter().for_each(|x| add(x));
+    }
+    for e in &words.examples {
+        e.examples.iter().for_each(|x| add(x));
+    }
+    for list in [
+        &words.split_words,
+        &words.negations,
+        &words.negation_idioms,
+        &words.narrative_words,
+        &words.request_verbs,
+        &words.refer_to_thing,
+        &words.refer_to_place,
+        &words.item_leads,
+    ] {
+        list.iter().for_each(|x| add(x));
+    }
+    out
+}
+
 /// A device kind as people say it.
 fn kind_word(domain: &str) -> &str {
     match domain {
@@ -1017,6 +1059,100 @@ impl Router {
             .trim()
             .to_owned();
         Some((resolved, referent))
+    }
+
+    /// A word no sentence, name or example knows, read as the one word it is
+    /// nearest in spelling ("reminds me" as "remind me", "thermos tap" as
+    /// "thermostat", a typed "kitchn"): whisper mishears, people mistype.
+    /// Only when the sentence so read is understood whole, and only words of
+    /// four letters or more, within one edit (two from eight letters), the
+    /// nearest unique; words in two joined when together they are one.
+    pub(super) fn heard_as(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        if self.vocabulary.is_empty() {
+            return None;
+        }
+        let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+        let bare = |w: &str| -> String {
+            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+                .to_lowercase()
+        };
+        let known = |w: &str| {
+            w.is_empty()
+                || self.vocabulary.contains(w)
+                || w.chars().any(|c| c.is_ascii_digit())
+                || !crate::understand::numbers::numbers_at(self.library.lang, w, 0).is_empty()
+        };
+        let mut out: Vec<String> = Vec::with_capacity(words.len());
+        let mut changed = Vec::new();
+        let mut i = 0;
+        while i < words.len() {
+            let w = bare(words[i]);
+            // Two words heard for one ("thermos tap").
+            if let Some(next) = words.get(i + 1).map(|n| bare(n))
+                && (!known(&w) || !known(&next))
+                && let Some(one) = self.nearest_word(&format!("{w}{next}"))
+            {
+                changed.push(json!({"heard": format!("{w} {next}"), "read": one}));
+                out.push(one);
+                i += 2;
+                continue;
+            }
+            if !known(&w)
+                && let Some(one) = self.nearest_word(&w)
+            {
+                changed.push(json!({"heard": w, "read": one}));
+                out.push(one);
+            } else {
+                out.push(words[i].to_owned());
+            }
+            i += 1;
+        }
+        if changed.is_empty() {
+            return None;
+        }
+        let read = out.join(" ");
+        let mut d = self
+            .understood(&read, context)
+            .or_else(|| self.by_clause(&read, context))
+            .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)?;
+        d.layer = "heard_as";
+        let mut u = d.understood.take().unwrap_or_else(|| json!({}));
+        if let Some(obj) = u.as_object_mut() {
+            obj.insert("layer".into(), json!("heard_as"));
+            obj.insert("read_as".into(), json!(read));
+            obj.insert("words".into(), json!(changed));
+        }
+        d.understood = Some(u);
+        Some(d)
+    }
+
+    /// The one known word nearest `w` in spelling, if near enough and unique.
+    fn nearest_word(&self, w: &str) -> Option<String> {
+        let len = w.chars().count();
+        if len < 4 || !w.chars().all(|c| c.is_alphabetic() || c == '\'') {
+            return None;
+        }
+        let most = if len >= 8 { 2 } else { 1 };
+        let mut best: Option<(&str, usize)> = None;
+        let mut tied = false;
+        for v in &self.vocabulary {
+            if v.len().abs_diff(w.len()) > most || v.chars().count() < 4 {
+                continue;
+            }
+            let d = strsim::levenshtein(w, v);
+            if d == 0 || d > most {
+                continue;
+            }
+            match best {
+                Some((_, b)) if d > b => {}
+                Some((_, b)) if d == b => tied = true,
+                _ => {
+                    best = Some((v, d));
+                    tied = false;
+                }
+            }
+        }
+        best.filter(|_| !tied).map(|(v, _)| v.to_owned())
     }
 
     /// The room a clause names (the longest name or alias said), as named in the home.

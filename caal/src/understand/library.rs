@@ -274,6 +274,23 @@ impl Library {
         Ok(())
     }
 
+    /// Every word its sentences, rules, list values and skip words may match.
+    pub fn vocabulary(&self) -> std::collections::HashSet<String> {
+        let mut out = std::collections::HashSet::new();
+        for s in &self.sentences {
+            template::literal_words(&s.expr, &self.rules, 0, &mut out);
+        }
+        for list in self.lists.values() {
+            if let template::SlotList::Values(values) = list {
+                for v in values {
+                    template::literal_words(&v.said, &self.rules, 0, &mut out);
+                }
+            }
+        }
+        out.extend(self.skip_words.iter().flatten().cloned());
+        out
+    }
+
     pub fn sentence_count(&self) -> usize {
         self.sentences.len()
     }

@@ -589,6 +589,33 @@ pub fn required(expr: &Expr, rules: &HashMap<String, Expr>, depth: u32) -> Vec<V
     }
 }
 
+/// Every literal word `expr` may match, on any path through it (its rules
+/// followed), into `out`: the words a sentence library knows.
+pub fn literal_words(
+    expr: &Expr,
+    rules: &HashMap<String, Expr>,
+    depth: u32,
+    out: &mut std::collections::HashSet<String>,
+) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match expr {
+        Expr::Text(t) => out.extend(t.split(' ').filter(|w| !w.is_empty()).map(str::to_owned)),
+        Expr::Seq(items) | Expr::Alt(items) => {
+            for i in items {
+                literal_words(i, rules, depth, out);
+            }
+        }
+        Expr::Rule(name) => {
+            if let Some(body) = rules.get(&**name) {
+                literal_words(body, rules, depth + 1, out);
+            }
+        }
+        Expr::List { .. } => {}
+    }
+}
+
 /// The lists every reading of `expr` fills (on every path through it), to
 /// skip a template when none of a list's values is in the input.
 pub fn required_lists(expr: &Expr, rules: &HashMap<String, Expr>, depth: u32) -> Vec<String> {
