@@ -698,6 +698,24 @@ fn a_clause_is_understood_with_what_an_earlier_one_named() {
         assert!(commands(&r).is_empty(), "{said}: {r}");
         assert!(r["pending_confirmation"].is_null(), "{said}: {r}");
     }
+    // A request that waits on something is not run now, and says so.
+    for said in [
+        "if it gets dark, turn on the porch light",
+        "when I get home, unlock the front door",
+        "turn off the kitchen lights when the timer rings",
+    ] {
+        let r = sb.say("w", said);
+        assert!(commands(&r).is_empty(), "{said}: {r}");
+        assert!(r["pending_confirmation"].is_null(), "{said}: {r}");
+        assert_eq!(r["route_code"], "intent.conditional", "{said}: {r}");
+        assert!(
+            r["reply"].as_str().unwrap().contains("waits on something"),
+            "{r}"
+        );
+    }
+    // "When is…" asks a question: no condition.
+    let when = sb.say("w", "when is the timer done");
+    assert_ne!(when["route_code"], "intent.conditional", "{when}");
     // A device asked for what its kind does not do is named with what it does.
     let door = sb.say("n", "open the front door");
     assert!(commands(&door).is_empty(), "{door}");
@@ -719,7 +737,10 @@ fn a_misheard_or_mistyped_word_is_read_as_the_word_it_is_nearest() {
         .ok()
         .json();
     assert_eq!(shown["layer"], "heard_as", "{shown}");
-    assert_eq!(shown["commands"][0]["command_id"], "thermostat.set", "{shown}");
+    assert_eq!(
+        shown["commands"][0]["command_id"], "thermostat.set",
+        "{shown}"
+    );
     assert_eq!(
         shown["understood"]["words"][0]["heard"], "thermos tap",
         "{shown}"

@@ -273,6 +273,14 @@ pub struct ConversationConfig {
 pub struct RouterConfig {
     pub fallback_reply: String,
     pub chat_reply: String,
+    /// Said for a request that waits on something to happen first ("if it
+    /// gets dark, turn on the porch light"): nothing runs now.
+    #[serde(default = "default_conditional_reply")]
+    pub conditional_reply: String,
+}
+
+fn default_conditional_reply() -> String {
+    "That waits on something happening first, and I can't watch for that yet; ask me when it's time.".into()
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -669,6 +677,10 @@ pub struct LanguageConfig {
     /// need bread, add it to the list"): what follows is what "it" is.
     #[serde(default)]
     pub item_leads: Vec<String>,
+    /// Words that make a request wait on something ("if it rains, close the
+    /// garage"): the layers below the templates never run such a request now.
+    #[serde(default)]
+    pub conditions: Vec<String>,
     /// Expansion rules (`<turn>`) set over the library's own.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,

@@ -78,6 +78,8 @@ pub struct Router {
     refer_to_thing: Vec<String>,
     refer_to_place: Vec<String>,
     item_leads: Vec<String>,
+    conditions: Vec<String>,
+    conditional_reply: String,
     /// Every word the sentences, the home and the examples know: a word of
     /// what was heard that is none of them may be a mishearing of one.
     vocabulary: std::collections::HashSet<String>,
@@ -426,6 +428,8 @@ impl Router {
             refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
             refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
             item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
+            conditions: words.conditions.iter().map(|w| normalize(w)).collect(),
+            conditional_reply: config.router.conditional_reply.clone(),
             vocabulary,
             semantic,
             model_choice: u.model.clone(),
@@ -526,8 +530,11 @@ impl Router {
                 }
             });
         }
-        self.understood(text, context)
-            .or_else(|| self.by_clause(text, context))
+        if let Some(d) = self.understood(text, context) {
+            return d;
+        }
+        let d = self
+            .by_clause(text, context)
             .or_else(|| self.heard_as(text, context))
             .or_else(|| self.unknown_target(text, context))
             .unwrap_or_else(|| {
@@ -543,7 +550,8 @@ impl Router {
                     d.near = meaning.near;
                 }
                 d
-            })
+            });
+        self.unless_conditional(text, d)
     }
 
     /// The layers below the strong rules, without the catch-alls. A

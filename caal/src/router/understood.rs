@@ -1246,6 +1246,54 @@ impl Router {
         }
     }
 
+    /// A request found below the templates in a sentence that makes it wait
+    /// on something ("if it gets dark, turn on the porch light", "turn off
+    /// the lights when the timer rings") is not run now: the reply says so,
+    /// and `understood` keeps what was found. A question ("when is the timer
+    /// done") is no condition.
+    pub(super) fn unless_conditional(&self, text: &str, d: RouteDecision) -> RouteDecision {
+        if !matches!(d.intent, Intent::Chain(_)) || !self.says_condition(text) {
+            return d;
+        }
+        let mut understood = d.understood.clone().unwrap_or_else(|| json!({}));
+        if let Some(obj) = understood.as_object_mut() {
+            obj.insert("conditional".into(), json!(true));
+            obj.insert("would_run".into(), json!(d.command_id));
+        }
+        let mut out = RouteDecision::simple(
+            "intent.conditional",
+            d.source_rule.clone(),
+            Intent::Reply(self.conditional_reply.clone()),
+        );
+        out.layer = d.layer;
+        out.understood = Some(understood);
+        out.confidence = d.confidence;
+        out
+    }
+
+    fn says_condition(&self, text: &str) -> bool {
+        let words: Vec<&str> = text
+            .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '?' | '!' | '.'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let padded = format!(" {} ", words.join(" "));
+        const ASKS: &[&str] = &[
+            "is", "does", "do", "will", "was", "are", "did", "should", "can", "'s",
+        ];
+        self.conditions.iter().any(|c| {
+            let mut from = 0;
+            while let Some(at) = padded[from..].find(&format!(" {c} ")).map(|i| from + i) {
+                let after = padded[at + c.len() + 2..].split(' ').next().unwrap_or("");
+                // "when is the timer done", "until when": a question, not a condition.
+                if !(ASKS.contains(&after) || after.is_empty()) {
+                    return true;
+                }
+                from = at + 1;
+            }
+            false
+        })
+    }
+
     /// Whether words said name one of the home's rooms ("the dining room").
     fn is_area(&self, said: &str) -> bool {
         let said = said.strip_prefix("the ").unwrap_or(said);
