@@ -47,7 +47,7 @@ use crate::{
     trace::{
         Durable, EventDraft, EventRecord, EventStatus, EventType, Payload, RoundSpec,
         SCHEMA_VERSION, StoreError, TraceStore,
-        events::{ImportSource, ImportedEvent, MemoryWritten, RoundImported},
+        events::{ImportSource, ImportedEvent, RoundImported},
     },
 };
 
@@ -456,15 +456,7 @@ fn import_memory(
                 source: Some(format!("import:{}", item.item_id)),
             };
             let written = memory.remember(&bucket, &item.content, metadata, item.pinned, now)?;
-            drafts.push(EventDraft::new(MemoryWritten {
-                bucket_id: bucket_id.clone(),
-                item_id: written.item.item_id.clone(),
-                op: written.op.as_str().into(),
-                pinned: written.item.pinned,
-                chars: written.item.content.chars().count() as u64,
-                source: IMPORT_CHANNEL.into(),
-                redacted_kinds: written.redacted.iter().map(ToString::to_string).collect(),
-            }));
+            drafts.push(EventDraft::new(written.event(IMPORT_CHANNEL)));
         }
         open.append_all(drafts)?;
         open.complete("default")?;
@@ -590,25 +582,21 @@ fn read_jsonl(
         if line.trim().is_empty() {
             continue;
         }
-        let value: Value = serde_json::from_str(&line).map_err(|e| {
+        // What is wrong on line 1 says the file is no export at all.
+        let refused = |problem: String| {
             if n == 1 {
                 ImportError::UnknownFormat {
                     file: name.to_owned(),
-                    why: format!("line 1 is not JSON: {e}"),
+                    why: format!("line 1: {problem}"),
                 }
             } else {
-                bad(name, &at, format!("not JSON: {e}"))
+                bad(name, &at, problem)
             }
-        })?;
+        };
+        let value: Value =
+            serde_json::from_str(&line).map_err(|e| refused(format!("not JSON: {e}")))?;
         let Some(kind) = value.get("type").and_then(Value::as_str).map(str::to_owned) else {
-            return Err(if n == 1 {
-                ImportError::UnknownFormat {
-                    file: name.to_owned(),
-                    why: "line 1 has no \"type\" of round or event".into(),
-                }
-            } else {
-                bad(name, &at, "no \"type\" (round or event)")
-            });
+            return Err(refused("no \"type\" (round or event)".into()));
         };
         let version = value
             .get("schema_version")
@@ -667,14 +655,7 @@ fn read_jsonl(
             }
             "event" => {
                 let Some(round) = current.as_mut() else {
-                    return Err(if n == 1 {
-                        ImportError::UnknownFormat {
-                            file: name.to_owned(),
-                            why: "line 1 is an event, not a round".into(),
-                        }
-                    } else {
-                        bad(name, &at, "an event before any round line")
-                    });
+                    return Err(refused("an event before any round line".into()));
                 };
                 let record = event_record(&value).map_err(|p| bad(name, &at, p))?;
                 if record.round_id != round.round_id
@@ -754,18 +735,9 @@ fn read_jsonl(
                 });
             }
             other => {
-                return Err(if n == 1 {
-                    ImportError::UnknownFormat {
-                        file: name.to_owned(),
-                        why: format!("line 1 is of type {other:?}, not round"),
-                    }
-                } else {
-                    bad(
-                        name,
-                        &at,
-                        format!("type {other:?} is neither round nor event"),
-                    )
-                });
+                return Err(refused(format!(
+                    "type {other:?} is neither round nor event"
+                )));
             }
         }
     }

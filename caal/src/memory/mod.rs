@@ -239,6 +239,21 @@ pub struct Written {
     pub redacted: Vec<&'static str>,
 }
 
+impl Written {
+    /// The `memory.written` event that records this write, made by `source`.
+    pub fn event(&self, source: &str) -> crate::trace::events::MemoryWritten {
+        crate::trace::events::MemoryWritten {
+            bucket_id: self.item.bucket_id.to_string(),
+            item_id: self.item.item_id.clone(),
+            op: self.op.as_str().into(),
+            pinned: self.item.pinned,
+            chars: self.item.content.chars().count() as u64,
+            source: source.into(),
+            redacted_kinds: self.redacted.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
 /// How search words combine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Match {

@@ -16,8 +16,8 @@ use crate::{
     trace::{
         EventDraft, EventStatus, OpenRound, StoreError,
         events::{
-            Injected, MemoryForgotten, MemoryInjected, MemoryRead, MemoryReferenced, MemoryWritten,
-            OutputEmitted, name_of,
+            Injected, MemoryForgotten, MemoryInjected, MemoryRead, MemoryReferenced, OutputEmitted,
+            name_of,
         },
     },
 };
@@ -261,15 +261,7 @@ impl Engine {
         written: &Written,
         source: &str,
     ) -> Result<(), StoreError> {
-        round.append(EventDraft::new(MemoryWritten {
-            bucket_id: written.item.bucket_id.to_string(),
-            item_id: written.item.item_id.clone(),
-            op: written.op.as_str().into(),
-            pinned: written.item.pinned,
-            chars: written.item.content.chars().count() as u64,
-            source: source.into(),
-            redacted_kinds: written.redacted.iter().map(ToString::to_string).collect(),
-        }))
+        round.append(EventDraft::new(written.event(source)))
     }
 
     fn record_referenced(

@@ -75,6 +75,31 @@ pub(super) fn vocabulary(
     out
 }
 
+/// Several requests found by `layer` (a split, clauses) as one chain, gated
+/// once at its highest level, with each part's own reading.
+fn several_parts(
+    commands: Vec<crate::auth::Command>,
+    layer: &'static str,
+    parts: Vec<Value>,
+) -> RouteDecision {
+    let chain = CommandChain::new(commands, None, None);
+    RouteDecision {
+        route_code: "intent.command".into(),
+        source_rule: None,
+        topic: None,
+        auth_level: chain.chain_level,
+        macro_name: None,
+        command_id: chain.command_id().map(str::to_owned),
+        params: json!({}),
+        intent: Intent::Chain(chain),
+        layer,
+        understood: Some(json!({"layer": layer, "parts": parts})),
+        confidence: 1.0,
+        choices: Vec::new(),
+        near: None,
+    }
+}
+
 /// A device kind as people say it.
 fn kind_word(domain: &str) -> &str {
     match domain {
@@ -591,22 +616,7 @@ impl Router {
             understood.push(json!({"layer": part.layer, "source_rule": part.source_rule,
                                    "understood": part.understood}));
         }
-        let chain = CommandChain::new(commands, None, None);
-        Some(RouteDecision {
-            route_code: "intent.command".into(),
-            source_rule: None,
-            topic: None,
-            auth_level: chain.chain_level,
-            macro_name: None,
-            command_id: chain.command_id().map(str::to_owned),
-            params: json!({}),
-            intent: Intent::Chain(chain),
-            layer: "split",
-            understood: Some(json!({"layer": "split", "parts": understood})),
-            confidence: 1.0,
-            choices: Vec::new(),
-            near: None,
-        })
+        Some(several_parts(commands, "split", understood))
     }
 
     fn split(&self, text: &str, context: &Context, depth: usize) -> Option<Vec<RouteDecision>> {
@@ -1012,22 +1022,7 @@ impl Router {
         if parts.len() == 1 {
             return Some(clause_decision(d, &clause, &said, referent));
         }
-        let chain = CommandChain::new(commands, None, None);
-        Some(RouteDecision {
-            route_code: "intent.command".into(),
-            source_rule: None,
-            topic: None,
-            auth_level: chain.chain_level,
-            macro_name: None,
-            command_id: chain.command_id().map(str::to_owned),
-            params: json!({}),
-            intent: Intent::Chain(chain),
-            layer: "clause",
-            understood: Some(json!({"layer": "clause", "parts": parts})),
-            confidence: 1.0,
-            choices: Vec::new(),
-            near: None,
-        })
+        Some(several_parts(commands, "clause", parts))
     }
 
     /// `clause` with a word that points back ("it", "there") replaced by
