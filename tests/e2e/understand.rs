@@ -698,6 +698,10 @@ fn a_clause_is_understood_with_what_an_earlier_one_named() {
         assert!(commands(&r).is_empty(), "{said}: {r}");
         assert!(r["pending_confirmation"].is_null(), "{said}: {r}");
     }
+    // Near a light command in meaning, but about heat: no light is touched.
+    let cold = sb.say("n", "the bedroom is cold, turn it up");
+    assert!(commands(&cold).is_empty(), "{cold}");
+    assert!(cold["pending_confirmation"].is_null(), "{cold}");
     // A request that waits on something is not run now, and says so.
     for said in [
         "if it gets dark, turn on the porch light",

@@ -681,6 +681,11 @@ pub struct LanguageConfig {
     /// garage"): the layers below the templates never run such a request now.
     #[serde(default)]
     pub conditions: Vec<String>,
+    /// Words that tell what kind of thing a sentence is about, by the first
+    /// part of command ids (`lights`, `thermostat`): the meaning layer does
+    /// not decide a command of one kind for a sentence that speaks only of another.
+    #[serde(default)]
+    pub topic_words: BTreeMap<String, Vec<String>>,
     /// Expansion rules (`<turn>`) set over the library's own.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,

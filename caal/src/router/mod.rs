@@ -80,6 +80,7 @@ pub struct Router {
     item_leads: Vec<String>,
     conditions: Vec<String>,
     conditional_reply: String,
+    topic_words: BTreeMap<String, Vec<String>>,
     /// Every word the sentences, the home and the examples know: a word of
     /// what was heard that is none of them may be a mishearing of one.
     vocabulary: std::collections::HashSet<String>,
@@ -429,6 +430,11 @@ impl Router {
             refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
             item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
             conditions: words.conditions.iter().map(|w| normalize(w)).collect(),
+            topic_words: words
+                .topic_words
+                .iter()
+                .map(|(k, ws)| (k.clone(), ws.iter().map(|w| normalize(w)).collect()))
+                .collect(),
             conditional_reply: config.router.conditional_reply.clone(),
             vocabulary,
             semantic,

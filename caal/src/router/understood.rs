@@ -705,7 +705,8 @@ impl Router {
                 )?;
                 d.confidence = best.score;
                 Some(d)
-            });
+            })
+            .filter(|d| self.speaks_of_its_kind(text, d));
         let sure = decided.as_ref().is_some_and(|_| best.score >= cfg.sure);
         let m = &self.model_choice;
         let choices = if m.enabled && !sure && best.score >= m.floor {
@@ -1287,6 +1288,29 @@ impl Router {
             }
             false
         })
+    }
+
+    /// Whether a sentence could be about the kind of thing `d` acts on: not
+    /// when it speaks only of another kind (`topic_words`, by the first part
+    /// of a command's id): "the bedroom is cold, turn it up" is near "turn
+    /// the bedroom lights up" in meaning, but speaks of heat, not light.
+    fn speaks_of_its_kind(&self, text: &str, d: &RouteDecision) -> bool {
+        let Some(kind) = d.command_id.as_deref().and_then(|c| c.split('.').next()) else {
+            return true;
+        };
+        let Some(own) = self.topic_words.get(kind) else {
+            return true;
+        };
+        let padded = format!(" {} ", text.replace([',', ';', '?', '!', '.'], " "));
+        let said = |w: &String| padded.contains(&format!(" {w} "));
+        if own.iter().any(said) {
+            return true;
+        }
+        !self
+            .topic_words
+            .iter()
+            .filter(|(k, _)| k.as_str() != kind)
+            .any(|(_, words)| words.iter().filter(|w| !own.contains(w)).any(said))
     }
 
     /// Whether words said name one of the home's rooms ("the dining room").
