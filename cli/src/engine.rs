@@ -61,11 +61,7 @@ pub fn open_engine(data_dir: &Path, config: Config, start: Start) -> Result<Engi
     {
         std::thread::spawn(semantic.warmer());
     }
-    for (conversation, round_seq) in engine.store().recovered() {
-        eprintln!(
-            "caal: conversation {conversation} round {round_seq} was left open by a crash; recorded as round.failed (crash.recovered)"
-        );
-    }
+    say_recovered(&engine);
     Ok(engine)
 }
 
@@ -78,12 +74,17 @@ pub fn open_engine_offline(data_dir: &Path, config: Config) -> Result<Engine> {
         ..EngineOptions::default()
     };
     let engine = Engine::open(data_dir, config, options)?;
+    say_recovered(&engine);
+    Ok(engine)
+}
+
+/// Names each round a crash left open, which opening the store recorded as failed.
+fn say_recovered(engine: &Engine) {
     for (conversation, round_seq) in engine.store().recovered() {
         eprintln!(
             "caal: conversation {conversation} round {round_seq} was left open by a crash; recorded as round.failed (crash.recovered)"
         );
     }
-    Ok(engine)
 }
 
 /// The state database, for reading beside a running writer.

@@ -35,12 +35,8 @@ const SURE_CLAUSE: f64 = 0.5;
 
 /// The words a router knows: its sentences', its home's names', its
 /// examples' and its word lists'.
-pub(super) fn vocabulary(
-    library: &crate::understand::Library,
-    home: &crate::understand::Home,
-    words: &crate::config::LanguageConfig,
-) -> std::collections::HashSet<String> {
-    let mut out = library.vocabulary();
+fn vocabulary_of(router: &Router) -> std::collections::HashSet<String> {
+    let mut out = router.library.vocabulary();
     let mut add = |text: &str| {
         for w in normalize(text).split(' ') {
             let w = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'');
@@ -49,30 +45,57 @@ pub(super) fn vocabulary(
             }
         }
     };
-    for a in &home.areas {
+    for a in &router.home.areas {
         add(&a.name);
         a.aliases.iter().for_each(|x| add(x));
     }
-    for d in &home.devices {
+    for d in &router.home.devices {
         add(&d.name);
         d.aliases.iter().for_each(|x| add(x));
     }
-    for e in &words.examples {
-        e.examples.iter().for_each(|x| add(x));
-    }
     for list in [
-        &words.split_words,
-        &words.negations,
-        &words.negation_idioms,
-        &words.narrative_words,
-        &words.request_verbs,
-        &words.refer_to_thing,
-        &words.refer_to_place,
-        &words.item_leads,
+        &router.example_sentences,
+        &router.split_words,
+        &router.negations,
+        &router.negation_idioms,
+        &router.narrative_words,
+        &router.request_verbs,
+        &router.refer_to_thing,
+        &router.refer_to_place,
+        &router.item_leads,
     ] {
         list.iter().for_each(|x| add(x));
     }
     out
+}
+
+/// The one word of `vocabulary` nearest `w` in spelling, if near enough and unique.
+fn nearest_word(vocabulary: &std::collections::HashSet<String>, w: &str) -> Option<String> {
+    let len = w.chars().count();
+    if len < 4 || !w.chars().all(|c| c.is_alphabetic() || c == '\'') {
+        return None;
+    }
+    let most = if len >= 8 { 2 } else { 1 };
+    let mut best: Option<(&str, usize)> = None;
+    let mut tied = false;
+    for v in vocabulary {
+        if v.len().abs_diff(w.len()) > most || v.chars().count() < 4 {
+            continue;
+        }
+        let d = strsim::levenshtein(w, v);
+        if d == 0 || d > most {
+            continue;
+        }
+        match best {
+            Some((_, b)) if d > b => {}
+            Some((_, b)) if d == b => tied = true,
+            _ => {
+                best = Some((v, d));
+                tied = false;
+            }
+        }
+    }
+    best.filter(|_| !tied).map(|(v, _)| v.to_owned())
 }
 
 /// Several requests found by `layer` (a split, clauses) as one chain, gated
@@ -110,14 +133,27 @@ fn kind_word(domain: &str) -> &str {
     }
 }
 
-/// A sentence's clauses, at `,` `;` `?` `!` `.` followed by a space or the
-/// end ("21.5" and "1,000" are numbers, not clauses).
+/// What ends a clause.
+const CLAUSE_MARKS: [char; 5] = [',', ';', '?', '!', '.'];
+
+/// ` w1 w2 … `: a sentence's words between single spaces, its clause marks
+/// left out, to find whole words and phrases in.
+fn padded_words(text: &str) -> String {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || CLAUSE_MARKS.contains(&c))
+        .filter(|w| !w.is_empty())
+        .collect();
+    format!(" {} ", words.join(" "))
+}
+
+/// A sentence's clauses, at a clause mark followed by a space or the end
+/// ("21.5" and "1,000" are numbers, not clauses).
 fn clauses(text: &str) -> Vec<&str> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut start = 0;
     for (i, b) in bytes.iter().enumerate() {
-        if matches!(b, b',' | b';' | b'?' | b'!' | b'.')
+        if CLAUSE_MARKS.contains(&char::from(*b))
             && bytes.get(i + 1).is_none_or(|n| n.is_ascii_whitespace())
         {
             out.push(&text[start..i]);
@@ -1064,7 +1100,8 @@ impl Router {
     /// four letters or more, within one edit (two from eight letters), the
     /// nearest unique; words in two joined when together they are one.
     pub(super) fn heard_as(&self, text: &str, context: &Context) -> Option<RouteDecision> {
-        if self.vocabulary.is_empty() {
+        let vocabulary = self.vocabulary.get_or_init(|| vocabulary_of(self));
+        if vocabulary.is_empty() {
             return None;
         }
         let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
@@ -1074,7 +1111,7 @@ impl Router {
         };
         let known = |w: &str| {
             w.is_empty()
-                || self.vocabulary.contains(w)
+                || vocabulary.contains(w)
                 || w.chars().any(|c| c.is_ascii_digit())
                 || !crate::understand::numbers::numbers_at(self.library.lang, w, 0).is_empty()
         };
@@ -1086,7 +1123,7 @@ impl Router {
             // Two words heard for one ("thermos tap").
             if let Some(next) = words.get(i + 1).map(|n| bare(n))
                 && (!known(&w) || !known(&next))
-                && let Some(one) = self.nearest_word(&format!("{w}{next}"))
+                && let Some(one) = nearest_word(vocabulary, &format!("{w}{next}"))
             {
                 changed.push(json!({"heard": format!("{w} {next}"), "read": one}));
                 out.push(one);
@@ -1094,7 +1131,7 @@ impl Router {
                 continue;
             }
             if !known(&w)
-                && let Some(one) = self.nearest_word(&w)
+                && let Some(one) = nearest_word(vocabulary, &w)
             {
                 changed.push(json!({"heard": w, "read": one}));
                 out.push(one);
@@ -1120,35 +1157,6 @@ impl Router {
         }
         d.understood = Some(u);
         Some(d)
-    }
-
-    /// The one known word nearest `w` in spelling, if near enough and unique.
-    fn nearest_word(&self, w: &str) -> Option<String> {
-        let len = w.chars().count();
-        if len < 4 || !w.chars().all(|c| c.is_alphabetic() || c == '\'') {
-            return None;
-        }
-        let most = if len >= 8 { 2 } else { 1 };
-        let mut best: Option<(&str, usize)> = None;
-        let mut tied = false;
-        for v in &self.vocabulary {
-            if v.len().abs_diff(w.len()) > most || v.chars().count() < 4 {
-                continue;
-            }
-            let d = strsim::levenshtein(w, v);
-            if d == 0 || d > most {
-                continue;
-            }
-            match best {
-                Some((_, b)) if d > b => {}
-                Some((_, b)) if d == b => tied = true,
-                _ => {
-                    best = Some((v, d));
-                    tied = false;
-                }
-            }
-        }
-        best.filter(|_| !tied).map(|(v, _)| v.to_owned())
     }
 
     /// The room a clause names (the longest name or alias said), as named in the home.
@@ -1268,11 +1276,7 @@ impl Router {
     }
 
     fn says_condition(&self, text: &str) -> bool {
-        let words: Vec<&str> = text
-            .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '?' | '!' | '.'))
-            .filter(|w| !w.is_empty())
-            .collect();
-        let padded = format!(" {} ", words.join(" "));
+        let padded = padded_words(text);
         const ASKS: &[&str] = &[
             "is", "does", "do", "will", "was", "are", "did", "should", "can", "'s",
         ];
@@ -1301,7 +1305,7 @@ impl Router {
         let Some(own) = self.topic_words.get(kind) else {
             return true;
         };
-        let padded = format!(" {} ", text.replace([',', ';', '?', '!', '.'], " "));
+        let padded = padded_words(text);
         let said = |w: &String| padded.contains(&format!(" {w} "));
         if own.iter().any(said) {
             return true;
