@@ -1,9 +1,12 @@
 //! The home imported from Home Assistant: a local server that speaks Home
 //! Assistant's wire protocol (the WebSocket API's auth and registry
-//! commands, REST `GET /api/states` with a bearer token) stands in for it.
+//! commands, REST `GET /api/states` with a bearer token) stands in for it,
+//! over plain http or over https with a certificate its own CA signed
+//! (rustls, the CA and certificate made by rcgen), as a home installation
+//! with its own certificate runs.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Cursor, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::{fs, thread};
 
@@ -59,11 +62,11 @@ fn states() -> Value {
 /// One WebSocket session as Home Assistant runs it: auth_required, auth,
 /// auth_ok (or auth_invalid and close), then `{id, type}` commands each
 /// answered with `{id, type: "result", success, result}`.
-fn websocket(stream: TcpStream) {
+fn websocket<S: Read + Write>(stream: S) {
     let Ok(mut ws) = tungstenite::accept(stream) else {
         return;
     };
-    let send = |ws: &mut tungstenite::WebSocket<TcpStream>, v: Value| {
+    let send = |ws: &mut tungstenite::WebSocket<S>, v: Value| {
         ws.send(Message::text(v.to_string())).is_ok()
     };
     if !send(
@@ -109,7 +112,7 @@ type Calls = Arc<Mutex<Vec<(String, Value)>>>;
 
 /// A plain HTTP exchange with the bearer token: `GET /api/states`, or a
 /// service call `POST /api/services/<domain>/<service>` (kept in `calls`).
-fn rest(mut stream: TcpStream, head: &str, body: &str, calls: &Calls) {
+fn rest(mut stream: impl Write, head: &str, body: &str, calls: &Calls) {
     let authorized = head
         .lines()
         .any(|l| l.to_ascii_lowercase() == format!("authorization: bearer {TOKEN}"));
@@ -134,43 +137,125 @@ fn rest(mut stream: TcpStream, head: &str, body: &str, calls: &Calls) {
     );
 }
 
-/// Home Assistant on 127.0.0.1: its URL, and the service calls it gets.
+/// A request head already read, then the rest of the connection: what the
+/// WebSocket handshake reads from when the head said it is one.
+struct Rewound<S> {
+    head: Cursor<Vec<u8>>,
+    inner: S,
+}
+
+impl<S: Read> Read for Rewound<S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.head.read(buf)? {
+            0 => self.inner.read(buf),
+            n => Ok(n),
+        }
+    }
+}
+
+impl<S: Write> Write for Rewound<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// One connection: a WebSocket session or a REST exchange, by its head.
+fn connection<S: Read + Write>(mut stream: S, calls: &Calls) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16_384 {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    if text.starts_with("GET /api/websocket ") {
+        websocket(Rewound {
+            head: Cursor::new(head),
+            inner: stream,
+        });
+        return;
+    }
+    let mut lines = String::new();
+    let mut reader = BufReader::new(Cursor::new(head));
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap_or(0) > 2 {
+        lines.push_str(line.trim_end());
+        lines.push('\n');
+        line.clear();
+    }
+    let length = lines
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .and_then(|n| n.trim().parse::<usize>().ok())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    let _ = stream.read_exact(&mut body);
+    rest(&mut stream, &lines, &String::from_utf8_lossy(&body), calls);
+    let _ = stream.flush();
+}
+
+/// Home Assistant on 127.0.0.1 over http: its URL, and the service calls it gets.
 fn fake_home_assistant() -> (String, Calls) {
+    serve(None)
+}
+
+/// Home Assistant on 127.0.0.1 over https, its certificate (for 127.0.0.1)
+/// signed by a CA of its own: its URL, the calls it gets, and the CA's
+/// certificate as PEM.
+fn fake_home_assistant_tls() -> (String, Calls, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Home Assistant test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.subject_alt_names = vec![rcgen::SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST))];
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .unwrap();
+    let (url, calls) = serve(Some(Arc::new(server)));
+    (url, calls, ca_cert.pem())
+}
+
+fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> (String, Calls) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", listener.local_addr().unwrap());
     let calls: Calls = Arc::default();
     let kept = calls.clone();
     thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let calls = kept.clone();
-            thread::spawn(move || {
-                // Read the request head without consuming it for the handshake.
-                let mut peek = [0u8; 4096];
-                let n = stream.peek(&mut peek).unwrap_or(0);
-                let head = String::from_utf8_lossy(&peek[..n]).into_owned();
-                if head.starts_with("GET /api/websocket ") {
-                    websocket(stream);
-                } else {
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut head = String::new();
-                    let mut line = String::new();
-                    while reader.read_line(&mut line).unwrap_or(0) > 2 {
-                        head.push_str(line.trim_end());
-                        head.push('\n');
-                        line.clear();
-                    }
-                    let length = head
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .and_then(|n| n.trim().parse::<usize>().ok())
-                        })
-                        .unwrap_or(0);
-                    let mut body = vec![0u8; length];
-                    let _ = reader.read_exact(&mut body);
-                    rest(stream, &head, &String::from_utf8_lossy(&body), &calls);
+            let tls = tls.clone();
+            thread::spawn(move || match tls {
+                Some(config) => {
+                    let Ok(conn) = rustls::ServerConnection::new(config) else {
+                        return;
+                    };
+                    connection(rustls::StreamOwned::new(conn, stream), &calls);
                 }
+                None => connection(stream, &calls),
             });
         }
     });
@@ -391,5 +476,156 @@ fn a_wrong_token_or_no_home_assistant_is_named_with_the_fix() {
         unreachable.stderr.contains("cannot reach Home Assistant"),
         "{}",
         unreachable.stderr
+    );
+}
+
+#[test]
+fn home_assistant_over_https_with_its_own_ca_is_imported_and_called() {
+    let sb = Sandbox::new();
+    let (ha, calls, ca_pem) = fake_home_assistant_tls();
+    assert!(ha.starts_with("https://127.0.0.1:"), "{ha}");
+    let ca = sb.path().join("ha-ca.pem");
+    fs::write(&ca, &ca_pem).unwrap();
+    let with_ca = |name: &str, extra: &str| {
+        let path = sb.path().join(name);
+        fs::write(
+            &path,
+            format!(
+                "{extra}\n[executors.home_assistant]\nurl = \"{ha}\"\ntoken_env = \"CAAL_HA_TOKEN\"\n\
+                 timeout_ms = 5000\nca_file = \"{}\"\n",
+                ca.display()
+            ),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+
+    // Imported over wss:// and https://, trusting the CA given and no other.
+    let config = with_ca("ha.toml", "");
+    let home_toml = sb.path().join("home.toml");
+    let imported = sb
+        .run_env(
+            &[
+                "--config",
+                &config,
+                "home",
+                "import",
+                "--out",
+                home_toml.to_str().unwrap(),
+            ],
+            &[("CAAL_HA_TOKEN", TOKEN)],
+        )
+        .ok();
+    assert!(
+        imported.stderr.contains("3 areas and 3 devices"),
+        "{}",
+        imported.stderr
+    );
+    let mut home = fs::read_to_string(&home_toml).unwrap();
+    assert!(home.contains("light.kitchen_island"), "{home}");
+    home.push_str(
+        "\n[macros.arrive_home]\nsummary = \"turn on the kitchen lights\"\n\
+         steps = [{ command = \"lights.set\", params = { room = \"kitchen\", state = \"on\" } }]\n\
+         [macros.good_night]\nsummary = \"turn off all lights\"\n\
+         steps = [{ command = \"lights.set\", params = { room = \"all\", state = \"off\" } }]\n\n\
+         [commands.\"light.set\"]\nexecutor = \"home_assistant\"\nservice = \"light.turn_{state}\"\n\
+         data = { entity_id = \"{device.id}\" }\n",
+    );
+
+    // A command runs through the same https address.
+    let wired = with_ca("wired.toml", &home);
+    let on = sb
+        .run_env(
+            &["--config", &wired, "say", "switch on the island lights"],
+            &[("CAAL_HA_TOKEN", TOKEN)],
+        )
+        .ok();
+    assert!(on.stdout.contains("kitchen island is on"), "{}", on.stdout);
+    assert_eq!(
+        calls.lock().unwrap().clone(),
+        vec![(
+            "light/turn_on".to_owned(),
+            json!({"entity_id": "light.kitchen_island"})
+        )]
+    );
+
+    // Without the CA, its certificate is trusted by nobody: named, with the fix.
+    let untrusted = ha_config(&sb, "no-ca.toml", &ha);
+    let refused = sb.run_env(
+        &["--config", &untrusted, "home", "import"],
+        &[("CAAL_HA_TOKEN", TOKEN)],
+    );
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("does not trust")
+            && refused.stderr.contains("UnknownIssuer")
+            && refused.stderr.contains("ca_file"),
+        "{}",
+        refused.stderr
+    );
+    let wired_untrusted = sb.path().join("wired-no-ca.toml");
+    fs::write(
+        &wired_untrusted,
+        format!(
+            "{home}\n[executors.home_assistant]\nurl = \"{ha}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 5000\n"
+        ),
+    )
+    .unwrap();
+    let off = sb.run_env(
+        &[
+            "--config",
+            wired_untrusted.to_str().unwrap(),
+            "say",
+            "--json",
+            "switch off the island lights",
+        ],
+        &[("CAAL_HA_TOKEN", TOKEN)],
+    );
+    assert!(
+        off.stdout.contains("does not trust") && off.stdout.contains("ca_file"),
+        "{}{}",
+        off.stdout,
+        off.stderr
+    );
+    assert_eq!(
+        calls.lock().unwrap().len(),
+        1,
+        "nothing reached Home Assistant"
+    );
+
+    // A CA file that is not there, or given for plain http: named at load.
+    let missing = sb.path().join("missing.toml");
+    fs::write(
+        &missing,
+        format!(
+            "[executors.home_assistant]\nurl = \"{ha}\"\ntoken_env = \"CAAL_HA_TOKEN\"\ntimeout_ms = 5000\n\
+             ca_file = \"/nowhere/ca.pem\"\n"
+        ),
+    )
+    .unwrap();
+    let bad = sb.run(&["--config", missing.to_str().unwrap(), "home", "show"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("executors.home_assistant.ca_file")
+            && bad.stderr.contains("/nowhere/ca.pem is not a file"),
+        "{}",
+        bad.stderr
+    );
+    let plain = sb.path().join("plain.toml");
+    fs::write(
+        &plain,
+        format!(
+            "[executors.home_assistant]\nurl = \"http://127.0.0.1:1\"\ntoken_env = \"CAAL_HA_TOKEN\"\n\
+             timeout_ms = 5000\nca_file = \"{}\"\n",
+            ca.display()
+        ),
+    )
+    .unwrap();
+    let bad = sb.run(&["--config", plain.to_str().unwrap(), "home", "show"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("remove ca_file or use https"),
+        "{}",
+        bad.stderr
     );
 }

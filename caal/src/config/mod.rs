@@ -400,10 +400,16 @@ pub struct ExecutorsConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HomeAssistantConfig {
+    /// `http://host[:port]` or `https://host[:port]`.
     pub url: String,
     /// The environment variable holding the long-lived access token.
     pub token_env: String,
     pub timeout_ms: u64,
+    /// Over https: the CA certificate (PEM) that signed Home Assistant's
+    /// certificate, trusted instead of the public roots (a home
+    /// installation's own certificate). Without it, the public roots.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -1037,6 +1043,46 @@ impl Config {
             key: "schedule.time_zone".into(),
             problem,
         })?;
+        if let Some(ha) = &self.executors.home_assistant {
+            ha.check()?;
+        }
+        Ok(())
+    }
+}
+
+impl HomeAssistantConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let url = self.url.trim();
+        let https = url.starts_with("https://");
+        if !(https || url.starts_with("http://")) {
+            return Err(ConfigError::Value {
+                key: "executors.home_assistant.url".into(),
+                problem: format!(
+                    "{:?} is not an http:// or https:// address; use e.g. \"http://homeassistant.local:8123\"",
+                    self.url
+                ),
+            });
+        }
+        if let Some(ca) = &self.ca_file {
+            if !https {
+                return Err(ConfigError::Value {
+                    key: "executors.home_assistant.ca_file".into(),
+                    problem: format!(
+                        "a CA file is for an https:// address, and the url is {:?}; remove ca_file or use https",
+                        self.url
+                    ),
+                });
+            }
+            if !ca.is_file() {
+                return Err(ConfigError::Value {
+                    key: "executors.home_assistant.ca_file".into(),
+                    problem: format!(
+                        "{} is not a file; give the path of the CA certificate (PEM) that signed Home Assistant's certificate",
+                        ca.display()
+                    ),
+                });
+            }
+        }
         Ok(())
     }
 }

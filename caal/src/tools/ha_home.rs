@@ -12,10 +12,17 @@
 //! diagnostic entities, entities not exposed to Assist, and domains no
 //! sentence speaks of.
 
-use std::{collections::BTreeMap, net::TcpStream, time::Duration};
+use std::{
+    collections::BTreeMap,
+    net::{TcpStream, ToSocketAddrs},
+    sync::Arc,
+    time::Duration,
+};
 
 use serde_json::{Value, json};
-use tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
+use tungstenite::{Message, WebSocket};
+
+use super::tls;
 
 use crate::config::{AreaConfig, DeviceConfig, HomeAssistantConfig, HomeConfig};
 
@@ -42,11 +49,17 @@ pub enum HaImportError {
     )]
     NoToken(String),
     #[error(
-        "Home Assistant's URL {0:?} is not http://host[:port]; set [executors.home_assistant] url (https is not supported for the import: use the local http address)"
+        "Home Assistant's URL {0:?} is not http://host[:port] or https://host[:port]; set [executors.home_assistant] url"
     )]
     Url(String),
     #[error("cannot reach Home Assistant at {url} ({detail}); is it running there?")]
     Unreachable { url: String, detail: String },
+    #[error(
+        "Home Assistant at {url} showed a certificate this machine does not trust ({detail}); set [executors.home_assistant] ca_file to the CA certificate (PEM) that signed it"
+    )]
+    Untrusted { url: String, detail: String },
+    #[error("{0}")]
+    CaFile(String),
     #[error(
         "Home Assistant refused the token in {token_env}: {message}; make a new long-lived access token"
     )]
@@ -55,38 +68,95 @@ pub enum HaImportError {
     Protocol { what: String, detail: String },
 }
 
-/// A `ws://` address and the `http://` base for the REST API.
-fn addresses(url: &str) -> Result<(String, String), HaImportError> {
+/// Where Home Assistant is: its WebSocket API's address (`ws://`, or
+/// `wss://` for https), the base of its REST API, and the host and port to
+/// connect to.
+#[derive(Debug, PartialEq)]
+struct Address {
+    ws_url: String,
+    base: String,
+    host: String,
+    port: u16,
+    tls: bool,
+}
+
+fn addresses(url: &str) -> Result<Address, HaImportError> {
     let base = url.trim().trim_end_matches('/');
-    let rest = base
-        .strip_prefix("http://")
-        .filter(|r| !r.is_empty() && !r.contains('/'))
-        .ok_or_else(|| HaImportError::Url(url.to_owned()))?;
-    Ok((format!("ws://{rest}/api/websocket"), base.to_owned()))
+    let bad = || HaImportError::Url(url.to_owned());
+    let (tls, rest) = match base.split_once("://") {
+        Some(("http", rest)) => (false, rest),
+        Some(("https", rest)) => (true, rest),
+        _ => return Err(bad()),
+    };
+    if rest.is_empty() || rest.contains('/') {
+        return Err(bad());
+    }
+    // "[::1]:8123", "homeassistant.local:8123", "ha.example.org"
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(':') && !p.contains(']') => {
+            (h, p.parse::<u16>().map_err(|_| bad())?)
+        }
+        _ => (rest, if tls { 443 } else { 80 }),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(bad());
+    }
+    Ok(Address {
+        ws_url: format!("{}://{rest}/api/websocket", if tls { "wss" } else { "ws" }),
+        base: base.to_owned(),
+        host: host.to_owned(),
+        port,
+        tls,
+    })
 }
 
 /// One WebSocket session: authenticated, then a command at a time.
 struct Session {
-    socket: WebSocket<MaybeTlsStream<TcpStream>>,
+    socket: WebSocket<tls::Stream>,
     next_id: u64,
 }
 
 impl Session {
     fn open(
-        ws_url: &str,
+        at: &Address,
+        tls_config: Option<Arc<rustls::ClientConfig>>,
         token: &str,
         token_env: &str,
         timeout: Duration,
     ) -> Result<Self, HaImportError> {
+        let ws_url = at.ws_url.as_str();
         let unreachable = |detail: String| HaImportError::Unreachable {
             url: ws_url.to_owned(),
             detail,
         };
-        let (socket, _) = tungstenite::connect(ws_url).map_err(|e| unreachable(e.to_string()))?;
-        if let MaybeTlsStream::Plain(s) = socket.get_ref() {
-            s.set_read_timeout(Some(timeout))
-                .map_err(|e| unreachable(e.to_string()))?;
-        }
+        let tcp = (at.host.as_str(), at.port)
+            .to_socket_addrs()
+            .map_err(|e| unreachable(e.to_string()))?
+            .find_map(|a| TcpStream::connect_timeout(&a, timeout).ok())
+            .ok_or_else(|| unreachable("no address of it answered".into()))?;
+        tcp.set_read_timeout(Some(timeout))
+            .and_then(|()| tcp.set_write_timeout(Some(timeout)))
+            .map_err(|e| unreachable(e.to_string()))?;
+        let stream =
+            match tls_config {
+                Some(config) => tls::Stream::tls(tcp, &at.host, config).map_err(|e| {
+                    match tls::certificate_problem(&e) {
+                        Some(detail) => HaImportError::Untrusted {
+                            url: ws_url.to_owned(),
+                            detail,
+                        },
+                        None => unreachable(e.to_string()),
+                    }
+                })?,
+                None => tls::Stream::Plain(tcp),
+            };
+        let (socket, _) = tungstenite::client(ws_url, stream).map_err(|e| match e {
+            tungstenite::HandshakeError::Failure(e) => unreachable(e.to_string()),
+            tungstenite::HandshakeError::Interrupted(_) => {
+                unreachable("the handshake did not finish in time".into())
+            }
+        })?;
         let mut session = Self { socket, next_id: 1 };
         let hello = session.read("the connection")?;
         if hello["type"] != "auth_required" {
@@ -293,23 +363,40 @@ pub fn import(
         .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty())
         .ok_or_else(|| HaImportError::NoToken(config.token_env.clone()))?;
-    let (ws_url, base) = addresses(&config.url)?;
+    let at = addresses(&config.url)?;
     let timeout = Duration::from_millis(config.timeout_ms.max(1));
-    let mut session = Session::open(&ws_url, &token, &config.token_env, timeout)?;
+    let ca = config
+        .ca_file
+        .as_deref()
+        .map(tls::ca_certificates)
+        .transpose()
+        .map_err(HaImportError::CaFile)?;
+    let tls_config = at
+        .tls
+        .then(|| tls::rustls_client(ca.as_deref()))
+        .transpose()
+        .map_err(HaImportError::CaFile)?;
+    let mut session = Session::open(&at, tls_config, &token, &config.token_env, timeout)?;
     let areas = session.list("config/area_registry/list", false)?;
     let floors = session.list("config/floor_registry/list", true)?;
     let devices = session.list("config/device_registry/list", false)?;
     let entities = session.list("config/entity_registry/list", false)?;
     let _ = session.socket.close(None);
-    let agent = super::http::agent(config.timeout_ms.max(1));
-    let url = format!("{base}/api/states");
+    let agent = super::http::agent(config.timeout_ms.max(1), ca.as_deref());
+    let url = format!("{}/api/states", at.base);
     let mut response = agent
         .get(&url)
         .header("Authorization", &format!("Bearer {token}"))
         .call()
-        .map_err(|e| HaImportError::Unreachable {
-            url: url.clone(),
-            detail: e.to_string(),
+        .map_err(|e| match tls::certificate_problem(&e) {
+            Some(detail) => HaImportError::Untrusted {
+                url: url.clone(),
+                detail,
+            },
+            None => HaImportError::Unreachable {
+                url: url.clone(),
+                detail: e.to_string(),
+            },
         })?;
     let status = response.status().as_u16();
     if status == 401 || status == 403 {
@@ -408,18 +495,33 @@ mod tests {
     }
 
     #[test]
-    fn only_plain_http_addresses_are_taken() {
+    fn http_and_https_addresses_are_taken_and_nothing_else() {
+        let at = addresses("http://homeassistant.local:8123/").unwrap();
+        assert_eq!(at.ws_url, "ws://homeassistant.local:8123/api/websocket");
+        assert_eq!(at.base, "http://homeassistant.local:8123");
         assert_eq!(
-            addresses("http://homeassistant.local:8123/").unwrap(),
-            (
-                "ws://homeassistant.local:8123/api/websocket".to_owned(),
-                "http://homeassistant.local:8123".to_owned()
-            )
+            (at.host.as_str(), at.port, at.tls),
+            ("homeassistant.local", 8123, false)
         );
-        assert!(matches!(
-            addresses("https://ha.example"),
-            Err(HaImportError::Url(_))
-        ));
-        assert!(matches!(addresses("ha:8123"), Err(HaImportError::Url(_))));
+        let at = addresses("https://ha.example").unwrap();
+        assert_eq!(at.ws_url, "wss://ha.example/api/websocket");
+        assert_eq!(
+            (at.host.as_str(), at.port, at.tls),
+            ("ha.example", 443, true)
+        );
+        let at = addresses("https://[::1]:8443").unwrap();
+        assert_eq!((at.host.as_str(), at.port), ("::1", 8443));
+        for bad in [
+            "ha:8123",
+            "ftp://ha",
+            "http://",
+            "http://ha/path",
+            "https://ha:port",
+        ] {
+            assert!(
+                matches!(addresses(bad), Err(HaImportError::Url(_))),
+                "{bad}"
+            );
+        }
     }
 }

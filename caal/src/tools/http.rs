@@ -12,15 +12,19 @@ use super::{EnvLookup, ToolCall, ToolOutcome, ToolStatus};
 use crate::config::{ExecutorsConfig, HomeAssistantConfig, WebhookConfig};
 
 pub struct HttpExecutors {
-    home_assistant: Option<(HomeAssistantConfig, Agent)>,
+    /// Its agent, or why there is none (a CA file that cannot be read).
+    home_assistant: Option<(HomeAssistantConfig, Result<Agent, String>)>,
     webhooks: BTreeMap<String, (WebhookConfig, Agent)>,
     env: EnvLookup,
 }
 
-pub(super) fn agent(timeout_ms: u64) -> Agent {
+/// An agent that gives up after `timeout_ms`; over https it trusts the
+/// certificates of `ca` when given, else Mozilla's roots.
+pub(super) fn agent(timeout_ms: u64, ca: Option<&[ureq::tls::Certificate<'static>]>) -> Agent {
     Agent::config_builder()
         .timeout_global(Some(Duration::from_millis(timeout_ms)))
         .http_status_as_error(false)
+        .tls_config(super::tls::ureq_tls(ca))
         .build()
         .into()
 }
@@ -29,13 +33,14 @@ impl HttpExecutors {
     pub fn new(config: &ExecutorsConfig, env: EnvLookup) -> Self {
         Self {
             home_assistant: config.home_assistant.clone().map(|c| {
-                let a = agent(c.timeout_ms);
+                let ca = c.ca_file.as_deref().map(super::tls::ca_certificates);
+                let a = ca.transpose().map(|ca| agent(c.timeout_ms, ca.as_deref()));
                 (c, a)
             }),
             webhooks: config
                 .webhooks
                 .iter()
-                .map(|(n, c)| (n.clone(), (c.clone(), agent(c.timeout_ms))))
+                .map(|(n, c)| (n.clone(), (c.clone(), agent(c.timeout_ms, None))))
                 .collect(),
             env,
         }
@@ -60,6 +65,10 @@ impl HttpExecutors {
                 "Home Assistant is not configured ([executors.home_assistant])",
                 false,
             );
+        };
+        let agent = match agent {
+            Ok(a) => a,
+            Err(why) => return ToolOutcome::failed(why.clone(), false),
         };
         let Some((domain, name)) = service.split_once('.') else {
             return ToolOutcome::failed(
@@ -91,6 +100,17 @@ impl HttpExecutors {
 /// Turns an HTTP exchange into an outcome: 2xx ok; 429 and 5xx transient; a
 /// timeout or a refused connection transient; anything else a plain failure.
 fn outcome(who: &str, sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> ToolOutcome {
+    // Not transient: asking again meets the same certificate.
+    if let Err(e) = &sent
+        && let Some(detail) = super::tls::certificate_problem(e)
+    {
+        return ToolOutcome::failed(
+            format!(
+                "{who} showed a certificate this machine does not trust ({detail}); set its ca_file to the CA certificate (PEM) that signed it"
+            ),
+            false,
+        );
+    }
     match sent {
         Ok(mut response) => {
             let status = response.status().as_u16();

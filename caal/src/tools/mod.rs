@@ -8,6 +8,7 @@ pub mod ha_home;
 mod home;
 mod http;
 mod timers;
+mod tls;
 
 use std::{sync::Arc, time::Instant};
 
