@@ -4,7 +4,7 @@
 
 use std::fs;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::Sandbox;
 
@@ -762,6 +762,85 @@ fn a_misheard_or_mistyped_word_is_read_as_the_word_it_is_nearest() {
         jukebox["reply"].as_str().unwrap().contains("jukebox"),
         "{jukebox}"
     );
+}
+
+/// How speech to text mishears a request, read again only where nothing
+/// understood what it heard: two known words heard for one ("the activate"
+/// is deactivate, never activate), a last letter heard as the next word's
+/// first ("light sun"), a first sound voiced ("but"), a word heard before
+/// the request, a short word as it sounds ("mac" door: back, the one the
+/// home has). Each is kept only when the sentence so read is a request;
+/// talk so read stays talk.
+#[test]
+fn a_request_misheard_by_speech_to_text_is_read_as_it_sounds() {
+    let sb = Sandbox::new();
+    let read = |said: &str| -> Value { sb.run(&["understand", "--json", said]).ok().json() };
+    let cases: [(&str, &str, Value, &str); 6] = [
+        (
+            "The activate the lights in the kitchen.",
+            "lights.set",
+            json!({"room": "kitchen", "state": "off"}),
+            "deactivate the lights in the kitchen",
+        ),
+        (
+            "Living room light sun.",
+            "lights.set",
+            json!({"room": "living room", "state": "on"}),
+            "living room lights on",
+        ),
+        (
+            "Kitchen light, south.",
+            "lights.set",
+            json!({"room": "kitchen", "state": "off"}),
+            "kitchen lights out",
+        ),
+        (
+            "But toilet paper on the list.",
+            "shopping.add",
+            json!({"item": "toilet paper"}),
+            "put toilet paper on the list",
+        ),
+        (
+            "They illuminate all areas in the house.",
+            "lights.set",
+            json!({"room": "all", "state": "on"}),
+            "illuminate all areas in the house",
+        ),
+        (
+            "Lock the Mac door.",
+            "door.lock",
+            json!({"door": "back door"}),
+            "lock the back door",
+        ),
+    ];
+    for (said, command, params, read_as) in cases {
+        let shown = read(said);
+        assert_eq!(shown["layer"], "heard_as", "{said:?}: {shown}");
+        assert_eq!(
+            shown["commands"][0]["command_id"], command,
+            "{said:?}: {shown}"
+        );
+        assert_eq!(shown["commands"][0]["params"], params, "{said:?}: {shown}");
+        assert_eq!(shown["understood"]["read_as"], read_as, "{said:?}: {shown}");
+    }
+    // Run as a round: the reply says what was done.
+    let off = sb.say("m", "The activate the lights in the kitchen.");
+    assert_eq!(commands(&off), vec!["lights.set ok"], "{off}");
+    assert_eq!(off["reply"], "Okay, the kitchen lights are off.");
+    // Talk read the same ways is still talk; a word near nothing stays.
+    for said in [
+        "The sun is out today.",
+        "But that was last week.",
+        "The kitchen light sounds funny.",
+        "turn on the jukebox",
+    ] {
+        let shown = read(said);
+        assert_ne!(shown["layer"], "heard_as", "{said:?}: {shown}");
+        assert!(
+            shown["commands"].as_array().unwrap().is_empty(),
+            "{said:?}: {shown}"
+        );
+    }
 }
 
 /// Talk no layer understood goes to the model offered only the commands

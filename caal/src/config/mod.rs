@@ -692,6 +692,19 @@ pub struct LanguageConfig {
     /// not decide a command of one kind for a sentence that speaks only of another.
     #[serde(default)]
     pub topic_words: BTreeMap<String, Vec<String>>,
+    /// Heard by speech to text before a request that was not said ("They
+    /// illuminate the entire home"): a sentence nothing understands is read
+    /// again without the first word, when it is one of these.
+    #[serde(default)]
+    pub heard_fillers: Vec<String>,
+    /// A word's last letter heard as the next word's first ("lights on"
+    /// heard as "light sun"): read again with the letter moved back.
+    #[serde(default)]
+    pub carried_letters: Vec<String>,
+    /// Sounds heard one for the other at a sentence's start ("put" heard as
+    /// "but"), as pairs of letters.
+    #[serde(default)]
+    pub sound_pairs: Vec<[String; 2]>,
     /// Expansion rules (`<turn>`) set over the library's own.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,

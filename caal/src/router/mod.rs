@@ -78,6 +78,9 @@ pub struct Router {
     refer_to_thing: Vec<String>,
     refer_to_place: Vec<String>,
     item_leads: Vec<String>,
+    heard_fillers: Vec<String>,
+    carried_letters: Vec<String>,
+    sound_pairs: Vec<Vec<String>>,
     conditions: Vec<String>,
     conditional_reply: String,
     topic_words: BTreeMap<String, Vec<String>>,
@@ -432,6 +435,13 @@ impl Router {
             refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
             refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
             item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
+            heard_fillers: words.heard_fillers.iter().map(|w| normalize(w)).collect(),
+            carried_letters: words.carried_letters.iter().map(|w| normalize(w)).collect(),
+            sound_pairs: words
+                .sound_pairs
+                .iter()
+                .map(|p| p.iter().map(|w| normalize(w)).collect())
+                .collect(),
             conditions: words.conditions.iter().map(|w| normalize(w)).collect(),
             topic_words: words
                 .topic_words
@@ -545,6 +555,11 @@ impl Router {
             });
         }
         if let Some(d) = self.understood(text, context) {
+            // A device or room that is not in the home ("lock the mac
+            // door"): a mishearing read right may name one that is.
+            if d.route_code == "intent.unknown_target" {
+                return self.heard_as(text, context).unwrap_or(d);
+            }
             return d;
         }
         let d = self

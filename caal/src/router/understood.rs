@@ -32,6 +32,9 @@ pub(super) struct Meaning {
 /// How sure a clause's own reading must be: a template that matched it
 /// (a wildcard may take part of it, inside the clause).
 const SURE_CLAUSE: f64 = 0.5;
+/// At most this many readings of a misheard sentence are tried (each a
+/// template match, well under a millisecond).
+const MAX_READINGS: usize = 16;
 
 /// The words a router knows: its sentences', its home's names', its
 /// examples' and its word lists'.
@@ -69,33 +72,87 @@ fn vocabulary_of(router: &Router) -> std::collections::HashSet<String> {
     out
 }
 
-/// The one word of `vocabulary` nearest `w` in spelling, if near enough and unique.
-fn nearest_word(vocabulary: &std::collections::HashSet<String>, w: &str) -> Option<String> {
+/// The words of `vocabulary` nearest `w` in spelling (one edit; two from
+/// eight letters), all those as near; none for a word shorter than
+/// `shortest` letters, or one with digits. Known words of fewer than
+/// `shortest` letters are never given either.
+fn nearest_words(
+    vocabulary: &std::collections::HashSet<String>,
+    w: &str,
+    shortest: usize,
+) -> Vec<String> {
     let len = w.chars().count();
-    if len < 4 || !w.chars().all(|c| c.is_alphabetic() || c == '\'') {
-        return None;
+    if len < shortest || !w.chars().all(|c| c.is_alphabetic() || c == '\'') {
+        return Vec::new();
     }
     let most = if len >= 8 { 2 } else { 1 };
-    let mut best: Option<(&str, usize)> = None;
-    let mut tied = false;
+    let heard = sound_spelling(w);
+    let mut best: Vec<&str> = Vec::new();
+    let mut best_d = usize::MAX;
     for v in vocabulary {
-        if v.len().abs_diff(w.len()) > most || v.chars().count() < 4 {
+        if v.len().abs_diff(w.len()) > most || v.chars().count() < shortest.max(3) {
             continue;
         }
-        let d = strsim::levenshtein(w, v);
-        if d == 0 || d > most {
+        let d = strsim::levenshtein(w, v).min(strsim::levenshtein(&heard, &sound_spelling(v)));
+        if d == 0 || d > most || d > best_d {
             continue;
         }
-        match best {
-            Some((_, b)) if d > b => {}
-            Some((_, b)) if d == b => tied = true,
-            _ => {
-                best = Some((v, d));
-                tied = false;
-            }
+        if d < best_d {
+            best.clear();
+            best_d = d;
         }
+        best.push(v);
     }
-    best.filter(|_| !tied).map(|(v, _)| v.to_owned())
+    best.sort_unstable();
+    best.into_iter().map(str::to_owned).collect()
+}
+
+/// A word spelled as it sounds, for comparing what was heard with what is
+/// known: "ck", a hard "c" (not in "ch") and "q" as "k", "ph" as "f", doubled letters
+/// once ("mac" and "back" are then one sound apart, as they are said).
+fn sound_spelling(w: &str) -> String {
+    let chars: Vec<char> = w.chars().collect();
+    let mut out = String::with_capacity(chars.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let (c, next) = (chars[i], chars.get(i + 1).copied());
+        let (sound, skip) = match (c, next) {
+            ('c', Some('k')) => ('k', 2),
+            ('p', Some('h')) => ('f', 2),
+            ('c', Some('e' | 'i' | 'y')) => ('s', 1),
+            ('c', Some('h')) => ('c', 1),
+            ('c' | 'q', _) => ('k', 1),
+            _ => (c, 1),
+        };
+        if !out.ends_with(sound) {
+            out.push(sound);
+        }
+        i += skip;
+    }
+    out
+}
+
+/// Short known words one edit from `rest` ("un": on, in, an), a vowel for
+/// a vowel first (the sound most often misheard), at most three.
+fn sounds_near(vocabulary: &std::collections::HashSet<String>, rest: &str) -> Vec<String> {
+    let vowel = |c: char| "aeiouy".contains(c);
+    let mut near: Vec<(bool, &str)> = vocabulary
+        .iter()
+        .filter(|v| v.len().abs_diff(rest.len()) <= 1 && v.len() >= 2)
+        .filter(|v| strsim::levenshtein(rest, v) == 1)
+        .map(|v| {
+            let vowel_for_vowel = v.len() == rest.len()
+                && v.chars()
+                    .zip(rest.chars())
+                    .all(|(a, b)| a == b || (vowel(a) && vowel(b)));
+            (!vowel_for_vowel, v.as_str())
+        })
+        .collect();
+    near.sort_unstable();
+    near.into_iter()
+        .take(3)
+        .map(|(_, v)| v.to_owned())
+        .collect()
 }
 
 /// Several requests found by `layer` (a split, clauses) as one chain, gated
@@ -1105,58 +1162,160 @@ impl Router {
             return None;
         }
         let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
-        let bare = |w: &str| -> String {
-            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
-                .to_lowercase()
-        };
+        let bare: Vec<String> = words
+            .iter()
+            .map(|w| {
+                w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+                    .to_lowercase()
+            })
+            .collect();
         let known = |w: &str| {
             w.is_empty()
                 || vocabulary.contains(w)
                 || w.chars().any(|c| c.is_ascii_digit())
                 || !crate::understand::numbers::numbers_at(self.library.lang, w, 0).is_empty()
         };
-        let mut out: Vec<String> = Vec::with_capacity(words.len());
-        let mut changed = Vec::new();
+        let alphabetic =
+            |w: &str| !w.is_empty() && w.chars().all(|c| c.is_alphabetic() || c == '\'');
+        // Each reading: the words changed, as (first word, how many, read as).
+        let mut readings: Vec<Vec<(usize, usize, String)>> = Vec::new();
+
+        // Words no sentence knows, each read as the one known word nearest
+        // in spelling; two words heard for one ("thermos tap").
+        let mut first = Vec::new();
+        let mut alternatives = Vec::new();
         let mut i = 0;
-        while i < words.len() {
-            let w = bare(words[i]);
-            // Two words heard for one ("thermos tap").
-            if let Some(next) = words.get(i + 1).map(|n| bare(n))
-                && (!known(&w) || !known(&next))
-                && let Some(one) = nearest_word(vocabulary, &format!("{w}{next}"))
+        while i < bare.len() {
+            let w = &bare[i];
+            if let Some(next) = bare.get(i + 1)
+                && (!known(w) || !known(next))
+                && let [one] = nearest_words(vocabulary, &format!("{w}{next}"), 4).as_slice()
             {
-                changed.push(json!({"heard": format!("{w} {next}"), "read": one}));
-                out.push(one);
+                first.push((i, 2, one.clone()));
                 i += 2;
                 continue;
             }
-            if !known(&w)
-                && let Some(one) = nearest_word(vocabulary, &w)
-            {
-                changed.push(json!({"heard": w, "read": one}));
-                out.push(one);
-            } else {
-                out.push(words[i].to_owned());
+            if !known(w) {
+                match nearest_words(vocabulary, w, 3).as_slice() {
+                    [] => {}
+                    [one] if w.chars().count() >= 4 => first.push((i, 1, one.clone())),
+                    // Several as near, or a short word: each is tried, and
+                    // the one the sentence is understood with is taken
+                    // ("lock the mac door": back, not max).
+                    several => alternatives.extend(several.iter().map(|c| (i, 1, c.clone()))),
+                }
             }
             i += 1;
         }
-        if changed.is_empty() {
-            return None;
+        if !first.is_empty() {
+            readings.push(first.clone());
         }
-        let read = out.join(" ");
-        let mut d = self
-            .understood(&read, context)
-            .or_else(|| self.by_clause(&read, context))
-            .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)?;
-        d.layer = "heard_as";
-        let mut u = d.understood.take().unwrap_or_else(|| json!({}));
-        if let Some(obj) = u.as_object_mut() {
-            obj.insert("layer".into(), json!("heard_as"));
-            obj.insert("read_as".into(), json!(read));
-            obj.insert("words".into(), json!(changed));
+        for alt in alternatives {
+            let mut r = first.clone();
+            r.push(alt);
+            readings.push(r);
         }
-        d.understood = Some(u);
-        Some(d)
+        // Sounds heard as other known words (every reading below changes
+        // words that are known, so only a sentence then understood counts):
+        // - two words heard for one longer one ("the activate": deactivate);
+        for i in 0..bare.len().saturating_sub(1) {
+            let joined = format!("{}{}", bare[i], bare[i + 1]);
+            if known(&bare[i]) && known(&bare[i + 1]) && alphabetic(&joined) {
+                if let [one] = nearest_words(vocabulary, &joined, 8).as_slice() {
+                    readings.push(vec![(i, 2, one.clone())]);
+                }
+            }
+        }
+        // - a word's last letter heard as the next word's first ("light sun":
+        //   lights on, "light south": lights out);
+        for i in 0..bare.len().saturating_sub(1) {
+            for letter in &self.carried_letters {
+                let (a, b) = (&bare[i], &bare[i + 1]);
+                let Some(rest) = b.strip_prefix(letter.as_str()) else {
+                    continue;
+                };
+                let longer = format!("{a}{letter}");
+                if rest.is_empty() || !alphabetic(a) || !vocabulary.contains(&longer) {
+                    continue;
+                }
+                let rests = if vocabulary.contains(rest) {
+                    vec![rest.to_owned()]
+                } else {
+                    sounds_near(vocabulary, rest)
+                };
+                for r in rests {
+                    readings.push(vec![(i, 2, format!("{longer} {r}"))]);
+                }
+            }
+        }
+        // - the first word's first sound voiced or not ("but toilet paper
+        //   on the list": put);
+        if let Some(w) = bare.first() {
+            for pair in &self.sound_pairs {
+                let [x, y] = pair.as_slice() else { continue };
+                for (from, to) in [(x, y), (y, x)] {
+                    if let Some(rest) = w.strip_prefix(from.as_str()) {
+                        let other = format!("{to}{rest}");
+                        if vocabulary.contains(&other) {
+                            readings.push(vec![(0, 1, other)]);
+                        }
+                    }
+                }
+            }
+        }
+        // - a word heard before the request that was not said ("they
+        //   illuminate the entire home").
+        //   Never when the two first words may be one heard as two ("the
+        //   activate" is deactivate, "and lock" may be unlock: the second
+        //   word alone would be the opposite), within two edits.
+        let one_heard_as_two = |joined: &str| {
+            vocabulary.iter().any(|v| {
+                v.len() >= 5
+                    && v.len().abs_diff(joined.len()) <= 2
+                    && strsim::levenshtein(joined, v).min(strsim::levenshtein(
+                        &sound_spelling(joined),
+                        &sound_spelling(v),
+                    )) <= 2
+            })
+        };
+        if bare.len() > 2
+            && self.heard_fillers.contains(&bare[0])
+            && !one_heard_as_two(&format!("{}{}", bare[0], bare[1]))
+        {
+            readings.push(vec![(0, 1, String::new())]);
+        }
+
+        readings.into_iter().take(MAX_READINGS).find_map(|edits| {
+            let mut out: Vec<&str> = Vec::with_capacity(words.len());
+            let mut changed = Vec::new();
+            let mut i = 0;
+            while i < words.len() {
+                if let Some((_, n, read)) = edits.iter().find(|(at, _, _)| *at == i) {
+                    changed.push(json!({"heard": bare[i..i + n].join(" "), "read": read}));
+                    if !read.is_empty() {
+                        out.push(read);
+                    }
+                    i += n;
+                } else {
+                    out.push(words[i]);
+                    i += 1;
+                }
+            }
+            let read = out.join(" ");
+            let mut d = self
+                .understood(&read, context)
+                .or_else(|| self.by_clause(&read, context))
+                .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)?;
+            d.layer = "heard_as";
+            let mut u = d.understood.take().unwrap_or_else(|| json!({}));
+            if let Some(obj) = u.as_object_mut() {
+                obj.insert("layer".into(), json!("heard_as"));
+                obj.insert("read_as".into(), json!(read));
+                obj.insert("words".into(), json!(changed));
+            }
+            d.understood = Some(u);
+            Some(d)
+        })
     }
 
     /// The room a clause names (the longest name or alias said), as named in the home.
@@ -1414,5 +1573,39 @@ impl Router {
             return Some(d);
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod sound_tests {
+    use super::*;
+
+    fn vocabulary(words: &[&str]) -> std::collections::HashSet<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn words_are_compared_as_they_sound() {
+        assert_eq!(sound_spelling("back"), "bak");
+        assert_eq!(sound_spelling("mac"), "mak");
+        assert_eq!(sound_spelling("phone"), "fone");
+        assert_eq!(sound_spelling("kitchen"), "kitchen");
+        assert_eq!(sound_spelling("dimmer"), "dimer");
+        assert_eq!(sound_spelling("cellar"), "selar");
+        // "mac" is two edits from "back" in letters, one in sound.
+        let v = vocabulary(&["back", "front", "side"]);
+        assert_eq!(nearest_words(&v, "mac", 3), vec!["back"]);
+        // Tied words are all given, in order; short known words never.
+        let v = vocabulary(&["max", "map", "on", "back"]);
+        assert_eq!(nearest_words(&v, "mak", 3), vec!["back", "map", "max"]);
+        assert!(nearest_words(&v, "of", 3).is_empty());
+    }
+
+    #[test]
+    fn a_short_rest_is_read_as_the_words_it_sounds_like_vowels_first() {
+        let v = vocabulary(&["on", "up", "in", "out", "off"]);
+        assert_eq!(sounds_near(&v, "un"), vec!["in", "on", "up"]);
+        assert_eq!(sounds_near(&v, "outh"), vec!["out"]);
+        assert!(sounds_near(&v, "xyzzy").is_empty());
     }
 }
