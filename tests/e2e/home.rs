@@ -275,6 +275,25 @@ fn ha_config(sb: &Sandbox, name: &str, url: &str) -> String {
     path.to_str().unwrap().to_owned()
 }
 
+/// "switch on the island lights" said with `config`: the reply, and the one
+/// service call Home Assistant got, naming the entity.
+fn island_switched_on(sb: &Sandbox, config: &str, calls: &Calls) {
+    let on = sb
+        .run_env(
+            &["--config", config, "say", "switch on the island lights"],
+            &[("CAAL_HA_TOKEN", TOKEN)],
+        )
+        .ok();
+    assert!(on.stdout.contains("kitchen island is on"), "{}", on.stdout);
+    assert_eq!(
+        calls.lock().unwrap().clone(),
+        vec![(
+            "light/turn_on".to_owned(),
+            json!({"entity_id": "light.kitchen_island"})
+        )]
+    );
+}
+
 #[test]
 fn the_home_is_imported_from_home_assistant_and_understood() {
     let sb = Sandbox::new();
@@ -396,25 +415,7 @@ fn the_home_is_imported_from_home_assistant_and_understood() {
         ),
     )
     .unwrap();
-    let on = sb
-        .run_env(
-            &[
-                "--config",
-                wired.to_str().unwrap(),
-                "say",
-                "switch on the island lights",
-            ],
-            &[("CAAL_HA_TOKEN", TOKEN)],
-        )
-        .ok();
-    assert!(on.stdout.contains("kitchen island is on"), "{}", on.stdout);
-    assert_eq!(
-        calls.lock().unwrap().clone(),
-        vec![(
-            "light/turn_on".to_owned(),
-            json!({"entity_id": "light.kitchen_island"})
-        )]
-    );
+    island_switched_on(&sb, wired.to_str().unwrap(), &calls);
     // A lock of the imported home is a door to lock, by its name.
     let locked = sb
         .run_env(
@@ -534,20 +535,7 @@ fn home_assistant_over_https_with_its_own_ca_is_imported_and_called() {
 
     // A command runs through the same https address.
     let wired = with_ca("wired.toml", &home);
-    let on = sb
-        .run_env(
-            &["--config", &wired, "say", "switch on the island lights"],
-            &[("CAAL_HA_TOKEN", TOKEN)],
-        )
-        .ok();
-    assert!(on.stdout.contains("kitchen island is on"), "{}", on.stdout);
-    assert_eq!(
-        calls.lock().unwrap().clone(),
-        vec![(
-            "light/turn_on".to_owned(),
-            json!({"entity_id": "light.kitchen_island"})
-        )]
-    );
+    island_switched_on(&sb, &wired, &calls);
 
     // Without the CA, its certificate is trusted by nobody: named, with the fix.
     let untrusted = ha_config(&sb, "no-ca.toml", &ha);
