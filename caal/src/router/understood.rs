@@ -1220,10 +1220,12 @@ impl Router {
         // - two words heard for one longer one ("the activate": deactivate);
         for i in 0..bare.len().saturating_sub(1) {
             let joined = format!("{}{}", bare[i], bare[i + 1]);
-            if known(&bare[i]) && known(&bare[i + 1]) && alphabetic(&joined) {
-                if let [one] = nearest_words(vocabulary, &joined, 8).as_slice() {
-                    readings.push(vec![(i, 2, one.clone())]);
-                }
+            if known(&bare[i])
+                && known(&bare[i + 1])
+                && alphabetic(&joined)
+                && let [one] = nearest_words(vocabulary, &joined, 8).as_slice()
+            {
+                readings.push(vec![(i, 2, one.clone())]);
             }
         }
         // - a word's last letter heard as the next word's first ("light sun":
