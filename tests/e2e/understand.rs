@@ -769,13 +769,13 @@ fn a_misheard_or_mistyped_word_is_read_as_the_word_it_is_nearest() {
 /// is deactivate, never activate), a last letter heard as the next word's
 /// first ("light sun"), a first sound voiced ("but"), a word heard before
 /// the request, a short word as it sounds ("mac" door: back, the one the
-/// home has). Each is kept only when the sentence so read is a request;
+/// home has), a name of the home heard as other words ("best lamp"). Each is kept only when the sentence so read is a request;
 /// talk so read stays talk.
 #[test]
 fn a_request_misheard_by_speech_to_text_is_read_as_it_sounds() {
     let sb = Sandbox::new();
     let read = |said: &str| -> Value { sb.run(&["understand", "--json", said]).ok().json() };
-    let cases: [(&str, &str, Value, &str); 6] = [
+    let cases: [(&str, &str, Value, &str); 8] = [
         (
             "The activate the lights in the kitchen.",
             "lights.set",
@@ -811,6 +811,19 @@ fn a_request_misheard_by_speech_to_text_is_read_as_it_sounds() {
             "door.lock",
             json!({"door": "back door"}),
             "lock the back door",
+        ),
+        // A name of the home heard as other words.
+        (
+            "Best lamp on.",
+            "light.set",
+            json!({"device": "desk lamp", "state": "on"}),
+            "desk lamp on",
+        ),
+        (
+            "turn off the kitchen sealing light",
+            "light.set",
+            json!({"device": "kitchen ceiling", "state": "off"}),
+            "turn off the kitchen ceiling light",
         ),
     ];
     for (said, command, params, read_as) in cases {

@@ -1215,6 +1215,49 @@ impl Router {
             r.push(alt);
             readings.push(r);
         }
+        // A name of the home heard as other words ("mad room": bedroom,
+        // "best lamp": desk lamp), one or two words within two edits of a
+        // name of six letters or more, spelled or sounded.
+        let names: Vec<String> = self
+            .home
+            .areas
+            .iter()
+            .flat_map(|a| std::iter::once(&a.name).chain(&a.aliases))
+            .chain(
+                self.home
+                    .devices
+                    .iter()
+                    .flat_map(|d| std::iter::once(&d.name).chain(&d.aliases)),
+            )
+            .map(|n| normalize(n))
+            .collect();
+        let said = format!(" {} ", bare.join(" "));
+        for n in 1..=2 {
+            for i in 0..bare.len().saturating_sub(n - 1) {
+                let window = bare[i..i + n].concat();
+                if !alphabetic(&window) || window.len() < 4 {
+                    continue;
+                }
+                let near: Vec<&String> = names
+                    .iter()
+                    .filter(|name| {
+                        let joined: String = name.split(' ').collect();
+                        joined.len() >= 6
+                            && joined != window
+                            // A name said as it is is no mishearing.
+                            && !said.contains(&format!(" {name} "))
+                            && joined.len().abs_diff(window.len()) <= 2
+                            && strsim::levenshtein(&window, &joined).min(strsim::levenshtein(
+                                &sound_spelling(&window),
+                                &sound_spelling(&joined),
+                            )) <= 2
+                    })
+                    .collect();
+                if let [name] = near.as_slice() {
+                    readings.push(vec![(i, n, (*name).clone())]);
+                }
+            }
+        }
         // Sounds heard as other known words (every reading below changes
         // words that are known, so only a sentence then understood counts):
         // - two words heard for one longer one ("the activate": deactivate);
