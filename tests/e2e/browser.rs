@@ -172,6 +172,19 @@ impl Browser {
         self.command("POST", &format!("/element/{element}/click"), json!({}));
     }
 
+    /// Whether `source` gives something within `limit`.
+    fn shows_within(&self, source: &str, limit: Duration) -> bool {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            let value = self.script(source);
+            if !(value.is_null() || value == json!(false) || value == json!("")) {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
     fn wait_for(&self, what: &str, source: &str) -> Value {
         let started = Instant::now();
         loop {
@@ -363,13 +376,32 @@ fn the_page_takes_a_thumbs_down_with_a_note_on_a_round() {
     );
     // A note typed, then a click on 👎 (a real click, through WebDriver).
     browser.script(&format!(
-        "document.querySelector('#round-{round_id} .feedback input.note').value = 'I meant the kitchen lamp'; return true"
+        "const n = document.querySelector('#round-{round_id} .feedback input.note'); \
+         n.value = 'I meant the kitchen lamp'; n.dispatchEvent(new Event('input')); return true"
     ));
-    browser.click(&format!("#round-{round_id} .feedback button.bad"));
+    // The note outlives the page redrawing its rounds (live events do, as a
+    // person types).
+    browser.script(&format!(
+        "document.querySelector('#round-{round_id} .feedback input.note').dataset.drawn = 'before'; \
+         refresh(); return true"
+    ));
     browser.wait_for(
-        "the verdict shown",
-        &format!("return [...document.querySelectorAll('#round-{round_id} .feedback .standing')].some(s => s.textContent === 'marked bad: I meant the kitchen lamp')"),
+        "the note kept when the rounds were drawn again",
+        &format!("const n = document.querySelector('#round-{round_id} .feedback input.note'); \
+                  return n !== null && n.dataset.drawn !== 'before' && n.value === 'I meant the kitchen lamp'"),
     );
+    // A click that met a button the page had just drawn again is clicked
+    // again (a person would); the verdict shows once it lands.
+    let verdict = format!(
+        "return [...document.querySelectorAll('#round-{round_id} .feedback .standing')].some(s => s.textContent === 'marked bad: I meant the kitchen lamp')"
+    );
+    for _ in 0..3 {
+        browser.click(&format!("#round-{round_id} .feedback button.bad"));
+        if browser.shows_within(&verdict, Duration::from_secs(5)) {
+            break;
+        }
+    }
+    browser.wait_for("the verdict shown", &verdict);
     // Recorded in the round's conversation, from the page, naming the round.
     let mut shown = agent()
         .get(&format!("{url}/api/rounds/{round_id}"))

@@ -275,6 +275,23 @@ fn ha_config(sb: &Sandbox, name: &str, url: &str) -> String {
     path.to_str().unwrap().to_owned()
 }
 
+/// `caal home import --out out` with `config`: it succeeds and says it
+/// found the fake's three areas and three devices.
+fn imported(sb: &Sandbox, config: &str, out: &str) -> crate::support::Run {
+    let imported = sb
+        .run_env(
+            &["--config", config, "home", "import", "--out", out],
+            &[("CAAL_HA_TOKEN", TOKEN)],
+        )
+        .ok();
+    assert!(
+        imported.stderr.contains("3 areas and 3 devices"),
+        "{}",
+        imported.stderr
+    );
+    imported
+}
+
 /// "switch on the island lights" said with `config`: the reply, and the one
 /// service call Home Assistant got, naming the entity.
 fn island_switched_on(sb: &Sandbox, config: &str, calls: &Calls) {
@@ -304,17 +321,7 @@ fn the_home_is_imported_from_home_assistant_and_understood() {
 
     // Imported: areas with their other names and floors; the entities a
     // person talks to, named as Home Assistant names them, ids entity ids.
-    let imported = sb
-        .run_env(
-            &["--config", config, "home", "import", "--out", out],
-            &[("CAAL_HA_TOKEN", TOKEN)],
-        )
-        .ok();
-    assert!(
-        imported.stderr.contains("3 areas and 3 devices"),
-        "{}",
-        imported.stderr
-    );
+    let imported = imported(&sb, config, out);
     // The default macros name a hall this home has not: said, with the fix.
     assert!(
         imported.stderr.contains("macro \"arrive_home\"")
@@ -504,24 +511,7 @@ fn home_assistant_over_https_with_its_own_ca_is_imported_and_called() {
     // Imported over wss:// and https://, trusting the CA given and no other.
     let config = with_ca("ha.toml", "");
     let home_toml = sb.path().join("home.toml");
-    let imported = sb
-        .run_env(
-            &[
-                "--config",
-                &config,
-                "home",
-                "import",
-                "--out",
-                home_toml.to_str().unwrap(),
-            ],
-            &[("CAAL_HA_TOKEN", TOKEN)],
-        )
-        .ok();
-    assert!(
-        imported.stderr.contains("3 areas and 3 devices"),
-        "{}",
-        imported.stderr
-    );
+    imported(&sb, &config, home_toml.to_str().unwrap());
     let mut home = fs::read_to_string(&home_toml).unwrap();
     assert!(home.contains("light.kitchen_island"), "{home}");
     home.push_str(
