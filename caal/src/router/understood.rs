@@ -86,14 +86,13 @@ fn nearest_words(
         return Vec::new();
     }
     let most = if len >= 8 { 2 } else { 1 };
-    let heard = sound_spelling(w);
     let mut best: Vec<&str> = Vec::new();
     let mut best_d = usize::MAX;
     for v in vocabulary {
         if v.len().abs_diff(w.len()) > most || v.chars().count() < shortest.max(3) {
             continue;
         }
-        let d = strsim::levenshtein(w, v).min(strsim::levenshtein(&heard, &sound_spelling(v)));
+        let d = heard_distance(w, v);
         if d == 0 || d > most || d > best_d {
             continue;
         }
@@ -130,6 +129,11 @@ fn sound_spelling(w: &str) -> String {
         i += skip;
     }
     out
+}
+
+/// How far apart two words are, in letters or in sound, whichever is nearer.
+fn heard_distance(a: &str, b: &str) -> usize {
+    strsim::levenshtein(a, b).min(strsim::levenshtein(&sound_spelling(a), &sound_spelling(b)))
 }
 
 /// Short known words one edit from `rest` ("un": on, in, an), a vowel for
@@ -1247,10 +1251,7 @@ impl Router {
                             // A name said as it is is no mishearing.
                             && !said.contains(&format!(" {name} "))
                             && joined.len().abs_diff(window.len()) <= 2
-                            && strsim::levenshtein(&window, &joined).min(strsim::levenshtein(
-                                &sound_spelling(&window),
-                                &sound_spelling(&joined),
-                            )) <= 2
+                            && heard_distance(&window, &joined) <= 2
                     })
                     .collect();
                 if let [name] = near.as_slice() {
@@ -1317,10 +1318,7 @@ impl Router {
             vocabulary.iter().any(|v| {
                 v.len() >= 5
                     && v.len().abs_diff(joined.len()) <= 2
-                    && strsim::levenshtein(joined, v).min(strsim::levenshtein(
-                        &sound_spelling(joined),
-                        &sound_spelling(v),
-                    )) <= 2
+                    && heard_distance(joined, v) <= 2
             })
         };
         if bare.len() > 2
