@@ -922,3 +922,75 @@ fn talk_no_layer_understood_is_offered_only_the_commands_near_it() {
         .json();
     assert_eq!(shown["choices"], serde_json::json!([]), "{shown}");
 }
+
+/// A question about a request is not the request, a word of opposite
+/// meaning is not read as its opposite, and a mark that frames nothing
+/// reads no item: "did I lock the back door" locks nothing, "make the
+/// bedroom darker" does not turn it to full, "everything off, we're going
+/// out" adds nothing to the shopping list.
+#[test]
+fn questions_and_opposite_words_are_not_taken_for_the_request_they_mention() {
+    let sb = Sandbox::new();
+    let read = |said: &str| -> Value { sb.run(&["understand", "--json", said]).ok().json() };
+    let no_command = |said: &str| {
+        let shown = read(said);
+        assert!(
+            shown["commands"].as_array().unwrap().is_empty(),
+            "{said:?}: {shown}"
+        );
+        shown
+    };
+    // Questions of whether it is or was so: no request taken out of them,
+    // no room read from their first words.
+    for said in [
+        "did I lock the back door",
+        "did you turn off the porch light",
+        "have you locked the front door",
+    ] {
+        no_command(said);
+    }
+    let lights = no_command("are the kitchen lights on");
+    assert_ne!(lights["route_code"], "intent.unknown_target", "{lights}");
+    // A request asked politely as a question is still one; a question asking
+    // for a report still gets it.
+    for (said, command) in [
+        ("is it possible to turn on the kitchen lights", "lights.set"),
+        ("is the house okay", "home.status"),
+    ] {
+        let shown = read(said);
+        assert_eq!(
+            shown["commands"][0]["command_id"], command,
+            "{said:?}: {shown}"
+        );
+    }
+    // Opposite words: darker is dimmed, never full brightness.
+    for said in [
+        "could you make the bedroom a bit darker",
+        "turn the lights down in the bedroom",
+    ] {
+        let shown = read(said);
+        assert_eq!(
+            shown["commands"][0]["command_id"], "lights.brightness",
+            "{said:?}: {shown}"
+        );
+        let level = shown["commands"][0]["params"]["level"].as_i64().unwrap();
+        assert!(level < 50, "{said:?}: {shown}");
+    }
+    // Off the list is not onto it.
+    let off = read("take bread off the list");
+    assert_eq!(off["commands"][0]["command_id"], "shopping.remove", "{off}");
+    assert_eq!(off["commands"][0]["params"]["item"], "bread", "{off}");
+    // A sentence no example's words frame is no shopping item.
+    let out = read("everything off, we're going out");
+    assert!(
+        out["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["command_id"] != "shopping.add"),
+        "{out}"
+    );
+    // Run as a round: the question locks nothing.
+    let asked = sb.say("q", "did I lock the back door");
+    assert!(commands(&asked).is_empty(), "{asked}");
+}

@@ -671,6 +671,18 @@ pub struct LanguageConfig {
     /// Verbs that ask for something ("turn", "lock", "add").
     #[serde(default)]
     pub request_verbs: Vec<String>,
+    /// Words that open a question of whether something is or was so ("did
+    /// I lock the back door", "is the garage open"): a request said inside
+    /// such a sentence is asked about, not asked for, so no request is
+    /// taken out of the words after one.
+    #[serde(default)]
+    pub question_words: Vec<String>,
+    /// Words of opposite meaning ("brighter", "darker"): the meaning layer
+    /// does not take an example that says one of a pair for a sentence that
+    /// says the other (sentence embeddings barely tell them apart: "make
+    /// the bedroom darker" is near "make the office brighter").
+    #[serde(default)]
+    pub opposites: Vec<[String; 2]>,
     /// Words in a clause that point back at a thing an earlier clause of the
     /// same sentence named ("is the front door locked? lock it").
     #[serde(default)]

@@ -75,6 +75,7 @@ pub struct Router {
     negation_idioms: Vec<String>,
     narrative_words: Vec<String>,
     request_verbs: Vec<String>,
+    question_words: Vec<String>,
     refer_to_thing: Vec<String>,
     refer_to_place: Vec<String>,
     item_leads: Vec<String>,
@@ -288,7 +289,14 @@ impl Router {
         understood::check_model_choice(&u.model)?;
         let semantic = embedder
             .filter(|_| !words.examples.is_empty())
-            .map(|e| Semantic::new(e, u.semantic.clone(), lang, &words.examples, &home));
+            .map(|e| {
+                Semantic::new(e, u.semantic.clone(), lang, &words.examples, &home).with_opposites(
+                    words
+                        .opposites
+                        .iter()
+                        .map(|[a, b]| [normalize(a), normalize(b)]),
+                )
+            });
         let mut seen = HashSet::new();
         let mut rules = Vec::with_capacity(config.rules.len());
         for rule in &config.rules {
@@ -432,6 +440,7 @@ impl Router {
             negation_idioms: words.negation_idioms.iter().map(|w| normalize(w)).collect(),
             narrative_words: words.narrative_words.iter().map(|w| normalize(w)).collect(),
             request_verbs: words.request_verbs.iter().map(|w| normalize(w)).collect(),
+            question_words: words.question_words.iter().map(|w| normalize(w)).collect(),
             refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
             refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
             item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),

@@ -803,7 +803,8 @@ impl Router {
                 d.confidence = best.score;
                 Some(d)
             })
-            .filter(|d| self.speaks_of_its_kind(text, d));
+            .filter(|d| self.speaks_of_its_kind(text, d))
+            .filter(|d| !self.asks_whether(text) || !self.changes_something(d));
         let sure = decided.as_ref().is_some_and(|_| best.score >= cfg.sure);
         let m = &self.model_choice;
         let choices = if m.enabled && !sure && best.score >= m.floor {
@@ -1015,14 +1016,40 @@ impl Router {
         self.narrative_words.iter().any(has) && !self.request_verbs.iter().any(has)
     }
 
+    /// Whether a decision runs a command that changes something (a
+    /// question may ask for a report, "is my timer almost done", never for a
+    /// change: "did you turn off the porch light").
+    fn changes_something(&self, d: &RouteDecision) -> bool {
+        match &d.intent {
+            Intent::Chain(chain) => chain.commands.iter().any(|c| {
+                self.commands
+                    .get(&c.command_id)
+                    .is_none_or(|spec| spec.config.side_effects)
+            }),
+            _ => false,
+        }
+    }
+
+    /// Whether the sentence opens with words that ask whether something is
+    /// or was so: "did I lock the back door", "is the garage door open" (but
+    /// not "is it possible to…", a request asked politely).
+    pub(super) fn asks_whether(&self, text: &str) -> bool {
+        let padded = format!("{text} ");
+        self.question_words
+            .iter()
+            .any(|q| padded.starts_with(&format!("{q} ")))
+    }
+
     /// A request said among other words ("unlock the side door for the
     /// plumber", "switch off the dining room, we're done eating"): the
     /// longest run of the sentence's words that a template matches whole,
     /// with no wildcard taking any of it, and at least half the sentence (a
     /// few words inside a story are no request: "leave the porch light as
-    /// it is"). Never in a sentence that says "not": the run could leave it out.
+    /// it is"). Never in a sentence that says "not": the run could leave it
+    /// out; nor in a question of whether it is or was so ("did I lock the
+    /// back door" asks about locking it).
     pub(super) fn by_span(&self, text: &str, context: &Context) -> Option<RouteDecision> {
-        if self.says_not(text) {
+        if self.says_not(text) || self.asks_whether(text) {
             return None;
         }
         let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
@@ -1531,6 +1558,10 @@ impl Router {
     /// After nothing else matched: a request for a room or device the home
     /// does not have gets a reply naming what it has; nothing runs.
     pub(super) fn unknown_target(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        // "are the kitchen lights on" names no room "are": a question is not read so.
+        if self.asks_whether(text) {
+            return None;
+        }
         let mut found = self.library.understand_open(text, &self.home, context);
         // As sure either way ("turn on the jukebox"): a thing is likelier than a room.
         found.sort_by(|a, b| {

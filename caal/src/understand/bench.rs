@@ -31,6 +31,7 @@ pub const FRESH_SUITE: &str = include_str!("../../suites/fresh-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../suites/everyday-en.jsonl");
 pub const UNSEEN_SUITE: &str = include_str!("../../suites/unseen-en.jsonl");
+pub const DAILY_SUITE: &str = include_str!("../../suites/daily-en.jsonl");
 pub const TIMERS_SUITE: &str = include_str!("../../suites/timers-en.jsonl");
 pub const TALK_SUITE: &str = include_str!("../../suites/talk-en.jsonl");
 
@@ -411,6 +412,7 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
             ),
             ("timers-en".into(), parse_suite(TIMERS_SUITE, "timers-en")?),
             ("unseen-en".into(), parse_suite(UNSEEN_SUITE, "unseen-en")?),
+            ("daily-en".into(), parse_suite(DAILY_SUITE, "daily-en")?),
             (
                 "out-of-domain-en".into(),
                 parse_suite(OUT_OF_DOMAIN_SUITE, "out-of-domain-en")?,

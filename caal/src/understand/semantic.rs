@@ -45,6 +45,9 @@ pub struct Semantic {
     examples: Vec<Example>,
     /// Shared so a background thread can fill it (`warmer`).
     vectors: Arc<OnceLock<Result<Vec<Vec<f32>>, String>>>,
+    /// Words of opposite meaning: an example saying one is not near a
+    /// sentence saying the other.
+    opposites: Vec<[String; 2]>,
 }
 
 /// The nearest example of one meaning.
@@ -117,7 +120,25 @@ impl Semantic {
             groups: g,
             examples,
             vectors: Arc::new(OnceLock::new()),
+            opposites: Vec::new(),
         }
+    }
+
+    /// Pairs of words of opposite meaning (normalised), either way round.
+    pub fn with_opposites(mut self, pairs: impl IntoIterator<Item = [String; 2]>) -> Self {
+        self.opposites = pairs
+            .into_iter()
+            .filter(|[a, b]| !a.is_empty() && !b.is_empty() && a != b)
+            .collect();
+        self
+    }
+
+    /// Whether one says a word of a pair of opposites and the other its
+    /// opposite (and not the word itself): "make the bedroom darker" and
+    /// "make the office brighter", "take bread off the list" and "put
+    /// {item} on the list". Embeddings weigh such a word like any other.
+    fn opposed(&self, text: &str, example: &str) -> bool {
+        opposed(&self.opposites, text, example)
     }
 
     pub fn origin(&self) -> &str {
@@ -178,6 +199,9 @@ impl Semantic {
         let query = self.embedder.embed_one(&generic(home, text))?;
         let mut best: BTreeMap<usize, (f32, usize)> = BTreeMap::new();
         for (i, v) in vectors.iter().enumerate() {
+            if self.opposed(text, &self.examples[i].text) {
+                continue;
+            }
             let score = cosine(&query, v);
             let group = self.examples[i].group;
             let entry = best.entry(group).or_insert((f32::MIN, i));
@@ -193,6 +217,9 @@ impl Semantic {
             let Some(slot) = marked_slot(&e.text) else {
                 continue;
             };
+            if self.opposed(text, &e.text) {
+                continue;
+            }
             let Some(value) = align(text, &e.text, slot) else {
                 continue;
             };
@@ -398,6 +425,17 @@ impl Semantic {
     }
 }
 
+/// Whether `text` says one word of a pair and `example` the other (and
+/// not the first): see `Semantic::opposed`.
+fn opposed(pairs: &[[String; 2]], text: &str, example: &str) -> bool {
+    let has = |s: &str, w: &str| s.split(' ').any(|x| x == w);
+    pairs.iter().any(|[a, b]| {
+        let crosses =
+            |x: &str, y: &str| has(text, x) && !has(text, y) && has(example, y) && !has(example, x);
+        crosses(a, b) || crosses(b, a)
+    })
+}
+
 /// The slot an example marks, if any (`{item}`: "item").
 fn marked_slot(example: &str) -> Option<&str> {
     let open = example.find('{')?;
@@ -451,12 +489,19 @@ fn align(text: &str, example: &str, slot: &str) -> Option<String> {
         None => 0,
         Some(b) => words.iter().rposition(|w| *w == b)? + 1,
     };
-    let end = match after.split_whitespace().next() {
+    // Some word of the frame around the mark must be said: "{item} needs
+    // to go on the grocery list" frames nothing in "everything off, we're
+    // going out". After a word before it ("pick up {item} next time"), the
+    // word after may go unsaid ("pick up bread").
+    let after_at = after
+        .split_whitespace()
+        .next()
+        .map(|a| words[start..].iter().position(|w| *w == a).map(|p| start + p));
+    let end = match after_at {
         None => words.len(),
-        Some(a) => words[start..]
-            .iter()
-            .position(|w| *w == a)
-            .map_or(words.len(), |p| start + p),
+        Some(Some(at)) => at,
+        Some(None) if before.trim().is_empty() => return None,
+        Some(None) => words.len(),
     };
     let mut taken: &[&str] = words.get(start..end)?;
     while let Some((first, rest)) = taken.split_first()
@@ -688,6 +733,41 @@ mod tests {
         // The word before the mark is not said: nothing is read.
         assert_eq!(align("we need eggs", &ex, "item"), None);
         assert_eq!(unmark(&ex, FILLER), "put something on the list");
+        // A mark that opens the example: the word after it must be said,
+        // or the whole sentence would be the item.
+        let ex = normalize_marked("{item} needs to go on the grocery list");
+        assert_eq!(align("everything off, we're going out", &ex, "item"), None);
+        assert_eq!(
+            align("milk needs to go on the list", &ex, "item").as_deref(),
+            Some("milk")
+        );
+        // After the word before it, the word after may go unsaid.
+        let ex = normalize_marked("pick up {item} next time, add it to the list");
+        assert_eq!(
+            align("pick up bread", &ex, "item").as_deref(),
+            Some("bread")
+        );
+    }
+
+    #[test]
+    fn an_example_saying_the_opposite_word_is_not_near() {
+        let pairs: Vec<[String; 2]> = [["brighter", "darker"], ["on", "off"], ["up", "down"]]
+            .map(|[a, b]| [a.to_owned(), b.to_owned()])
+            .to_vec();
+        let opposed = |t: &str, e: &str| opposed(&pairs, t, e);
+        assert!(opposed("make the bedroom a bit darker", "make the office brighter"));
+        assert!(opposed("take bread off the list", "put {item} on the list"));
+        assert!(opposed("turn the lights down", "turn the lights up in the bedroom"));
+        // Either way round, and only whole words.
+        assert!(opposed("make the office brighter", "make the bedroom darker"));
+        assert!(!opposed("make the office brighter", "the kitchen could be brighter"));
+        assert!(!opposed("turn on the lights", "switch the desk lamp on"));
+        assert!(!opposed("put the heating up", "pick upstairs things"));
+        // An example that says both is no opposite of either.
+        assert!(!opposed(
+            "turn off the garage light",
+            "the garage light is still on turn it off"
+        ));
     }
 
     #[test]
