@@ -287,16 +287,14 @@ impl Router {
         understood::check_maps(&u.intents, &commands)?;
         understood::check_examples(&words.examples, &u.intents, &u.semantic, lang)?;
         understood::check_model_choice(&u.model)?;
-        let semantic = embedder
-            .filter(|_| !words.examples.is_empty())
-            .map(|e| {
-                Semantic::new(e, u.semantic.clone(), lang, &words.examples, &home).with_opposites(
-                    words
-                        .opposites
-                        .iter()
-                        .map(|[a, b]| [normalize(a), normalize(b)]),
-                )
-            });
+        let semantic = embedder.filter(|_| !words.examples.is_empty()).map(|e| {
+            Semantic::new(e, u.semantic.clone(), lang, &words.examples, &home).with_opposites(
+                words
+                    .opposites
+                    .iter()
+                    .map(|[a, b]| [normalize(a), normalize(b)]),
+            )
+        });
         let mut seen = HashSet::new();
         let mut rules = Vec::with_capacity(config.rules.len());
         for rule in &config.rules {

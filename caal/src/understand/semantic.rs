@@ -493,10 +493,12 @@ fn align(text: &str, example: &str, slot: &str) -> Option<String> {
     // to go on the grocery list" frames nothing in "everything off, we're
     // going out". After a word before it ("pick up {item} next time"), the
     // word after may go unsaid ("pick up bread").
-    let after_at = after
-        .split_whitespace()
-        .next()
-        .map(|a| words[start..].iter().position(|w| *w == a).map(|p| start + p));
+    let after_at = after.split_whitespace().next().map(|a| {
+        words[start..]
+            .iter()
+            .position(|w| *w == a)
+            .map(|p| start + p)
+    });
     let end = match after_at {
         None => words.len(),
         Some(Some(at)) => at,
@@ -755,12 +757,24 @@ mod tests {
             .map(|[a, b]| [a.to_owned(), b.to_owned()])
             .to_vec();
         let opposed = |t: &str, e: &str| opposed(&pairs, t, e);
-        assert!(opposed("make the bedroom a bit darker", "make the office brighter"));
+        assert!(opposed(
+            "make the bedroom a bit darker",
+            "make the office brighter"
+        ));
         assert!(opposed("take bread off the list", "put {item} on the list"));
-        assert!(opposed("turn the lights down", "turn the lights up in the bedroom"));
+        assert!(opposed(
+            "turn the lights down",
+            "turn the lights up in the bedroom"
+        ));
         // Either way round, and only whole words.
-        assert!(opposed("make the office brighter", "make the bedroom darker"));
-        assert!(!opposed("make the office brighter", "the kitchen could be brighter"));
+        assert!(opposed(
+            "make the office brighter",
+            "make the bedroom darker"
+        ));
+        assert!(!opposed(
+            "make the office brighter",
+            "the kitchen could be brighter"
+        ));
         assert!(!opposed("turn on the lights", "switch the desk lamp on"));
         assert!(!opposed("put the heating up", "pick upstairs things"));
         // An example that says both is no opposite of either.
