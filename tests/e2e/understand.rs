@@ -932,25 +932,21 @@ fn talk_no_layer_understood_is_offered_only_the_commands_near_it() {
 fn questions_and_opposite_words_are_not_taken_for_the_request_they_mention() {
     let sb = Sandbox::new();
     let read = |said: &str| -> Value { sb.run(&["understand", "--json", said]).ok().json() };
-    let no_command = |said: &str| {
-        let shown = read(said);
-        assert!(
-            shown["commands"].as_array().unwrap().is_empty(),
-            "{said:?}: {shown}"
-        );
-        shown
-    };
-    // Questions of whether it is or was so: no request taken out of them,
-    // no room read from their first words.
+    // Questions of whether it is or was so: no request taken out of them
+    // (at most the question, answered), no room read from their first words.
     for said in [
         "did I lock the back door",
         "did you turn off the porch light",
         "have you locked the front door",
+        "did someone leave the lights on in the kitchen",
+        "are the kitchen lights on",
     ] {
-        no_command(said);
+        let shown = read(said);
+        assert_ne!(shown["route_code"], "intent.unknown_target", "{shown}");
+        for c in shown["commands"].as_array().unwrap() {
+            assert_eq!(c["command_id"], "home.state", "{said:?}: {shown}");
+        }
     }
-    let lights = no_command("are the kitchen lights on");
-    assert_ne!(lights["route_code"], "intent.unknown_target", "{lights}");
     // A request asked politely as a question is still one; a question asking
     // for a report still gets it.
     for (said, command) in [
@@ -990,7 +986,53 @@ fn questions_and_opposite_words_are_not_taken_for_the_request_they_mention() {
             .all(|c| c["command_id"] != "shopping.add"),
         "{out}"
     );
-    // Run as a round: the question locks nothing.
-    let asked = sb.say("q", "did I lock the back door");
-    assert!(commands(&asked).is_empty(), "{asked}");
+}
+
+/// Questions of state ("is the back door locked", "which lights are on",
+/// "did I leave the lights on in the kitchen") are answered from what the
+/// home last did, and change nothing.
+#[test]
+fn questions_of_state_are_answered_from_what_the_home_last_did() {
+    let sb = Sandbox::new();
+    let answer = |said: &str| -> String {
+        let r = sb.say("h", said);
+        assert_eq!(commands(&r), vec!["home.state ok"], "{said:?}: {r}");
+        r["reply"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(
+        answer("is the back door locked"),
+        "Yes, the back door is locked."
+    );
+    assert_eq!(answer("which lights are on"), "No lights are on.");
+    assert_eq!(
+        answer("is the garage door open"),
+        "No, the garage door is closed."
+    );
+    sb.say("h", "dim the kitchen to 40 percent");
+    sb.say("h", "unlock the back door");
+    let yes = sb.say("h", "yes");
+    assert_eq!(commands(&yes), vec!["door.unlock ok"], "{yes}");
+    assert_eq!(
+        answer("did I lock the back door"),
+        "No, the back door is unlocked."
+    );
+    assert_eq!(
+        answer("did I leave the lights on in the kitchen"),
+        "Yes, the kitchen lights are on, at 40%."
+    );
+    assert_eq!(
+        answer("are the bedroom lights on"),
+        "No, the bedroom lights are off."
+    );
+    assert_eq!(answer("which lights are on"), "Lights on: kitchen.");
+    sb.say("h", "set the thermostat to 21");
+    assert_eq!(
+        answer("what is the temperature"),
+        "The thermostat is set to 21 °C."
+    );
+    // Asking changed nothing: the door is still unlocked.
+    assert_eq!(
+        answer("is the back door unlocked"),
+        "Yes, the back door is unlocked."
+    );
 }

@@ -1100,7 +1100,8 @@ impl Router {
         if clauses.len() < 2 || self.says_not(text) || self.tells_a_story(text) {
             return None;
         }
-        let mut commands = Vec::new();
+        // Each command with the part (clause understood) it came from.
+        let mut commands: Vec<(usize, crate::auth::Command)> = Vec::new();
         let mut parts = Vec::new();
         let mut last = None;
         for (i, clause) in clauses.iter().enumerate() {
@@ -1129,10 +1130,11 @@ impl Router {
                 Intent::Chain(chain) => {
                     // Said twice ("it's dark in here, lights on in here"): done once.
                     for c in &chain.commands {
-                        if !commands.iter().any(|k: &crate::auth::Command| {
-                            k.command_id == c.command_id && k.params == c.params
-                        }) {
-                            commands.push(c.clone());
+                        if !commands
+                            .iter()
+                            .any(|(_, k)| k.command_id == c.command_id && k.params == c.params)
+                        {
+                            commands.push((parts.len(), c.clone()));
                         }
                     }
                 }
@@ -1143,10 +1145,47 @@ impl Router {
                               "layer": d.layer, "source_rule": d.source_rule, "understood": d.understood}));
             last = Some((d, clause.to_string(), said, referent));
         }
+        // "Is the front door locked? Lock it": the question says what the
+        // request is about, and doing it answers it.
+        let changes = |c: &crate::auth::Command| {
+            self.commands
+                .get(&c.command_id)
+                .is_none_or(|spec| spec.config.side_effects)
+        };
+        let targets = |c: &crate::auth::Command| -> Vec<String> {
+            c.params
+                .iter()
+                .filter(|(k, _)| matches!(k.as_str(), "device" | "door" | "room"))
+                .map(|(_, v)| v.to_string())
+                .collect()
+        };
+        let acted_on: Vec<String> = commands
+            .iter()
+            .filter(|(_, c)| changes(c))
+            .flat_map(|(_, c)| targets(c))
+            .collect();
+        let asked = |c: &crate::auth::Command| {
+            !changes(c) && targets(c).iter().any(|t| acted_on.contains(t))
+        };
+        let answered: Vec<usize> = (0..parts.len())
+            .filter(|p| {
+                let of_part = || commands.iter().filter(|(at, _)| at == p);
+                of_part().count() > 0 && of_part().all(|(_, c)| asked(c))
+            })
+            .collect();
+        commands.retain(|(_, c)| !asked(c));
+        let last_answered = answered.contains(&parts.len().saturating_sub(1));
+        let parts: Vec<Value> = parts
+            .into_iter()
+            .enumerate()
+            .filter(|(p, _)| !answered.contains(p))
+            .map(|(_, part)| part)
+            .collect();
         let (d, clause, said, referent) = last?;
-        if parts.len() == 1 {
+        if parts.len() == 1 && !last_answered {
             return Some(clause_decision(d, &clause, &said, referent));
         }
+        let commands = commands.into_iter().map(|(_, c)| c).collect();
         Some(several_parts(commands, "clause", parts))
     }
 
@@ -1455,9 +1494,11 @@ impl Router {
             .iter()
             .filter(|m| m.when.get("domain") == Some(&device.domain))
         {
+            // What it does: a question about it ("is it locked") is no doing.
             if let Some(verb) = self
                 .commands
                 .get(&m.command)
+                .filter(|c| c.config.side_effects)
                 .and_then(|c| c.config.summary.split(' ').next())
                 && !verbs.contains(&verb)
             {

@@ -22,6 +22,7 @@ pub const COMMANDS: &[&str] = &[
     "shopping.remove",
     "shopping.list",
     "home.status",
+    "home.state",
     "mode.set",
     "door.lock",
     "door.unlock",
@@ -116,6 +117,17 @@ pub fn run_in(
             let message = status(c, call.now_ms)?;
             ToolOutcome::ok(json!({"summary": message}), message)
         }
+        "home.state" => {
+            let message = state_answer(
+                c,
+                call.now_ms,
+                text(call, "kind"),
+                text(call, "device"),
+                text(call, "room"),
+                text(call, "state"),
+            )?;
+            ToolOutcome::ok(json!({"answer": message}), message)
+        }
         "mode.set" => {
             let state = text(call, "state").to_owned();
             let mut outcome = ToolOutcome::ok(json!({"state_out": state}), "");
@@ -143,6 +155,110 @@ fn shopping_items(c: &Connection) -> rusqlite::Result<Vec<String>> {
     c.prepare("SELECT item FROM shopping_list ORDER BY added_at, item")?
         .query_map([], |r| r.get(0))?
         .collect()
+}
+
+/// The answer to a question about one kind of thing ("is the back door
+/// locked", "which lights are on", "what's the temperature"), from what the
+/// built-in home last did, as `home.status` reports it: a door no command
+/// has unlocked is locked, a light never turned on is off, the garage never
+/// opened is closed. `asked` is the state the question names, if any: the
+/// answer then starts "Yes" or "No".
+fn state_answer(
+    c: &Connection,
+    now_ms: i64,
+    kind: &str,
+    device: &str,
+    room: &str,
+    asked: &str,
+) -> rusqlite::Result<String> {
+    let reply = |subject: &str, verb: &str, actual: &str, more: &str| {
+        let said = format!("{subject} {verb} {actual}{more}.");
+        match asked {
+            "" => crate::auth::capitalise(&said),
+            a if a == actual => format!("Yes, {said}"),
+            _ => format!("No, {said}"),
+        }
+    };
+    Ok(match kind {
+        "lock" if !device.is_empty() => {
+            let locked = c
+                .query_row("SELECT locked FROM doors WHERE door = ?1", [device], |r| {
+                    r.get::<_, bool>(0)
+                })
+                .optional()?
+                .unwrap_or(true);
+            let actual = if locked { "locked" } else { "unlocked" };
+            reply(&format!("the {device}"), "is", actual, "")
+        }
+        "lock" => {
+            let unlocked: Vec<String> = c
+                .prepare("SELECT door FROM doors WHERE locked = 0 ORDER BY door")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            match unlocked.as_slice() {
+                [] => "All the doors are locked.".to_owned(),
+                doors => format!("Unlocked: {}.", doors.join(", ")),
+            }
+        }
+        "cover" => {
+            let open = c
+                .query_row("SELECT is_open FROM garage WHERE id = 1", [], |r| {
+                    r.get::<_, bool>(0)
+                })
+                .optional()?
+                .unwrap_or(false);
+            reply(
+                "the garage door",
+                "is",
+                if open { "open" } else { "closed" },
+                "",
+            )
+        }
+        "climate" => match c
+            .query_row("SELECT temperature FROM thermostat WHERE id = 1", [], |r| {
+                r.get::<_, f64>(0)
+            })
+            .optional()?
+        {
+            Some(t) => format!("The thermostat is set to {} °C.", ParamValue::Number(t)),
+            None => "The thermostat has not been set yet.".to_owned(),
+        },
+        "light" if !device.is_empty() || (!room.is_empty() && room != "all") => {
+            // One device is kept under its own name, beside the rooms.
+            let key = if device.is_empty() { room } else { device };
+            let row = c
+                .query_row(
+                    "SELECT is_on, brightness FROM lights WHERE room = ?1",
+                    [key],
+                    |r| Ok((r.get::<_, bool>(0)?, r.get::<_, i64>(1)?)),
+                )
+                .optional()?;
+            let (on, level) = row.unwrap_or((false, 0));
+            let more = if on && level < 100 {
+                format!(", at {level}%")
+            } else {
+                String::new()
+            };
+            let (subject, verb) = if device.is_empty() {
+                (format!("the {room} lights"), "are")
+            } else {
+                (format!("the {device}"), "is")
+            };
+            reply(&subject, verb, if on { "on" } else { "off" }, &more)
+        }
+        "light" => {
+            let on: Vec<String> = c
+                .prepare("SELECT room FROM lights WHERE is_on = 1 ORDER BY room")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            match (on.as_slice(), asked) {
+                ([], "off") => "Yes, all the lights are off.".to_owned(),
+                ([], _) => "No lights are on.".to_owned(),
+                (rooms, _) => format!("Lights on: {}.", rooms.join(", ")),
+            }
+        }
+        _ => status(c, now_ms)?,
+    })
 }
 
 /// The home in a few sentences.

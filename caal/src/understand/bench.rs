@@ -452,7 +452,7 @@ mod tests {
     #[test]
     fn the_built_in_suites_parse_and_bad_lines_are_named() {
         let all = suites(None).unwrap();
-        assert_eq!(all.len(), 10);
+        assert_eq!(all.len(), 11);
         assert!(all.iter().all(|(_, cases)| !cases.is_empty()));
         let err = parse_suite("{\"text\": \"hi\"}\nnot json\n", "mine.jsonl").unwrap_err();
         assert!(err.contains("mine.jsonl line 2"), "{err}");
