@@ -671,10 +671,11 @@ pub struct LanguageConfig {
     /// Verbs that ask for something ("turn", "lock", "add").
     #[serde(default)]
     pub request_verbs: Vec<String>,
-    /// Words that open a question of whether something is or was so ("did
-    /// I lock the back door", "is the garage open"): a request said inside
-    /// such a sentence is asked about, not asked for, so no request is
-    /// taken out of the words after one.
+    /// How a question of whether something is or was so opens ("did I", "is
+    /// the"): a request said inside such a sentence is asked about, not
+    /// asked for. No request is taken out of its words, no room read from
+    /// them, and the meaning layer decides for it only a command that
+    /// changes nothing (`side_effects = false`).
     #[serde(default)]
     pub question_words: Vec<String>,
     /// Words of opposite meaning ("brighter", "darker"): the meaning layer

@@ -1021,13 +1021,16 @@ impl Router {
     /// change: "did you turn off the porch light").
     fn changes_something(&self, d: &RouteDecision) -> bool {
         match &d.intent {
-            Intent::Chain(chain) => chain.commands.iter().any(|c| {
-                self.commands
-                    .get(&c.command_id)
-                    .is_none_or(|spec| spec.config.side_effects)
-            }),
+            Intent::Chain(chain) => chain.commands.iter().any(|c| self.changes(c)),
             _ => false,
         }
+    }
+
+    /// Whether running a command changes something (its `side_effects`).
+    fn changes(&self, c: &crate::auth::Command) -> bool {
+        self.commands
+            .get(&c.command_id)
+            .is_none_or(|spec| spec.config.side_effects)
     }
 
     /// Whether the sentence opens with words that ask whether something is
@@ -1147,11 +1150,6 @@ impl Router {
         }
         // "Is the front door locked? Lock it": the question says what the
         // request is about, and doing it answers it.
-        let changes = |c: &crate::auth::Command| {
-            self.commands
-                .get(&c.command_id)
-                .is_none_or(|spec| spec.config.side_effects)
-        };
         let targets = |c: &crate::auth::Command| -> Vec<String> {
             c.params
                 .iter()
@@ -1161,11 +1159,11 @@ impl Router {
         };
         let acted_on: Vec<String> = commands
             .iter()
-            .filter(|(_, c)| changes(c))
+            .filter(|(_, c)| self.changes(c))
             .flat_map(|(_, c)| targets(c))
             .collect();
         let asked = |c: &crate::auth::Command| {
-            !changes(c) && targets(c).iter().any(|t| acted_on.contains(t))
+            !self.changes(c) && targets(c).iter().any(|t| acted_on.contains(t))
         };
         let answered: Vec<usize> = (0..parts.len())
             .filter(|p| {
