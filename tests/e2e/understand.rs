@@ -1036,3 +1036,38 @@ fn questions_of_state_are_answered_from_what_the_home_last_did() {
         "Yes, the back door is unlocked."
     );
 }
+
+/// "Turn the heat up", "make it a bit cooler": a degree from where the
+/// thermostat is, within its range; asking whether to is no request.
+#[test]
+fn the_heat_is_turned_up_or_down_from_where_it_is() {
+    let sb = Sandbox::new();
+    let turned = |said: &str| -> String {
+        let r = sb.say("t", said);
+        assert_eq!(commands(&r), vec!["thermostat.adjust ok"], "{said:?}: {r}");
+        r["reply"].as_str().unwrap().to_owned()
+    };
+    sb.say("t", "set the thermostat to 21");
+    assert_eq!(
+        turned("turn the heat up"),
+        "The thermostat is now at 22 °C."
+    );
+    assert_eq!(
+        turned("make it a bit cooler"),
+        "The thermostat is now at 21 °C."
+    );
+    assert_eq!(
+        turned("turn down the heating"),
+        "The thermostat is now at 20 °C."
+    );
+    let r = sb.say("t", "what is the temperature");
+    assert_eq!(r["reply"], "The thermostat is set to 20 °C.", "{r}");
+    sb.say("t", "set the thermostat to 30");
+    assert_eq!(
+        turned("crank the heat up"),
+        "The thermostat is already at 30 °C, its highest."
+    );
+    // A question about doing it does nothing.
+    let asked = sb.say("t", "should I turn the heating up");
+    assert!(commands(&asked).is_empty(), "{asked}");
+}

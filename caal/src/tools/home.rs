@@ -18,6 +18,7 @@ pub const COMMANDS: &[&str] = &[
     "light.set",
     "light.brightness",
     "thermostat.set",
+    "thermostat.adjust",
     "shopping.add",
     "shopping.remove",
     "shopping.list",
@@ -88,6 +89,28 @@ pub fn run_in(
             c.prepare_cached("INSERT INTO thermostat (id, schema_version, temperature, updated_at) VALUES (1, ?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET temperature = excluded.temperature, updated_at = excluded.updated_at")?.execute(params![v, t, now])?;
             ToolOutcome::ok(json!({"temperature": t}), "")
+        }
+        "thermostat.adjust" => {
+            // From where it is (20 °C if never set), within the range
+            // `thermostat.set` allows.
+            let (low, high) = (10.0, 30.0);
+            let now_at = c
+                .query_row("SELECT temperature FROM thermostat WHERE id = 1", [], |r| {
+                    r.get::<_, f64>(0)
+                })
+                .optional()?
+                .unwrap_or(20.0);
+            let t = (now_at + number(call, "change")).clamp(low, high);
+            c.prepare_cached("INSERT INTO thermostat (id, schema_version, temperature, updated_at) VALUES (1, ?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET temperature = excluded.temperature, updated_at = excluded.updated_at")?.execute(params![v, t, now])?;
+            let at = ParamValue::Number(t);
+            let message = if t == now_at {
+                let end = if t >= high { "highest" } else { "lowest" };
+                format!("The thermostat is already at {at} °C, its {end}.")
+            } else {
+                format!("The thermostat is now at {at} °C.")
+            };
+            ToolOutcome::ok(json!({"temperature": t, "was": now_at}), message)
         }
         "shopping.add" => {
             let item = text(call, "item");
