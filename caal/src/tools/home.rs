@@ -86,23 +86,16 @@ pub fn run_in(
         }
         "thermostat.set" => {
             let t = number(call, "temperature");
-            c.prepare_cached("INSERT INTO thermostat (id, schema_version, temperature, updated_at) VALUES (1, ?1, ?2, ?3)
-                 ON CONFLICT (id) DO UPDATE SET temperature = excluded.temperature, updated_at = excluded.updated_at")?.execute(params![v, t, now])?;
+            set_thermostat(c, t, &now)?;
             ToolOutcome::ok(json!({"temperature": t}), "")
         }
         "thermostat.adjust" => {
             // From where it is (20 °C if never set), within the range
             // `thermostat.set` allows.
             let (low, high) = (10.0, 30.0);
-            let now_at = c
-                .query_row("SELECT temperature FROM thermostat WHERE id = 1", [], |r| {
-                    r.get::<_, f64>(0)
-                })
-                .optional()?
-                .unwrap_or(20.0);
+            let now_at = thermostat_at(c)?.unwrap_or(20.0);
             let t = (now_at + number(call, "change")).clamp(low, high);
-            c.prepare_cached("INSERT INTO thermostat (id, schema_version, temperature, updated_at) VALUES (1, ?1, ?2, ?3)
-                 ON CONFLICT (id) DO UPDATE SET temperature = excluded.temperature, updated_at = excluded.updated_at")?.execute(params![v, t, now])?;
+            set_thermostat(c, t, &now)?;
             let at = ParamValue::Number(t);
             let message = if t == now_at {
                 let end = if t >= high { "highest" } else { "lowest" };
@@ -180,6 +173,37 @@ fn shopping_items(c: &Connection) -> rusqlite::Result<Vec<String>> {
         .collect()
 }
 
+/// Where the thermostat is set, if it ever was.
+fn thermostat_at(c: &Connection) -> rusqlite::Result<Option<f64>> {
+    c.query_row("SELECT temperature FROM thermostat WHERE id = 1", [], |r| {
+        r.get(0)
+    })
+    .optional()
+}
+
+fn set_thermostat(c: &Connection, t: f64, now: &str) -> rusqlite::Result<()> {
+    c.prepare_cached("INSERT INTO thermostat (id, schema_version, temperature, updated_at) VALUES (1, ?1, ?2, ?3)
+         ON CONFLICT (id) DO UPDATE SET temperature = excluded.temperature, updated_at = excluded.updated_at")?
+        .execute(params![SCHEMA_VERSION, t, now])?;
+    Ok(())
+}
+
+/// The doors a command left unlocked (a door none touched is locked).
+fn unlocked_doors(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    c.prepare("SELECT door FROM doors WHERE locked = 0 ORDER BY door")?
+        .query_map([], |r| r.get(0))?
+        .collect()
+}
+
+/// Whether the garage was left open (never opened: closed).
+fn garage_open(c: &Connection) -> rusqlite::Result<bool> {
+    Ok(
+        c.query_row("SELECT is_open FROM garage WHERE id = 1", [], |r| r.get(0))
+            .optional()?
+            .unwrap_or(false),
+    )
+}
+
 /// The answer to a question about one kind of thing ("is the back door
 /// locked", "which lights are on", "what's the temperature"), from what the
 /// built-in home last did, as `home.status` reports it: a door no command
@@ -213,23 +237,12 @@ fn state_answer(
             let actual = if locked { "locked" } else { "unlocked" };
             reply(&format!("the {device}"), "is", actual, "")
         }
-        "lock" => {
-            let unlocked: Vec<String> = c
-                .prepare("SELECT door FROM doors WHERE locked = 0 ORDER BY door")?
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<_, _>>()?;
-            match unlocked.as_slice() {
-                [] => "All the doors are locked.".to_owned(),
-                doors => format!("Unlocked: {}.", doors.join(", ")),
-            }
-        }
+        "lock" => match unlocked_doors(c)?.as_slice() {
+            [] => "All the doors are locked.".to_owned(),
+            doors => format!("Unlocked: {}.", doors.join(", ")),
+        },
         "cover" => {
-            let open = c
-                .query_row("SELECT is_open FROM garage WHERE id = 1", [], |r| {
-                    r.get::<_, bool>(0)
-                })
-                .optional()?
-                .unwrap_or(false);
+            let open = garage_open(c)?;
             reply(
                 "the garage door",
                 "is",
@@ -237,12 +250,7 @@ fn state_answer(
                 "",
             )
         }
-        "climate" => match c
-            .query_row("SELECT temperature FROM thermostat WHERE id = 1", [], |r| {
-                r.get::<_, f64>(0)
-            })
-            .optional()?
-        {
+        "climate" => match thermostat_at(c)? {
             Some(t) => format!("The thermostat is set to {} °C.", ParamValue::Number(t)),
             None => "The thermostat has not been set yet.".to_owned(),
         },
@@ -302,30 +310,17 @@ fn status(c: &Connection, now_ms: i64) -> rusqlite::Result<String> {
     } else {
         format!("Lights on: {}.", on.join(", "))
     });
-    if let Some(t) = c
-        .query_row("SELECT temperature FROM thermostat WHERE id = 1", [], |r| {
-            r.get::<_, f64>(0)
-        })
-        .optional()?
-    {
+    if let Some(t) = thermostat_at(c)? {
         parts.push(format!(
             "The thermostat is at {} °C.",
             ParamValue::Number(t)
         ));
     }
-    let unlocked: Vec<String> = c
-        .prepare("SELECT door FROM doors WHERE locked = 0 ORDER BY door")?
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+    let unlocked = unlocked_doors(c)?;
     if !unlocked.is_empty() {
         parts.push(format!("Unlocked: {}.", unlocked.join(", ")));
     }
-    if c.query_row("SELECT is_open FROM garage WHERE id = 1", [], |r| {
-        r.get::<_, bool>(0)
-    })
-    .optional()?
-        == Some(true)
-    {
+    if garage_open(c)? {
         parts.push("The garage is open.".into());
     }
     let timers = crate::schedule::timers(c, None)?;
