@@ -155,6 +155,31 @@ fn the_home_model_answers_for_what_is_not_there_and_asks_what_is_unclear() {
     let tv = sb.say("h", "turn on the jukebox");
     assert!(commands(&tv).is_empty(), "{tv}");
     assert!(tv["reply"].as_str().unwrap().contains("jukebox"), "{tv}");
+
+    // A rule whose pattern took more than a room ("brightness of the
+    // bedroom") yields to what the sentence means, rooms resolved; an
+    // unknown room in the same words is still named as not there.
+    for said in [
+        "set the brightness of the bedroom lights to 40%",
+        "turn the brightness on the bedroom lights to 40 percent",
+    ] {
+        let set = sb.say("h", said);
+        assert_eq!(
+            set["reply"], "The bedroom lights are at 40%.",
+            "{said:?}: {set}"
+        );
+        // The reasoning says which layer understood it, not "rule".
+        let why = set["reasoning"]["tool_decisions"][0]["rationale"]
+            .as_str()
+            .unwrap();
+        assert!(why.contains("by its meaning"), "{why}");
+    }
+    let attic = sb.say("h", "set the brightness of the attic lights to 40%");
+    assert!(commands(&attic).is_empty(), "{attic}");
+    assert!(
+        attic["reply"].as_str().unwrap().contains("the rooms are"),
+        "{attic}"
+    );
 }
 
 #[test]
@@ -1070,4 +1095,102 @@ fn the_heat_is_turned_up_or_down_from_where_it_is() {
     // A question about doing it does nothing.
     let asked = sb.say("t", "should I turn the heating up");
     assert!(commands(&asked).is_empty(), "{asked}");
+}
+
+/// "Lock up" and "lock all the doors" lock each of the home's locks as one
+/// chain ("unlock all the doors" asks once, at the unlock's level); "is
+/// everything locked" answers for them all; the time and date are read from
+/// the clock where the home is.
+#[test]
+fn every_lock_at_once_and_the_time_and_date_are_understood() {
+    let sb = Sandbox::new();
+    let locked = vec!["door.lock ok"; 3];
+    for said in ["lock up", "lock all the doors", "secure the house"] {
+        let r = sb.say("h", said);
+        assert_eq!(commands(&r), locked, "{said:?}: {r}");
+        let reply = r["reply"].as_str().unwrap();
+        for door in ["front door", "back door", "side door"] {
+            assert!(reply.contains(&format!("The {door} is locked")), "{reply}");
+        }
+    }
+    let ask = sb.say("h", "unlock all the doors");
+    assert!(commands(&ask).is_empty(), "asked first: {ask}");
+    assert_eq!(
+        ask["reply"],
+        "Unlock the front door, unlock the back door and unlock the side door? Say yes to confirm."
+    );
+    let yes = sb.say("h", "yes");
+    assert_eq!(commands(&yes), vec!["door.unlock ok"; 3], "{yes}");
+    sb.say("h", "lock the back door");
+    for said in ["is everything locked", "are the doors locked"] {
+        let r = sb.say("h", said);
+        assert_eq!(commands(&r), vec!["home.state ok"], "{said:?}: {r}");
+        assert_eq!(
+            r["reply"], "No, the front door and side door are unlocked.",
+            "{said:?}"
+        );
+    }
+    sb.say("h", "lock up");
+    let r = sb.say("h", "did I lock up");
+    assert_eq!(r["reply"], "Yes, all the doors are locked.", "{r}");
+
+    // The clock, in the home's time zone (not the machine's UTC).
+    let zone = "Pacific/Auckland";
+    let tz = jiff::tz::TimeZone::get(zone).unwrap();
+    let clock = |t: &jiff::Zoned| {
+        let (h, m) = (t.hour(), t.minute());
+        let h12 = if h % 12 == 0 { 12 } else { h % 12 };
+        let half = if h < 12 { "am" } else { "pm" };
+        match (h, m) {
+            (12, 0) => "It's noon.".to_owned(),
+            (0, 0) => "It's midnight.".to_owned(),
+            (_, 0) => format!("It's {h12} {half}."),
+            _ => format!("It's {h12}:{m:02} {half}."),
+        }
+    };
+    let date = |t: &jiff::Zoned| format!("It's {}.", t.strftime("%A %-d %B %Y"));
+    for (said, read) in [
+        ("what time is it", &clock as &dyn Fn(&jiff::Zoned) -> String),
+        ("do you know what time it is", &clock),
+        ("what's the date today", &date),
+        ("what day is it", &date),
+    ] {
+        let before = jiff::Timestamp::now().to_zoned(tz.clone());
+        let r = sb
+            .run_env(
+                &["say", "--json", "--conversation", "t", said],
+                &[("CAAL_TIME_ZONE", zone)],
+            )
+            .ok()
+            .json();
+        let after = jiff::Timestamp::now().to_zoned(tz.clone());
+        assert_eq!(commands(&r), vec!["clock.now ok"], "{said:?}: {r}");
+        let reply = r["reply"].as_str().unwrap();
+        assert!(
+            reply == read(&before) || reply == read(&after),
+            "{said:?}: {reply} (expected {})",
+            read(&before)
+        );
+    }
+    // Elsewhere: a city of the time zone database; a place not in it is named.
+    let tokyo = jiff::tz::TimeZone::get("Asia/Tokyo").unwrap();
+    let before = jiff::Timestamp::now().to_zoned(tokyo.clone());
+    let r = sb.say("t", "what time is it in Tokyo");
+    let after = jiff::Timestamp::now().to_zoned(tokyo);
+    let reply = r["reply"].as_str().unwrap();
+    let there = |t: &jiff::Zoned| clock(t).replace('.', " in Tokyo.");
+    assert!(
+        reply == there(&before) || reply == there(&after),
+        "{reply} (expected {})",
+        there(&before)
+    );
+    let r = sb.say("t", "what's the time in Springfield");
+    assert_eq!(commands(&r), vec!["clock.now ok"], "{r}");
+    assert!(
+        r["reply"]
+            .as_str()
+            .unwrap()
+            .starts_with("I don't know which time zone Springfield is in"),
+        "{r}"
+    );
 }

@@ -120,20 +120,26 @@ impl Engine {
             // A chain of several requests: each command names its own rule or template.
             let own = command.source_rule.clone();
             let rule = rule.or(own.as_deref());
-            let rationale = match (rule, &chain.macro_name) {
-                (Some(rule), _) if rule.starts_with("template:") => format!(
-                    "Understood '{words}' as {} (sentence template): {}.",
-                    &rule["template:".len()..],
-                    command.summary
-                ),
-                (Some(rule), Some(m)) => format!(
-                    "Rule {rule} matched '{words}': macro {m}, step {}.",
-                    command.summary
-                ),
-                (Some(rule), None) => {
-                    format!("Rule {rule} matched '{words}': {}.", command.summary)
+            // A layer of understanding names itself and the meaning it
+            // found ("semantic:HassLightSet"); a configured rule its name.
+            let how =
+                rule.and_then(|r| r.split_once(':'))
+                    .and_then(|(layer, intent)| match layer {
+                        "template" => Some(format!("as {intent} (sentence template)")),
+                        "semantic" => Some(format!("by its meaning, nearest {intent}'s examples")),
+                        "model" => Some(format!(
+                            "as {intent}, chosen by the model among the nearest meanings"
+                        )),
+                        _ => None,
+                    });
+            let summary = &command.summary;
+            let rationale = match (how, rule, &chain.macro_name) {
+                (Some(how), _, _) => format!("Understood '{words}' {how}: {summary}."),
+                (None, Some(rule), Some(m)) => {
+                    format!("Rule {rule} matched '{words}': macro {m}, step {summary}.")
                 }
-                (None, _) => format!("Asked for in '{words}': {}.", command.summary),
+                (None, Some(rule), None) => format!("Rule {rule} matched '{words}': {summary}."),
+                (None, None, _) => format!("Asked for in '{words}': {summary}."),
             };
             command.decision = Some(Decision {
                 decided_by: "rule".into(),

@@ -553,11 +553,15 @@ impl Router {
             }
             return self.understood(text, context).unwrap_or_else(|| {
                 // A rule that took it but could not use it ("there is no
-                // kitchn here"): a mishearing read right may be understood.
+                // kitchn here", "no brightness of the kitchen here": its
+                // pattern took more than a room): a mishearing read right,
+                // a clause, or the meaning of the whole may be understood.
                 if matches!(decision.intent, Intent::Chain(_)) {
                     decision
                 } else {
-                    self.heard_as(text, context).unwrap_or(decision)
+                    self.heard_as(text, context)
+                        .or_else(|| self.runnable_below(text, context))
+                        .unwrap_or(decision)
                 }
             });
         }
@@ -588,6 +592,15 @@ impl Router {
                 d
             });
         self.unless_conditional(text, d)
+    }
+
+    /// A command the clause, meaning or span layers decide, all its
+    /// parameters resolved; `None` when they decide nothing runnable.
+    fn runnable_below(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        self.by_clause(text, context)
+            .or_else(|| self.by_meaning(text, context).decided)
+            .or_else(|| self.by_span(text, context))
+            .filter(|d| matches!(d.intent, Intent::Chain(_)))
     }
 
     /// The layers below the strong rules, without the catch-alls. A
@@ -712,8 +725,8 @@ impl Router {
         let source = Some(rule.config.name.clone());
         let built = match &rule.target {
             Target::Command(id) => self
-                .resolve_command(id, captures.clone(), source.clone(), rule.level)
-                .map(|c| CommandChain::new(vec![c], None, None))
+                .resolve_commands(id, captures.clone(), source.clone(), rule.level)
+                .map(|c| CommandChain::new(c, None, None))
                 .map_err(|problem| (id.clone(), problem)),
             Target::Macro(name) => self.resolve_macro(name, source.clone(), rule.level),
             Target::None => unreachable!("command routes have a target (checked at compile)"),
@@ -770,6 +783,55 @@ impl Router {
                 near: None,
             },
         }
+    }
+
+    /// The command with typed, checked parameters, or one such command per
+    /// device when a device parameter says "all" ("lock all the doors": each
+    /// of the home's locks, in the order the home lists them).
+    pub fn resolve_commands(
+        &self,
+        id: &str,
+        raw: BTreeMap<String, String>,
+        source_rule: Option<String>,
+        raise_to: Option<AuthLevel>,
+    ) -> Result<Vec<Command>, ParamProblem> {
+        let every = self.commands.get(id).and_then(|spec| {
+            spec.config.params.iter().find(|(name, p)| {
+                p.kind == crate::config::ParamKind::Device
+                    && raw.get(*name).is_some_and(|v| normalize(v) == "all")
+            })
+        });
+        let Some((name, param)) = every else {
+            return Ok(vec![self.resolve_command(
+                id,
+                raw,
+                source_rule,
+                raise_to,
+            )?]);
+        };
+        let devices: Vec<&str> = self
+            .home
+            .devices
+            .iter()
+            .filter(|d| param.values.is_empty() || param.values.contains(&d.domain))
+            .map(|d| d.name.as_str())
+            .collect();
+        if devices.is_empty() {
+            return Ok(vec![self.resolve_command(
+                id,
+                raw,
+                source_rule,
+                raise_to,
+            )?]);
+        }
+        devices
+            .into_iter()
+            .map(|device| {
+                let mut one = raw.clone();
+                one.insert(name.clone(), device.to_owned());
+                self.resolve_command(id, one, source_rule.clone(), raise_to)
+            })
+            .collect()
     }
 
     /// A command with typed, checked parameters.

@@ -609,8 +609,8 @@ impl Router {
         }
         let raw = self.raw_params(map, u);
         let built = self
-            .resolve_command(&map.command, raw.clone(), source.clone(), raise_to)
-            .map(|c| CommandChain::new(vec![c], None, None))
+            .resolve_commands(&map.command, raw.clone(), source.clone(), raise_to)
+            .map(|c| CommandChain::new(c, None, None))
             .map_err(|problem| (map.command.clone(), problem));
         let mut d = self.chain_decision("intent.command", source, built, &raw);
         d.layer = layer;

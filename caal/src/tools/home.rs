@@ -237,10 +237,23 @@ fn state_answer(
             let actual = if locked { "locked" } else { "unlocked" };
             reply(&format!("the {device}"), "is", actual, "")
         }
-        "lock" => match unlocked_doors(c)?.as_slice() {
-            [] => "All the doors are locked.".to_owned(),
-            doors => format!("Unlocked: {}.", doors.join(", ")),
-        },
+        "lock" => {
+            let unlocked = unlocked_doors(c)?;
+            let names: Vec<&str> = unlocked.iter().map(String::as_str).collect();
+            let which = format!(
+                "the {} {} unlocked",
+                crate::auth::join_with(&names, "and"),
+                if names.len() == 1 { "is" } else { "are" }
+            );
+            match (names.is_empty(), asked) {
+                (true, "locked") => "Yes, all the doors are locked.".to_owned(),
+                (true, "unlocked") => "No, all the doors are locked.".to_owned(),
+                (true, _) => "All the doors are locked.".to_owned(),
+                (false, "locked") => format!("No, {which}."),
+                (false, "unlocked") => format!("Yes, {which}."),
+                (false, _) => format!("Unlocked: {}.", names.join(", ")),
+            }
+        }
         "cover" => {
             let open = garage_open(c)?;
             reply(

@@ -27,6 +27,7 @@ pub const COMMANDS: &[&str] = &[
     "reminder.add",
     "reminder.list",
     "reminder.cancel",
+    "clock.now",
 ];
 
 fn seconds(call: &ToolCall<'_>, name: &str) -> Option<u64> {
@@ -112,6 +113,7 @@ pub fn run_in(c: &Connection, call: &ToolCall<'_>, tz: &TimeZone) -> rusqlite::R
     let conversation = call.conversation_id;
     let id = call.command.command_id.as_str();
     match id {
+        "clock.now" => return Ok(clock_now(call, tz)),
         "reminder.add" => return remind(c, call, tz),
         "reminder.list" | "reminder.cancel" => return reminders(c, call, tz),
         _ => {}
@@ -344,4 +346,65 @@ fn reminders(c: &Connection, call: &ToolCall<'_>, tz: &TimeZone) -> rusqlite::Re
             false,
         ),
     })
+}
+
+/// "What time is it", "what's the date": the time or date where the home
+/// is (`time_zone`), or in a `place` named by a city of the time zone
+/// database ("what time is it in Tokyo": Asia/Tokyo).
+fn clock_now(call: &ToolCall<'_>, tz: &TimeZone) -> ToolOutcome {
+    let Ok(now) = jiff::Timestamp::from_millisecond(call.now_ms) else {
+        return ToolOutcome::ok(json!({}), "I can't tell the time: the clock is unreadable.");
+    };
+    let place = call.text("place").map(str::trim).filter(|p| !p.is_empty());
+    let (zone, there) = match place {
+        None => (tz.clone(), String::new()),
+        Some(place) => match zone_of(place) {
+            Some((name, zone)) => (zone, format!(" in {}", city_of(&name))),
+            None => {
+                // Said as a name is written ("springfield": Springfield).
+                let named: Vec<String> = place.split(' ').map(crate::auth::capitalise).collect();
+                return ToolOutcome::ok(
+                    json!({"place": place, "zone": null}),
+                    format!(
+                        "I don't know which time zone {} is in; name a city of it, like Tokyo or New York.",
+                        named.join(" ")
+                    ),
+                );
+            }
+        },
+    };
+    let now = now.to_zoned(zone.clone());
+    let (what, message) = match call.text("what") {
+        Some("date") => (
+            "date",
+            format!("It's {}{there}.", now.strftime("%A %-d %B %Y")),
+        ),
+        _ => (
+            "time",
+            format!("It's {}{there}.", clock::spoken_clock(&now)),
+        ),
+    };
+    ToolOutcome::ok(
+        json!({"what": what, "zone": zone.iana_name(),
+               "now": now.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string()}),
+        message,
+    )
+}
+
+/// The time zone a city names: the database's zone whose last part is that
+/// city ("new york": America/New_York), as said in any case.
+fn zone_of(place: &str) -> Option<(String, TimeZone)> {
+    let said = crate::understand::normalize(place);
+    let said = said.strip_prefix("the ").unwrap_or(&said);
+    let name = jiff::tz::db().available().find(|name| {
+        let name = name.as_str();
+        name.contains('/') && city_of(name).to_lowercase() == said
+    })?;
+    let zone = jiff::tz::db().get(name.as_str()).ok()?;
+    Some((name.as_str().to_owned(), zone))
+}
+
+/// "America/New_York" -> "New York".
+fn city_of(zone: &str) -> String {
+    zone.rsplit('/').next().unwrap_or(zone).replace('_', " ")
 }

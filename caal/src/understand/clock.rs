@@ -292,17 +292,10 @@ fn at(date: Date, hour: u8, minute: u8, tz: &TimeZone) -> Option<i64> {
     Some(dt.to_zoned(tz.clone()).ok()?.timestamp().as_millisecond())
 }
 
-/// "at 6 pm", "at 6:30 pm", "tomorrow at 9 am", "on Friday 28 November at 7 am".
-pub fn describe(due_ms: i64, now_ms: i64, tz: &TimeZone) -> String {
-    let (Ok(due), Ok(now)) = (
-        Timestamp::from_millisecond(due_ms),
-        Timestamp::from_millisecond(now_ms),
-    ) else {
-        return String::new();
-    };
-    let (due, now): (Zoned, Zoned) = (due.to_zoned(tz.clone()), now.to_zoned(tz.clone()));
-    let (h, m) = (due.hour(), due.minute());
-    let clock = match (h, m) {
+/// "6 pm", "6:30 pm", "noon", "midnight".
+pub fn spoken_clock(t: &Zoned) -> String {
+    let (h, m) = (t.hour(), t.minute());
+    match (h, m) {
         (12, 0) => "noon".to_owned(),
         (0, 0) => "midnight".to_owned(),
         _ => {
@@ -314,7 +307,19 @@ pub fn describe(due_ms: i64, now_ms: i64, tz: &TimeZone) -> String {
                 format!("{h12}:{m:02} {half}")
             }
         }
+    }
+}
+
+/// "at 6 pm", "at 6:30 pm", "tomorrow at 9 am", "on Friday 28 November at 7 am".
+pub fn describe(due_ms: i64, now_ms: i64, tz: &TimeZone) -> String {
+    let (Ok(due), Ok(now)) = (
+        Timestamp::from_millisecond(due_ms),
+        Timestamp::from_millisecond(now_ms),
+    ) else {
+        return String::new();
     };
+    let (due, now): (Zoned, Zoned) = (due.to_zoned(tz.clone()), now.to_zoned(tz.clone()));
+    let clock = spoken_clock(&due);
     let today = now.date();
     if due.date() == today {
         format!("at {clock}")
