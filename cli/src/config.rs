@@ -83,6 +83,7 @@ pub fn understand(
     let text = text.join(" ");
     let context = caal::understand::Context {
         area: area.map(|a| caal::understand::normalize(&a)),
+        earlier: Vec::new(),
     };
     let normalized = caal::router::normalize(&text);
     let decision = router.route_in(&normalized, &config.conversation.default_state, &context);

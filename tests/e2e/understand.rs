@@ -1194,3 +1194,57 @@ fn every_lock_at_once_and_the_time_and_date_are_understood() {
         "{r}"
     );
 }
+
+/// A follow-up points back at what the conversation just asked for: "turn
+/// them off" after "turn on the kitchen lights", "is it locked?" after
+/// "lock the back door"; a sentence that names "it" itself keeps its own;
+/// another conversation has nothing to point back at. "Cancel that" answers
+/// a confirmation.
+#[test]
+fn a_follow_up_points_back_at_what_was_just_asked() {
+    let sb = Sandbox::new();
+    let params = |r: &Value| r["reasoning"]["tool_decisions"][0]["parameters"].clone();
+    sb.say("c", "turn on the kitchen lights");
+    let off = sb.say("c", "turn them off");
+    assert_eq!(off["reply"], "Okay, the kitchen lights are off.", "{off}");
+    assert_eq!(params(&off), json!({"room": "kitchen", "state": "off"}));
+    let brighter = sb.say("c", "make them brighter");
+    assert_eq!(params(&brighter)["room"], "kitchen", "{brighter}");
+
+    sb.say("c", "turn on the desk lamp");
+    let dim = sb.say("c", "dim it to 20 percent");
+    assert_eq!(
+        params(&dim),
+        json!({"device": "desk lamp", "level": 20}),
+        "{dim}"
+    );
+
+    sb.say("c", "lock the back door");
+    let asked = sb.say("c", "is it locked");
+    assert_eq!(asked["reply"], "Yes, the back door is locked.", "{asked}");
+    let unlock = sb.say("c", "unlock it");
+    assert_eq!(
+        unlock["reply"], "Unlock the back door? Say yes to confirm.",
+        "{unlock}"
+    );
+    let cancel = sb.say("c", "cancel that");
+    assert_eq!(
+        cancel["reply"], "Okay, I won't unlock the back door.",
+        "{cancel}"
+    );
+    assert!(commands(&cancel).is_empty(), "{cancel}");
+
+    // The sentence's own "it" is what it named, not the last round's.
+    sb.say("c", "put milk on the list");
+    let bread = sb.say("c", "we need bread, add it to the list");
+    assert_eq!(params(&bread), json!({"item": "bread"}), "{bread}");
+
+    // Another conversation: "them" points at nothing there.
+    let elsewhere = sb.say("d", "turn them off");
+    assert!(
+        commands(&elsewhere)
+            .iter()
+            .all(|c| !c.starts_with("lights.set")),
+        "{elsewhere}"
+    );
+}

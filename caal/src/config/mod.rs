@@ -692,6 +692,15 @@ pub struct LanguageConfig {
     /// in the guest room, lights off there").
     #[serde(default)]
     pub refer_to_place: Vec<String>,
+    /// What a word of `refer_to_thing` stands for when what was said before
+    /// spoke of lights, not of one device: the first with the room said
+    /// (`{area}`), the second without ("turn on the kitchen lights … turn
+    /// them off": "the kitchen lights").
+    #[serde(default)]
+    pub refer_to_lights: Vec<String>,
+    /// Words that speak of lights, for `refer_to_lights`.
+    #[serde(default)]
+    pub light_words: Vec<String>,
     /// Words after which a clause names something wanted from the shop ("we
     /// need bread, add it to the list"): what follows is what "it" is.
     #[serde(default)]

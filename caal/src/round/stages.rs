@@ -208,6 +208,31 @@ impl Engine {
         Ok((Steps::reply(crate::retry::REPEAT_PLEASE), decided))
     }
 
+    /// The conversation's requests of the last few rounds before this one,
+    /// oldest first, said within `EARLIER_WINDOW_MS`: what "turn them off" or
+    /// "is it locked?" points back at.
+    fn earlier_requests(&self, round: &OpenRound) -> Result<Vec<String>, RoundError> {
+        /// A request older than this is not what "it" means now.
+        const EARLIER_WINDOW_MS: i64 = 10 * 60 * 1000;
+        let header = round.header();
+        let rounds = self
+            .store
+            .reader()
+            .rounds(Some(&header.conversation_id), 4)?;
+        let current = header.round_id.to_string();
+        // Both instants are the trace's own (the engine's clock may be a test's).
+        let at = |stamp: &str| stamp.parse::<jiff::Timestamp>().map(|t| t.as_millisecond());
+        let now = at(&header.created_at).unwrap_or(i64::MAX);
+        Ok(rounds
+            .into_iter()
+            .filter(|r| r.round.round_id != current)
+            .filter(|r| r.route_code.as_deref() == Some("intent.command"))
+            .filter(|r| at(&r.round.created_at).is_ok_and(|t| now - t <= EARLIER_WINDOW_MS))
+            .filter_map(|r| r.input)
+            .map(|text| normalize(&text))
+            .collect())
+    }
+
     /// Route: the router's layers decide; what was heard below the voice
     /// bar is not guessed at; an unsure meaning is narrowed by a model.
     pub(super) fn route(
@@ -218,7 +243,13 @@ impl Engine {
         voice: Option<&VoiceInput>,
         now: i64,
     ) -> Result<Routed, RoundError> {
-        let mut decision = self.router.route(&screened.normalized, state_in);
+        let context = crate::understand::Context {
+            area: None,
+            earlier: self.earlier_requests(round)?,
+        };
+        let mut decision = self
+            .router
+            .route_in(&screened.normalized, state_in, &context);
         let bar = self.config.voice.min_guess_word;
         if let Some(v) = voice {
             decision = self.router.heard(decision, v.transcript.least, bar);

@@ -78,6 +78,8 @@ pub struct Router {
     question_words: Vec<String>,
     refer_to_thing: Vec<String>,
     refer_to_place: Vec<String>,
+    refer_to_lights: Vec<String>,
+    light_words: Vec<String>,
     item_leads: Vec<String>,
     heard_fillers: Vec<String>,
     carried_letters: Vec<String>,
@@ -441,6 +443,8 @@ impl Router {
             question_words: words.question_words.iter().map(|w| normalize(w)).collect(),
             refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
             refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
+            refer_to_lights: words.refer_to_lights.clone(),
+            light_words: words.light_words.iter().map(|w| normalize(w)).collect(),
             item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
             heard_fillers: words.heard_fillers.iter().map(|w| normalize(w)).collect(),
             carried_letters: words.carried_letters.iter().map(|w| normalize(w)).collect(),
@@ -546,6 +550,9 @@ impl Router {
     /// that is not in the home (a reply naming what is); the nearest examples
     /// in meaning; else the state's unmatched route.
     pub fn route_in(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
+        if let Some(d) = self.by_earlier(text, state, context) {
+            return d;
+        }
         let ruled = self.by_rules(text);
         if let Some((priority, decision)) = ruled {
             if priority > self.template_priority {

@@ -1187,6 +1187,51 @@ impl Router {
         Some(several_parts(commands, "clause", parts))
     }
 
+    /// A request that points back at what the conversation asked for just
+    /// before ("turn on the kitchen lights" … "turn them off", "lock the
+    /// back door" … "is it locked?"): the sentence with the words put back,
+    /// when so it is a request. The decision says what it pointed at.
+    pub(super) fn by_earlier(
+        &self,
+        text: &str,
+        state: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        if context.earlier.is_empty() {
+            return None;
+        }
+        // "We need bread, add it to the list": the sentence names it itself.
+        let own = clauses(text);
+        if (1..own.len()).any(|i| self.resolve_reference(own[i], &own[..i]).is_some()) {
+            return None;
+        }
+        let earlier: Vec<&str> = context.earlier.iter().map(String::as_str).collect();
+        let (said, referent) = self.resolve_reference(text, &earlier)?;
+        let here = Context {
+            area: context.area.clone(),
+            earlier: Vec::new(),
+        };
+        let mut d = self.route_in(&said, state, &here);
+        if !matches!(
+            d.intent,
+            Intent::Chain(_) | Intent::Invalid { .. } | Intent::Ambiguous { .. }
+        ) {
+            return None;
+        }
+        let mut u = d
+            .understood
+            .take()
+            .unwrap_or_else(|| json!({"layer": d.layer}));
+        if let Some(obj) = u.as_object_mut() {
+            obj.insert(
+                "earlier".into(),
+                json!({"said": said, "referent": referent}),
+            );
+        }
+        d.understood = Some(u);
+        Some(d)
+    }
+
     /// `clause` with a word that points back ("it", "there") replaced by
     /// what the nearest earlier clause named, and that referent; `None` when
     /// it points at nothing, or nothing earlier names one.
@@ -1205,10 +1250,12 @@ impl Router {
             (word, format!("in the {area}"))
         } else {
             let word = thing?;
-            let named = earlier
-                .iter()
-                .rev()
-                .find_map(|c| self.device_in(c).or_else(|| self.item_in(c)))?;
+            let named = earlier.iter().rev().find_map(|c| {
+                self.device_in(c)
+                    .or_else(|| self.lights_in(c))
+                    .or_else(|| self.item_in(c))
+                    .or_else(|| self.item_asked_in(c))
+            })?;
             (word, named)
         };
         let resolved = padded
@@ -1451,6 +1498,37 @@ impl Router {
             .filter(|n| padded.contains(&format!(" {n} ")))
             .max_by_key(|n| n.len())
             .map(|n| format!("the {n}"))
+    }
+
+    /// The item a request named ("add eggs to the list": eggs), as its
+    /// command took it.
+    fn item_asked_in(&self, clause: &str) -> Option<String> {
+        let d = self.command_of(clause, &Context::default())?;
+        let Intent::Chain(chain) = &d.intent else {
+            return None;
+        };
+        match chain.commands.as_slice() {
+            [one] => one.params.get("item").map(ToString::to_string),
+            _ => None,
+        }
+    }
+
+    /// The lights a clause speaks of, as `refer_to_lights` says them: a
+    /// room's ("the kitchen lights"), else all of them.
+    fn lights_in(&self, clause: &str) -> Option<String> {
+        let padded = format!(" {} ", normalize(clause));
+        if !self
+            .light_words
+            .iter()
+            .any(|w| padded.contains(&format!(" {w} ")))
+        {
+            return None;
+        }
+        match (self.area_in(clause), self.refer_to_lights.as_slice()) {
+            (Some(area), [with_room, ..]) => Some(with_room.replace("{area}", &area)),
+            (None, [_, all, ..]) => Some(all.clone()),
+            _ => None,
+        }
     }
 
     /// What a clause says is wanted ("we need bread": bread): the words

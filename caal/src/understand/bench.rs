@@ -229,6 +229,7 @@ pub fn run_suite(
         };
         let context = Context {
             area: case.context.get("area").map(|a| normalize(a)),
+            earlier: Vec::new(),
         };
         let text = normalize(&heard);
         let started = Instant::now();

@@ -145,10 +145,14 @@ pub struct Understood {
     pub needs_area: bool,
 }
 
-/// What the round knows about where it was said (a satellite's area).
+/// What the round knows about where it was said (a satellite's area) and
+/// what was asked just before it in the conversation.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Context {
     pub area: Option<String>,
+    /// The conversation's last requests, oldest first, as said: what "turn
+    /// them off" or "is it locked" points back at.
+    pub earlier: Vec<String>,
 }
 
 #[cfg(test)]
