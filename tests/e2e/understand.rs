@@ -1060,6 +1060,20 @@ fn questions_of_state_are_answered_from_what_the_home_last_did() {
         answer("is the back door unlocked"),
         "Yes, the back door is unlocked."
     );
+    // Said in ways no template has: answered by meaning, with no yes or no
+    // to a state the question did not name ("open" of a lock).
+    assert_eq!(
+        answer("is the back door open"),
+        "The back door is unlocked."
+    );
+    assert_eq!(
+        answer("is the porch light still on"),
+        "The porch light is off."
+    );
+    assert_eq!(
+        answer("did someone leave the garage open"),
+        "No, the garage door is closed."
+    );
 }
 
 /// "Turn the heat up", "make it a bit cooler": a degree from where the
@@ -1095,6 +1109,16 @@ fn the_heat_is_turned_up_or_down_from_where_it_is() {
     // A question about doing it does nothing.
     let asked = sb.say("t", "should I turn the heating up");
     assert!(commands(&asked).is_empty(), "{asked}");
+    // Fahrenheit said where Celsius is meant: refused, with the fix.
+    let f = sb.say("t", "set the thermostat to 68");
+    assert!(commands(&f).is_empty(), "{f}");
+    assert!(
+        f["reply"]
+            .as_str()
+            .unwrap()
+            .ends_with("not 68 °C; 68 °F is about 20 °C, so say 20."),
+        "{f}"
+    );
 }
 
 /// "Lock up" and "lock all the doors" lock each of the home's locks as one

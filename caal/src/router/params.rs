@@ -112,10 +112,26 @@ fn parse_one(
                 (None, Some(max)) => format!("at most {}{unit}", trim(max)),
                 (None, None) => String::new(),
             };
+            // "Set the thermostat to 68": said in Fahrenheit, most likely.
+            let celsius = (x - 32.0) * 5.0 / 9.0;
+            let fahrenheit = spec.unit.as_deref() == Some("°C")
+                && spec.min.is_none_or(|min| celsius >= min)
+                && spec.max.is_none_or(|max| celsius <= max);
+            let hint = if fahrenheit {
+                let c = (celsius * 2.0).round() / 2.0;
+                format!(
+                    "; {} °F is about {} °C, so say {}",
+                    trim(x),
+                    trim(c),
+                    trim(c)
+                )
+            } else {
+                String::new()
+            };
             return Err(ParamProblem {
                 param: name.to_owned(),
                 code: "validator.out_of_range",
-                message: format!("the {name} must be {bounds}, not {shown}"),
+                message: format!("the {name} must be {bounds}, not {shown}{hint}"),
             });
         }
         Ok(())
