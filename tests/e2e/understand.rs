@@ -1263,6 +1263,14 @@ fn a_follow_up_points_back_at_what_was_just_asked() {
     let bread = sb.say("c", "we need bread, add it to the list");
     assert_eq!(params(&bread), json!({"item": "bread"}), "{bread}");
 
+    // Within one sentence too: a room's lights are what "them" is.
+    let both = sb.say("e", "are the lights on in the kitchen? turn them off");
+    assert_eq!(
+        params(&both),
+        json!({"room": "kitchen", "state": "off"}),
+        "{both}"
+    );
+
     // Another conversation: "them" points at nothing there.
     let elsewhere = sb.say("d", "turn them off");
     assert!(

@@ -808,7 +808,15 @@ impl Router {
                     && raw.get(*name).is_some_and(|v| normalize(v) == "all")
             })
         });
-        let Some((name, param)) = every else {
+        let devices: Vec<&str> = every.map_or_else(Vec::new, |(_, param)| {
+            self.home
+                .devices
+                .iter()
+                .filter(|d| param.values.is_empty() || param.values.contains(&d.domain))
+                .map(|d| d.name.as_str())
+                .collect()
+        });
+        let Some((name, _)) = every.filter(|_| !devices.is_empty()) else {
             return Ok(vec![self.resolve_command(
                 id,
                 raw,
@@ -816,21 +824,6 @@ impl Router {
                 raise_to,
             )?]);
         };
-        let devices: Vec<&str> = self
-            .home
-            .devices
-            .iter()
-            .filter(|d| param.values.is_empty() || param.values.contains(&d.domain))
-            .map(|d| d.name.as_str())
-            .collect();
-        if devices.is_empty() {
-            return Ok(vec![self.resolve_command(
-                id,
-                raw,
-                source_rule,
-                raise_to,
-            )?]);
-        }
         devices
             .into_iter()
             .map(|device| {
