@@ -14,8 +14,21 @@ use super::Lang;
 /// single spaces), with the byte where it ends; longest readings last.
 pub fn numbers_at(lang: Lang, text: &str, pos: usize) -> Vec<(f64, usize)> {
     let mut out = Vec::new();
-    if let Some(found) = digits_at(text, pos) {
-        out.push(found);
+    if let Some((n, end)) = digits_at(text, pos) {
+        out.push((n, end));
+        // "18 and a half", as speech to text writes "eighteen and a half".
+        let tails: &[&str] = match lang {
+            Lang::En => &[" and a half", " and one half"],
+            Lang::De => &[" und ein halb", " einhalb"],
+        };
+        if n.fract() == 0.0
+            && let Some(tail) = tails.iter().find(|t| {
+                text[end..].starts_with(*t)
+                    && text[end + t.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric())
+            })
+        {
+            out.push((n + 0.5, end + tail.len()));
+        }
         return out;
     }
     match lang {
@@ -475,6 +488,8 @@ mod tests {
             vec![1.0, 100.0, 105.0]
         );
         assert_eq!(read(Lang::En, "two and a half hours"), vec![2.0, 2.5]);
+        assert_eq!(read(Lang::En, "18 and a half"), vec![18.0, 18.5]);
+        assert_eq!(read(Lang::En, "18 and a halfpipe"), vec![18.0]);
         assert_eq!(
             read(Lang::En, "twenty one point five degrees"),
             vec![20.0, 21.0, 21.5]
