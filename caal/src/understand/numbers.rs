@@ -24,7 +24,10 @@ pub fn numbers_at(lang: Lang, text: &str, pos: usize) -> Vec<(f64, usize)> {
         if n.fract() == 0.0
             && let Some(tail) = tails.iter().find(|t| {
                 text[end..].starts_with(*t)
-                    && text[end + t.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric())
+                    && text[end + t.len()..]
+                        .chars()
+                        .next()
+                        .is_none_or(|c| !c.is_alphanumeric())
             })
         {
             out.push((n + 0.5, end + tail.len()));
