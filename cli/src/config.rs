@@ -93,8 +93,13 @@ pub fn understand(
     // What the meaning layer found nearest, whether or not it decided.
     let nearest = match router.semantic() {
         Some(s) => Some(
-            s.understand(&normalized, router.home(), &context)?
-                .nearest_json(5),
+            s.understand(
+                &normalized,
+                router.home(),
+                &context,
+                router.asks_whether(&normalized),
+            )?
+            .nearest_json(5),
         ),
         None => None,
     };

@@ -755,6 +755,11 @@ pub struct ExampleConfig {
     /// No room said: ask which (as "turn on the lights" does), not all of them.
     #[serde(default)]
     pub needs_area: bool,
+    /// Questions: taken only for a sentence that asks (opens with one of
+    /// `question_words`), so a story that names the same door ("the front
+    /// door was open yesterday, so I locked it") is not answered as one.
+    #[serde(default)]
+    pub question: bool,
     pub examples: Vec<String>,
 }
 

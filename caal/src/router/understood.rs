@@ -772,7 +772,8 @@ impl Router {
         if self.says_not(text) || self.tells_a_story(text) {
             return nothing;
         }
-        let found = match semantic.understand(text, &self.home, context) {
+        let asks = self.asks_whether(text);
+        let found = match semantic.understand(text, &self.home, context, asks) {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!("semantic layer: {e}");
@@ -1036,7 +1037,7 @@ impl Router {
     /// Whether the sentence opens with words that ask whether something is
     /// or was so: "did I lock the back door", "is the garage door open" (but
     /// not "is it possible to…", a request asked politely).
-    pub(super) fn asks_whether(&self, text: &str) -> bool {
+    pub fn asks_whether(&self, text: &str) -> bool {
         let padded = format!("{text} ");
         self.question_words
             .iter()

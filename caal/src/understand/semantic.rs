@@ -26,6 +26,7 @@ struct Group {
     slots: BTreeMap<String, String>,
     find: Vec<String>,
     needs_area: bool,
+    question: bool,
 }
 
 struct Example {
@@ -103,6 +104,7 @@ impl Semantic {
                 slots: group.slots.clone(),
                 find: group.find.clone(),
                 needs_area: group.needs_area,
+                question: group.question,
             });
             for e in &group.examples {
                 let text = normalize_marked(e);
@@ -194,16 +196,18 @@ impl Semantic {
         text: &str,
         home: &Home,
         context: &Context,
+        asks: bool,
     ) -> Result<Found, EmbedError> {
         let vectors = self.vectors()?;
         let query = self.embedder.embed_one(&generic(home, text))?;
         let mut best: BTreeMap<usize, (f32, usize)> = BTreeMap::new();
         for (i, v) in vectors.iter().enumerate() {
-            if self.opposed(text, &self.examples[i].text) {
+            let group = self.examples[i].group;
+            if self.opposed(text, &self.examples[i].text) || (self.groups[group].question && !asks)
+            {
                 continue;
             }
             let score = cosine(&query, v);
-            let group = self.examples[i].group;
             let entry = best.entry(group).or_insert((f32::MIN, i));
             if score > entry.0 {
                 *entry = (score, i);
