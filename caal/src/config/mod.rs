@@ -425,6 +425,11 @@ pub struct WebhookConfig {
 pub struct CommandConfig {
     pub summary: String,
     pub reply: String,
+    /// The one reply for a chain that ran this command on several things
+    /// ("lock up": "The {door} are locked." with "front door, back door and
+    /// side door"); a parameter that differs between the runs is their
+    /// values joined. Without it each run replies.
+    pub reply_many: Option<String>,
     #[serde(default = "one")]
     pub auth_level: u8,
     /// `builtin` (default), `home_assistant`, or `webhook:<name>`.

@@ -111,6 +111,7 @@ impl Engine {
         let mut steps = Steps::reply("");
         let mut replies = Vec::new();
         let header = round.header();
+        let one_reply = self.one_reply(chain);
         for command in &chain.commands {
             if let Some((_, reason)) = &steps.failure {
                 round.append(
@@ -228,8 +229,42 @@ impl Engine {
                 });
             }
         }
-        steps.reply = replies.join(" ");
+        steps.reply = match one_reply {
+            Some(reply) if steps.failure.is_none() && steps.boundary.state_out.is_none() => {
+                crate::router::all_the(reply)
+            }
+            _ => replies.join(" "),
+        };
         Ok(steps)
+    }
+
+    /// The command's `reply_many` for a chain of several runs of the same
+    /// command, each parameter that differs between them joined ("front
+    /// door, back door and side door"); `None` otherwise.
+    fn one_reply(&self, chain: &CommandChain) -> Option<String> {
+        let [first, rest @ ..] = chain.commands.as_slice() else {
+            return None;
+        };
+        if rest.is_empty() || rest.iter().any(|c| c.command_id != first.command_id) {
+            return None;
+        }
+        let template = self
+            .router
+            .command(&first.command_id)?
+            .config
+            .reply_many
+            .as_deref()?;
+        Some(crate::router::render_with(template, |name| {
+            let mut values: Vec<String> = Vec::new();
+            for c in &chain.commands {
+                let v = c.params.get(name)?.to_string();
+                if !values.contains(&v) {
+                    values.push(v);
+                }
+            }
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            Some(crate::auth::join_with(&values, "and"))
+        }))
     }
 
     /// A new call of `command`: `tool.request`, the call, `tool.response`.
