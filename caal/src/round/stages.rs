@@ -243,9 +243,15 @@ impl Engine {
         voice: Option<&VoiceInput>,
         now: i64,
     ) -> Result<Routed, RoundError> {
+        // The trace is read only for a sentence that points back.
+        let earlier = if self.router.points_back(&screened.normalized) {
+            self.earlier_requests(round)?
+        } else {
+            Vec::new()
+        };
         let context = crate::understand::Context {
             area: None,
-            earlier: self.earlier_requests(round)?,
+            earlier,
         };
         let mut decision = self
             .router

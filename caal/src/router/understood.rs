@@ -1188,6 +1188,23 @@ impl Router {
         Some(several_parts(commands, "clause", parts))
     }
 
+    /// The words of `text` that point back at a place and at a thing, if any.
+    fn referring_words(&self, text: &str) -> (Option<&String>, Option<&String>) {
+        let padded = format!(" {text} ");
+        let said = |w: &&String| padded.contains(&format!(" {w} "));
+        (
+            self.refer_to_place.iter().find(said),
+            self.refer_to_thing.iter().find(said),
+        )
+    }
+
+    /// Whether `text` says a word that points back ("it", "them", "there"):
+    /// only then is what the conversation asked before worth reading.
+    pub fn points_back(&self, text: &str) -> bool {
+        let (place, thing) = self.referring_words(text);
+        place.is_some() || thing.is_some()
+    }
+
     /// A request that points back at what the conversation asked for just
     /// before ("turn on the kitchen lights" … "turn them off", "lock the
     /// back door" … "is it locked?"): the sentence with the words put back,
@@ -1238,14 +1255,7 @@ impl Router {
     /// it points at nothing, or nothing earlier names one.
     fn resolve_reference(&self, clause: &str, earlier: &[&str]) -> Option<(String, String)> {
         let padded = format!(" {clause} ");
-        let place = self
-            .refer_to_place
-            .iter()
-            .find(|w| padded.contains(&format!(" {w} ")));
-        let thing = self
-            .refer_to_thing
-            .iter()
-            .find(|w| padded.contains(&format!(" {w} ")));
+        let (place, thing) = self.referring_words(clause);
         let (word, referent) = if let Some(word) = place {
             let area = earlier.iter().rev().find_map(|c| self.area_in(c))?;
             (word, format!("in the {area}"))
