@@ -1,4 +1,4 @@
-//! The BERT encoder behind the semantic layer's sentence vectors, written
+//! The BERT encoder behind CAAL's semantic layer (`caal/src/understand/embed.rs`)'s sentence vectors, written
 //! out for the one shape CAAL runs: one short sentence (a handful of
 //! tokens) on two CPU cores.
 //!
@@ -15,6 +15,9 @@
 //! candle's vectors to a cosine of 1.000000; int8 rows move them by a cosine
 //! of 0.9983–0.9997 and left every figure of `caal bench understand`
 //! unchanged (2026-11-25).
+//!
+//! A crate of its own so that test builds optimise it (an unoptimised
+//! encoder is ~100× slower) while the rest of CAAL keeps fast debug builds.
 //!
 //! Layout follows the safetensors names of Hugging Face's `BertModel`
 //! (with or without a `bert.` prefix); `hidden_act` must be `gelu` (erf).

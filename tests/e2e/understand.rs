@@ -1285,3 +1285,76 @@ fn a_follow_up_points_back_at_what_was_just_asked() {
         "{elsewhere}"
     );
 }
+
+#[test]
+fn what_is_to_be_kept_in_mind_is_asked_and_how_warm_it_feels_moves_the_heat() {
+    let sb = Sandbox::new();
+    let understand = |said: &str| sb.run(&["understand", "--json", said]).ok().json();
+    let first = |r: &Value| {
+        (
+            r["commands"][0]["command_id"]
+                .as_str()
+                .unwrap_or("-")
+                .to_owned(),
+            r["commands"][0]["params"].clone(),
+        )
+    };
+    // The request after "don't forget" / "remember to" is what is asked.
+    let milk = understand("don't forget we need milk");
+    assert_eq!(
+        first(&milk),
+        ("shopping.add".into(), json!({"item": "milk"})),
+        "{milk}"
+    );
+    assert_eq!(milk["understood"]["remembered"]["lead"], "don't forget");
+    let lock = understand("remember to lock the back door");
+    assert_eq!(
+        first(&lock),
+        ("door.lock".into(), json!({"door": "back door"})),
+        "{lock}"
+    );
+    // No request of its own after "to": something to be reminded of.
+    let call = understand("don't forget to call mom at 5pm");
+    assert_eq!(
+        first(&call),
+        (
+            "reminder.add".into(),
+            json!({"at": "17:00", "what": "call mom"})
+        ),
+        "{call}"
+    );
+    assert_eq!(
+        call["understood"]["remembered"]["said"],
+        "remind me to call mom at 5pm"
+    );
+    // A negation is still never the command it negates.
+    let unlock = understand("don't unlock the door");
+    assert!(
+        unlock["commands"].as_array().unwrap().is_empty(),
+        "{unlock}"
+    );
+    // "We need to talk" names nothing to buy.
+    let talk = understand("we need to talk");
+    assert!(talk["commands"].as_array().unwrap().is_empty(), "{talk}");
+
+    // How warm it feels indoors moves the heat a degree; the weather outside does not.
+    let cold = understand("it's freezing in here");
+    assert_eq!(
+        first(&cold),
+        ("thermostat.adjust".into(), json!({"change": 1.0})),
+        "{cold}"
+    );
+    let hot = understand("it's way too hot in here");
+    assert_eq!(
+        first(&hot),
+        ("thermostat.adjust".into(), json!({"change": -1.0})),
+        "{hot}"
+    );
+    let outside = understand("it's freezing outside today");
+    assert!(
+        outside["commands"].as_array().unwrap().is_empty(),
+        "{outside}"
+    );
+    let resume = understand("carry on with the timer");
+    assert_eq!(first(&resume).0, "timer.resume", "{resume}");
+}

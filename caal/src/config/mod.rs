@@ -710,6 +710,16 @@ pub struct LanguageConfig {
     /// need bread, add it to the list"): what follows is what "it" is.
     #[serde(default)]
     pub item_leads: Vec<String>,
+    /// Words before a request that ask it be kept in mind ("don't forget we
+    /// need milk", "remember to lock the back door"): the request after them
+    /// is what is asked. After a lead that ends in "to", words that are no
+    /// request of their own are something to be reminded of, asked as
+    /// `remind_with` ("don't forget to call mom at 5").
+    #[serde(default)]
+    pub remember_leads: Vec<String>,
+    /// How a reminder is asked in this language, `{what}` for the rest.
+    #[serde(default)]
+    pub remind_with: String,
     /// Words that make a request wait on something ("if it rains, close the
     /// garage"): the layers below the templates never run such a request now.
     #[serde(default)]

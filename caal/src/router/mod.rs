@@ -81,6 +81,9 @@ pub struct Router {
     refer_to_lights: Vec<String>,
     light_words: Vec<String>,
     item_leads: Vec<String>,
+    /// Longest first, so "don't forget to" is taken before "don't forget".
+    remember_leads: Vec<String>,
+    remind_with: String,
     heard_fillers: Vec<String>,
     carried_letters: Vec<String>,
     sound_pairs: Vec<Vec<String>>,
@@ -446,6 +449,13 @@ impl Router {
             refer_to_lights: words.refer_to_lights.clone(),
             light_words: words.light_words.iter().map(|w| normalize(w)).collect(),
             item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
+            remember_leads: {
+                let mut leads: Vec<String> =
+                    words.remember_leads.iter().map(|w| normalize(w)).collect();
+                leads.sort_by_key(|l| std::cmp::Reverse(l.len()));
+                leads
+            },
+            remind_with: words.remind_with.clone(),
             heard_fillers: words.heard_fillers.iter().map(|w| normalize(w)).collect(),
             carried_letters: words.carried_letters.iter().map(|w| normalize(w)).collect(),
             sound_pairs: words
@@ -551,6 +561,9 @@ impl Router {
     /// in meaning; else the state's unmatched route.
     pub fn route_in(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
         if let Some(d) = self.by_earlier(text, state, context) {
+            return d;
+        }
+        if let Some(d) = self.by_remembering(text, state, context) {
             return d;
         }
         let ruled = self.by_rules(text);

@@ -66,6 +66,7 @@ fn vocabulary_of(router: &Router) -> std::collections::HashSet<String> {
         &router.refer_to_thing,
         &router.refer_to_place,
         &router.item_leads,
+        &router.remember_leads,
     ] {
         list.iter().for_each(|x| add(x));
     }
@@ -1245,6 +1246,51 @@ impl Router {
                 "earlier".into(),
                 json!({"said": said, "referent": referent}),
             );
+        }
+        d.understood = Some(u);
+        Some(d)
+    }
+
+    /// A request said after words that ask it be kept in mind ("don't
+    /// forget we need milk", "remember to lock the back door"): the request
+    /// after them. After a lead that ends in "to", what is no request of its
+    /// own is something to be reminded of ("don't forget to call mom at 5"
+    /// is "remind me to call mom at 5"). The decision says the lead.
+    pub(super) fn by_remembering(
+        &self,
+        text: &str,
+        state: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let said = normalize(text);
+        let (lead, rest) = self.remember_leads.iter().find_map(|lead| {
+            let rest = said.strip_prefix(lead.as_str())?.strip_prefix(' ')?;
+            Some((lead, rest.trim()))
+        })?;
+        if rest.is_empty() {
+            return None;
+        }
+        let mut d = self.route_in(rest, state, context);
+        let mut asked = rest.to_owned();
+        if !matches!(d.intent, Intent::Chain(_))
+            && lead.ends_with(" to")
+            && self.remind_with.contains("{what}")
+        {
+            asked = self.remind_with.replace("{what}", rest);
+            d = self.route_in(&asked, state, context);
+        }
+        if !matches!(
+            d.intent,
+            Intent::Chain(_) | Intent::Invalid { .. } | Intent::Ambiguous { .. }
+        ) {
+            return None;
+        }
+        let mut u = d
+            .understood
+            .take()
+            .unwrap_or_else(|| json!({"layer": d.layer}));
+        if let Some(obj) = u.as_object_mut() {
+            obj.insert("remembered".into(), json!({"lead": lead, "said": asked}));
         }
         d.understood = Some(u);
         Some(d)

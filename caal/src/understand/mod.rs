@@ -6,7 +6,6 @@
 //! file once; the router turns what is understood into commands.
 
 pub mod bench;
-pub mod bert;
 pub mod clock;
 pub mod embed;
 pub mod home;

@@ -520,7 +520,9 @@ fn align(text: &str, example: &str, slot: &str) -> Option<String> {
         taken,
         [w] if matches!(*w, "it" | "them" | "that" | "this" | "these" | "those" | "one" | "something")
     );
-    (!taken.is_empty() && taken.len() <= 6 && !pronoun).then(|| taken.join(" "))
+    // "We need to talk": what follows "to" is something to do, no thing.
+    let to_do = taken.first() == Some(&"to");
+    (!taken.is_empty() && taken.len() <= 6 && !pronoun && !to_do).then(|| taken.join(" "))
 }
 
 fn number_slot(n: f64, text: &str) -> Slot {
