@@ -1355,6 +1355,15 @@ fn what_is_to_be_kept_in_mind_is_asked_and_how_warm_it_feels_moves_the_heat() {
         outside["commands"].as_array().unwrap().is_empty(),
         "{outside}"
     );
+    // "Add …" alone is for the list, but a length of time is never a thing to buy.
+    let soap = understand("add dish soap please");
+    assert_eq!(
+        first(&soap),
+        ("shopping.add".into(), json!({"item": "dish soap"})),
+        "{soap}"
+    );
+    let minutes = understand("add 2 minutes");
+    assert_ne!(first(&minutes).0, "shopping.add", "{minutes}");
     let resume = understand("carry on with the timer");
     assert_eq!(first(&resume).0, "timer.resume", "{resume}");
 }

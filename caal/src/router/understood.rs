@@ -73,6 +73,28 @@ fn vocabulary_of(router: &Router) -> std::collections::HashSet<String> {
     out
 }
 
+/// A decision reached by routing other words than were said (what "it"
+/// pointed back at put in, a lead taken off): kept only when it is a request
+/// (to run, or one whose target is named as missing or asked about), with
+/// how it was reached noted in its `understood` under `key`.
+fn answered_with(mut d: RouteDecision, key: &str, how: Value) -> Option<RouteDecision> {
+    if !matches!(
+        d.intent,
+        Intent::Chain(_) | Intent::Invalid { .. } | Intent::Ambiguous { .. }
+    ) {
+        return None;
+    }
+    let mut u = d
+        .understood
+        .take()
+        .unwrap_or_else(|| json!({"layer": d.layer}));
+    if let Some(obj) = u.as_object_mut() {
+        obj.insert(key.into(), how);
+    }
+    d.understood = Some(u);
+    Some(d)
+}
+
 /// The words of `vocabulary` nearest `w` in spelling (one edit; two from
 /// eight letters), all those as near; none for a word shorter than
 /// `shortest` letters, or one with digits. Known words of fewer than
@@ -1230,25 +1252,8 @@ impl Router {
             area: context.area.clone(),
             earlier: Vec::new(),
         };
-        let mut d = self.route_in(&said, state, &here);
-        if !matches!(
-            d.intent,
-            Intent::Chain(_) | Intent::Invalid { .. } | Intent::Ambiguous { .. }
-        ) {
-            return None;
-        }
-        let mut u = d
-            .understood
-            .take()
-            .unwrap_or_else(|| json!({"layer": d.layer}));
-        if let Some(obj) = u.as_object_mut() {
-            obj.insert(
-                "earlier".into(),
-                json!({"said": said, "referent": referent}),
-            );
-        }
-        d.understood = Some(u);
-        Some(d)
+        let d = self.route_in(&said, state, &here);
+        answered_with(d, "earlier", json!({"said": said, "referent": referent}))
     }
 
     /// A request said after words that ask it be kept in mind ("don't
@@ -1279,21 +1284,7 @@ impl Router {
             asked = self.remind_with.replace("{what}", rest);
             d = self.route_in(&asked, state, context);
         }
-        if !matches!(
-            d.intent,
-            Intent::Chain(_) | Intent::Invalid { .. } | Intent::Ambiguous { .. }
-        ) {
-            return None;
-        }
-        let mut u = d
-            .understood
-            .take()
-            .unwrap_or_else(|| json!({"layer": d.layer}));
-        if let Some(obj) = u.as_object_mut() {
-            obj.insert("remembered".into(), json!({"lead": lead, "said": asked}));
-        }
-        d.understood = Some(u);
-        Some(d)
+        answered_with(d, "remembered", json!({"lead": lead, "said": asked}))
     }
 
     /// `clause` with a word that points back ("it", "there") replaced by

