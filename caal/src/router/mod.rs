@@ -96,7 +96,7 @@ pub struct Router {
     /// know: a word of what was heard that is none of them may be a
     /// mishearing of one. Made the first time a sentence needs it (about
     /// 1.5 ms: a process that never meets such a word never pays it).
-    vocabulary: std::sync::OnceLock<std::collections::HashSet<String>>,
+    vocabulary: std::sync::OnceLock<understood::Vocabulary>,
     /// The semantic layer, when its model is loaded and the language has examples.
     semantic: Option<Semantic>,
     /// The model layer: when and among how many meanings a model chooses.

@@ -36,9 +36,24 @@ const SURE_CLAUSE: f64 = 0.5;
 /// template match, well under a millisecond).
 const MAX_READINGS: usize = 16;
 
-/// The words a router knows: its sentences', its home's names', its
-/// examples' and its word lists'.
-fn vocabulary_of(router: &Router) -> std::collections::HashSet<String> {
+/// The words a router knows (its sentences', its home's names', its
+/// examples' and its word lists'), each with its spelling as it sounds
+/// (`sound_spelling`), made once: spelling the whole vocabulary again for
+/// every unknown word was most of what reading a mishearing cost.
+pub(super) type Vocabulary = std::collections::HashMap<String, String>;
+
+fn vocabulary_of(router: &Router) -> Vocabulary {
+    let words = vocabulary_words(router);
+    words
+        .into_iter()
+        .map(|w| {
+            let sound = sound_spelling(&w);
+            (w, sound)
+        })
+        .collect()
+}
+
+fn vocabulary_words(router: &Router) -> std::collections::HashSet<String> {
     let mut out = router.library.vocabulary();
     let mut add = |text: &str| {
         for w in normalize(text).split(' ') {
@@ -99,11 +114,7 @@ fn answered_with(mut d: RouteDecision, key: &str, how: Value) -> Option<RouteDec
 /// eight letters), all those as near; none for a word shorter than
 /// `shortest` letters, or one with digits. Known words of fewer than
 /// `shortest` letters are never given either.
-fn nearest_words(
-    vocabulary: &std::collections::HashSet<String>,
-    w: &str,
-    shortest: usize,
-) -> Vec<String> {
+fn nearest_words(vocabulary: &Vocabulary, w: &str, shortest: usize) -> Vec<String> {
     let len = w.chars().count();
     if len < shortest || !w.chars().all(|c| c.is_alphabetic() || c == '\'') {
         return Vec::new();
@@ -111,11 +122,12 @@ fn nearest_words(
     let most = if len >= 8 { 2 } else { 1 };
     let mut best: Vec<&str> = Vec::new();
     let mut best_d = usize::MAX;
-    for v in vocabulary {
+    let sound = sound_spelling(w);
+    for (v, v_sound) in vocabulary {
         if v.len().abs_diff(w.len()) > most || v.chars().count() < shortest.max(3) {
             continue;
         }
-        let d = heard_distance(w, v);
+        let d = strsim::levenshtein(w, v).min(strsim::levenshtein(&sound, v_sound));
         if d == 0 || d > most || d > best_d {
             continue;
         }
@@ -161,10 +173,10 @@ fn heard_distance(a: &str, b: &str) -> usize {
 
 /// Short known words one edit from `rest` ("un": on, in, an), a vowel for
 /// a vowel first (the sound most often misheard), at most three.
-fn sounds_near(vocabulary: &std::collections::HashSet<String>, rest: &str) -> Vec<String> {
+fn sounds_near(vocabulary: &Vocabulary, rest: &str) -> Vec<String> {
     let vowel = |c: char| "aeiouy".contains(c);
     let mut near: Vec<(bool, &str)> = vocabulary
-        .iter()
+        .keys()
         .filter(|v| v.len().abs_diff(rest.len()) <= 1 && v.len() >= 2)
         .filter(|v| strsim::levenshtein(rest, v) == 1)
         .map(|v| {
@@ -1334,7 +1346,7 @@ impl Router {
             .collect();
         let known = |w: &str| {
             w.is_empty()
-                || vocabulary.contains(w)
+                || vocabulary.contains_key(w)
                 || w.chars().any(|c| c.is_ascii_digit())
                 || !crate::understand::numbers::numbers_at(self.library.lang, w, 0).is_empty()
         };
@@ -1440,10 +1452,10 @@ impl Router {
                     continue;
                 };
                 let longer = format!("{a}{letter}");
-                if rest.is_empty() || !alphabetic(a) || !vocabulary.contains(&longer) {
+                if rest.is_empty() || !alphabetic(a) || !vocabulary.contains_key(&longer) {
                     continue;
                 }
-                let rests = if vocabulary.contains(rest) {
+                let rests = if vocabulary.contains_key(rest) {
                     vec![rest.to_owned()]
                 } else {
                     sounds_near(vocabulary, rest)
@@ -1461,7 +1473,7 @@ impl Router {
                 for (from, to) in [(x, y), (y, x)] {
                     if let Some(rest) = w.strip_prefix(from.as_str()) {
                         let other = format!("{to}{rest}");
-                        if vocabulary.contains(&other) {
+                        if vocabulary.contains_key(&other) {
                             readings.push(vec![(0, 1, other)]);
                         }
                     }
@@ -1474,10 +1486,11 @@ impl Router {
         //   activate" is deactivate, "and lock" may be unlock: the second
         //   word alone would be the opposite), within two edits.
         let one_heard_as_two = |joined: &str| {
-            vocabulary.iter().any(|v| {
+            let sound = sound_spelling(joined);
+            vocabulary.iter().any(|(v, v_sound)| {
                 v.len() >= 5
                     && v.len().abs_diff(joined.len()) <= 2
-                    && heard_distance(joined, v) <= 2
+                    && strsim::levenshtein(joined, v).min(strsim::levenshtein(&sound, v_sound)) <= 2
             })
         };
         if bare.len() > 2
@@ -1819,8 +1832,11 @@ impl Router {
 mod sound_tests {
     use super::*;
 
-    fn vocabulary(words: &[&str]) -> std::collections::HashSet<String> {
-        words.iter().map(|w| (*w).to_owned()).collect()
+    fn vocabulary(words: &[&str]) -> Vocabulary {
+        words
+            .iter()
+            .map(|w| ((*w).to_owned(), sound_spelling(w)))
+            .collect()
     }
 
     #[test]

@@ -36,7 +36,9 @@ struct Sentence {
     intent: Arc<str>,
     text: String,
     expr: Expr,
-    required: Vec<Vec<String>>,
+    /// Words the input must have, one of each clause, as indices into
+    /// `Library::words`.
+    required: Vec<Vec<usize>>,
     /// Lists every reading fills: none of a list's values in the input, no match.
     required_lists: Vec<String>,
     slots: BTreeMap<String, Value>,
@@ -56,6 +58,12 @@ pub struct Library {
     lists: HashMap<String, SlotList>,
     skip_words: Vec<Vec<String>>,
     sentences: Vec<Sentence>,
+    /// Every word some sentence requires, once: each input is searched for
+    /// each of them once (sentences share most; searching the input again
+    /// for every sentence was most of what matching cost on input nothing
+    /// matched).
+    words: Vec<String>,
+    word_at: HashMap<String, usize>,
 }
 
 /// The package version the setup installs; its data is looked for in
@@ -105,6 +113,8 @@ impl Library {
             ]),
             skip_words: Vec::new(),
             sentences: Vec::new(),
+            words: Vec::new(),
+            word_at: HashMap::new(),
         }
     }
 
@@ -181,13 +191,33 @@ impl Library {
     pub fn set_rule(&mut self, name: &str, body: &str) -> Result<(), template::TemplateError> {
         self.rules.insert(name.to_owned(), parse(body)?);
         // What sentences require may have changed with it.
-        for s in &mut self.sentences {
-            s.required = template::required(&s.expr, &self.rules, 0);
+        let mut sentences = std::mem::take(&mut self.sentences);
+        for s in &mut sentences {
+            s.required = self.required_words(&s.expr);
             s.required_lists = template::required_lists(&s.expr, &self.rules, 0);
             s.required_lists.sort();
             s.required_lists.dedup();
         }
+        self.sentences = sentences;
         Ok(())
+    }
+
+    /// What a sentence requires, its words by their index in `words`.
+    fn required_words(&mut self, expr: &Expr) -> Vec<Vec<usize>> {
+        template::required(expr, &self.rules, 0)
+            .into_iter()
+            .map(|clause| {
+                clause
+                    .into_iter()
+                    .map(|w| {
+                        *self.word_at.entry(w.clone()).or_insert_with(|| {
+                            self.words.push(w);
+                            self.words.len() - 1
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
     }
 
     pub fn add_skip_word(&mut self, word: &str) {
@@ -238,7 +268,7 @@ impl Library {
         source: &'static str,
     ) -> Result<(), template::TemplateError> {
         let expr = parse(text)?;
-        let required = template::required(&expr, &self.rules, 0);
+        let required = self.required_words(&expr);
         let mut required_lists = template::required_lists(&expr, &self.rules, 0);
         required_lists.sort();
         required_lists.dedup();
@@ -375,12 +405,17 @@ impl Library {
         let mut found: Vec<(Understood, u32)> = Vec::new();
         // Whether each list could be in the input, worked out once per input.
         let mut possible: HashMap<&str, bool> = HashMap::new();
+        let has: Vec<bool> = self
+            .words
+            .iter()
+            .map(|w| input.contains(w.as_str()))
+            .collect();
         for s in &self.sentences {
             if !wanted(s)
                 || !s
                     .required
                     .iter()
-                    .all(|clause| clause.iter().any(|w| input.contains(w.as_str())))
+                    .all(|clause| clause.iter().any(|&w| has[w]))
             {
                 continue;
             }
