@@ -1073,7 +1073,10 @@ pub fn normalize(text: &str) -> String {
     let words: Vec<&str> = lowered.split_whitespace().collect();
     words
         .join(" ")
-        .trim_matches(|c: char| c.is_ascii_punctuation() && c != '\'' || c.is_whitespace())
+        // A sentence's closing "." or "?" goes; "40%" keeps its sign.
+        .trim_matches(|c: char| {
+            c.is_ascii_punctuation() && c != '\'' && c != '%' || c.is_whitespace()
+        })
         .to_owned()
 }
 

@@ -31,6 +31,11 @@ fn normalises_case_space_and_punctuation() {
     );
     assert_eq!(normalize("what's up?"), "what's up");
     assert_eq!(normalize("..."), "");
+    // A percent sign at the end is part of what was said.
+    assert_eq!(
+        normalize("Dim the bedroom, like 40%."),
+        "dim the bedroom, like 40%"
+    );
 }
 
 #[test]

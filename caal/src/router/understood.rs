@@ -124,7 +124,10 @@ fn nearest_words(vocabulary: &Vocabulary, w: &str, shortest: usize) -> Vec<Strin
     let mut best_d = usize::MAX;
     let sound = sound_spelling(w);
     for (v, v_sound) in vocabulary {
-        if v.len().abs_diff(w.len()) > most || v.chars().count() < shortest.max(3) {
+        if v.len().abs_diff(w.len()) > most
+            || v.chars().count() < shortest.max(3)
+            || (bag_distance(w, v) > most && bag_distance(&sound, v_sound) > most)
+        {
             continue;
         }
         let d = strsim::levenshtein(w, v).min(strsim::levenshtein(&sound, v_sound));
@@ -139,6 +142,33 @@ fn nearest_words(vocabulary: &Vocabulary, w: &str, shortest: usize) -> Vec<Strin
     }
     best.sort_unstable();
     best.into_iter().map(str::to_owned).collect()
+}
+
+/// A lower bound of the edit distance between two words: how many letters
+/// one has that the other lacks, the larger way round (each edit changes
+/// that by one at most). Counted for ASCII letters; 0 (no bound) otherwise.
+/// Most of the vocabulary is this far from a word, and counting is cheaper
+/// than the distance itself, which reading a mishearing computed for every
+/// known word of about the same length.
+fn bag_distance(a: &str, b: &str) -> usize {
+    if !a.is_ascii() || !b.is_ascii() {
+        return 0;
+    }
+    let mut count = [0i16; 128];
+    for c in a.bytes() {
+        count[usize::from(c)] += 1;
+    }
+    for c in b.bytes() {
+        count[usize::from(c)] -= 1;
+    }
+    let (more, fewer) = count.iter().fold((0usize, 0usize), |(m, f), &n| {
+        if n > 0 {
+            (m + n as usize, f)
+        } else {
+            (m, f + n.unsigned_abs() as usize)
+        }
+    });
+    more.max(fewer)
 }
 
 /// A word spelled as it sounds, for comparing what was heard with what is
@@ -1490,6 +1520,7 @@ impl Router {
             vocabulary.iter().any(|(v, v_sound)| {
                 v.len() >= 5
                     && v.len().abs_diff(joined.len()) <= 2
+                    && (bag_distance(joined, v) <= 2 || bag_distance(&sound, v_sound) <= 2)
                     && strsim::levenshtein(joined, v).min(strsim::levenshtein(&sound, v_sound)) <= 2
             })
         };
@@ -1837,6 +1868,29 @@ mod sound_tests {
             .iter()
             .map(|w| ((*w).to_owned(), sound_spelling(w)))
             .collect()
+    }
+
+    #[test]
+    fn the_letters_two_words_do_not_share_never_exceed_their_distance() {
+        for (a, b) in [
+            ("back", "mac"),
+            ("kitchen", "kichen"),
+            ("thermostat", "thermos"),
+            ("lounge", "lunge"),
+            ("abc", "cba"),
+            ("", "door"),
+        ] {
+            assert!(
+                bag_distance(a, b) <= strsim::levenshtein(a, b),
+                "{a} / {b}: {} > {}",
+                bag_distance(a, b),
+                strsim::levenshtein(a, b)
+            );
+        }
+        assert_eq!(bag_distance("abc", "cba"), 0);
+        assert_eq!(bag_distance("door", "doors"), 1);
+        assert_eq!(bag_distance("light", "night"), 1);
+        assert_eq!(bag_distance("sister", "timer"), 2);
     }
 
     #[test]

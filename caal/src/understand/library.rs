@@ -64,6 +64,9 @@ pub struct Library {
     /// matched).
     words: Vec<String>,
     word_at: HashMap<String, usize>,
+    /// All of `words` found in one pass over the input (made at first use;
+    /// a word added empties it).
+    finder: std::sync::OnceLock<Option<aho_corasick::AhoCorasick>>,
 }
 
 /// The package version the setup installs; its data is looked for in
@@ -115,6 +118,7 @@ impl Library {
             sentences: Vec::new(),
             words: Vec::new(),
             word_at: HashMap::new(),
+            finder: std::sync::OnceLock::new(),
         }
     }
 
@@ -212,6 +216,7 @@ impl Library {
                     .map(|w| {
                         *self.word_at.entry(w.clone()).or_insert_with(|| {
                             self.words.push(w);
+                            self.finder = std::sync::OnceLock::new();
                             self.words.len() - 1
                         })
                     })
@@ -405,11 +410,22 @@ impl Library {
         let mut found: Vec<(Understood, u32)> = Vec::new();
         // Whether each list could be in the input, worked out once per input.
         let mut possible: HashMap<&str, bool> = HashMap::new();
-        let has: Vec<bool> = self
-            .words
-            .iter()
-            .map(|w| input.contains(w.as_str()))
-            .collect();
+        let mut has = vec![false; self.words.len()];
+        match self
+            .finder
+            .get_or_init(|| aho_corasick::AhoCorasick::new(&self.words).ok())
+        {
+            Some(finder) => {
+                for m in finder.find_overlapping_iter(input) {
+                    has[m.pattern().as_usize()] = true;
+                }
+            }
+            None => {
+                for (has, w) in has.iter_mut().zip(&self.words) {
+                    *has = input.contains(w.as_str());
+                }
+            }
+        }
         for s in &self.sentences {
             if !wanted(s)
                 || !s

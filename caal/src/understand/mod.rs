@@ -47,6 +47,14 @@ impl Lang {
             Lang::De => "de",
         }
     }
+
+    /// "%" as a word.
+    pub fn percent(self) -> &'static str {
+        match self {
+            Lang::En => "percent",
+            Lang::De => "prozent",
+        }
+    }
 }
 
 /// What templates match: lower case, typographic quotes made plain,

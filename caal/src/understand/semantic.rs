@@ -117,7 +117,7 @@ impl Semantic {
                 let text = normalize_marked(e);
                 examples.push(Example {
                     group: i,
-                    embedded: generic(home, &unmark(&text, FILLER)),
+                    embedded: generic(home, lang, &unmark(&text, FILLER)),
                     text,
                 });
             }
@@ -215,7 +215,7 @@ impl Semantic {
         asks: bool,
     ) -> Result<Found, EmbedError> {
         let vectors = self.vectors()?;
-        let query = self.embedder.embed_one(&generic(home, text))?;
+        let query = self.embedder.embed_one(&generic(home, self.lang, text))?;
         let said = sides(&self.opposites, text);
         let mut best: BTreeMap<usize, (f32, usize)> = BTreeMap::new();
         for (i, v) in vectors.iter().enumerate() {
@@ -250,7 +250,7 @@ impl Semantic {
             }
             let with =
                 format!(" {text} ").replacen(&format!(" {value} "), &format!(" {FILLER} "), 1);
-            masked.push((generic(home, with.trim()), i));
+            masked.push((generic(home, self.lang, with.trim()), i));
         }
         if !masked.is_empty() {
             let mut unique: Vec<&str> = masked.iter().map(|m| m.0.as_str()).collect();
@@ -551,14 +551,21 @@ fn align(text: &str, example: &str, slot: &str) -> Option<String> {
     {
         taken = rest;
     }
-    // "add it to the list" names nothing: what "it" is was said elsewhere.
+    // "add it to the list" names nothing: what "it" is was said elsewhere;
+    // nor does a word that only joins others ("put in on the list", as
+    // speech to text may hear "put it on the list").
     let pronoun = matches!(
         taken,
-        [w] if matches!(*w, "it" | "them" | "that" | "this" | "these" | "those" | "one" | "something")
+        [w] if matches!(*w, "it" | "them" | "that" | "this" | "these" | "those" | "one" | "something"
+            | "in" | "on" | "at" | "for" | "with" | "off" | "up" | "out")
     );
     // "We need to talk": what follows "to" is something to do, no thing.
     let to_do = taken.first() == Some(&"to");
-    (!taken.is_empty() && taken.len() <= 6 && !pronoun && !to_do).then(|| taken.join(" "))
+    // The list is no thing on it ("work on the shopping list", as "what's
+    // on the shopping list" may be heard).
+    let the_list = taken.last() == Some(&"list");
+    (!taken.is_empty() && taken.len() <= 6 && !pronoun && !to_do && !the_list)
+        .then(|| taken.join(" "))
 }
 
 fn number_slot(n: f64, text: &str) -> Slot {
@@ -640,7 +647,7 @@ fn longest_duration(lang: Lang, text: &str) -> Option<u64> {
 /// office light" once the names no longer weigh). A room that also names
 /// a door ("garage") is kept, and so are other devices: their name is
 /// what they do.
-fn generic(home: &Home, text: &str) -> String {
+fn generic(home: &Home, lang: Lang, text: &str) -> String {
     let mut out = String::new();
     let mut at = 0;
     for m in mentions(home, text, None) {
@@ -666,6 +673,16 @@ fn generic(home: &Home, text: &str) -> String {
         at = m.end;
     }
     out.push_str(&text[at..]);
+    // "40%" said as the examples say it ("40 percent"): the two are
+    // different tokens to the encoder, and "dim the bedroom, like 40%"
+    // was as near "dim the lounge to half" as "dim the hallway to 25 percent".
+    if out.contains('%') {
+        out = out
+            .replace('%', &format!(" {} ", lang.percent()))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
     out
 }
 
@@ -833,22 +850,40 @@ mod tests {
         let config = crate::config::Config::defaults().unwrap();
         let home = Home::from_config(&config.home).unwrap();
         assert_eq!(
-            generic(&home, "put the spare room lights on"),
+            generic(&home, Lang::En, "put the spare room lights on"),
             "put the room lights on"
         );
         assert_eq!(
-            generic(&home, "leave the porch light as it is"),
+            generic(&home, Lang::En, "leave the porch light as it is"),
             "leave the light as it is"
         );
-        assert_eq!(generic(&home, "lock the main door"), "lock the door");
-        // "garage" also names a door: kept, or opening it would read as a room.
-        assert_eq!(generic(&home, "open the garage"), "open the garage");
         assert_eq!(
-            generic(&home, "set the heating to 20"),
+            generic(&home, Lang::En, "lock the main door"),
+            "lock the door"
+        );
+        // "garage" also names a door: kept, or opening it would read as a room.
+        assert_eq!(
+            generic(&home, Lang::En, "open the garage"),
+            "open the garage"
+        );
+        assert_eq!(
+            generic(&home, Lang::En, "set the heating to 20"),
             "set the heating to 20"
+        );
+        // A percent sign said as the examples say it.
+        assert_eq!(
+            generic(&home, Lang::En, "make the bedroom dimmer, like 40%"),
+            "make the room dimmer, like 40 percent"
+        );
+        assert_eq!(
+            generic(&home, Lang::De, "licht auf 40 %"),
+            "licht auf 40 prozent"
         );
         let ex = normalize_marked("add {item} to the shopping list");
         assert_eq!(align("add it to the shopping list", &ex, "item"), None);
+        assert_eq!(align("add in to the shopping list", &ex, "item"), None);
+        let on = normalize_marked("work on {item}");
+        assert_eq!(align("work on the shopping list", &on, "item"), None);
         assert_eq!(
             align("add dish soap to the shopping list", &ex, "item").as_deref(),
             Some("dish soap")
