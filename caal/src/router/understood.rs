@@ -849,13 +849,54 @@ impl Router {
         let Some(best) = found.nearest.first() else {
             return nothing;
         };
-        let other = found
+        // A meaning that fixes what the sentence says outright ("dim the
+        // kitchen lights", to 30, when "like 40 percent" was said) yields to
+        // the same meaning, as near, that reads it ("dim the hallway to 25
+        // percent").
+        let mut understood = found.understood.clone();
+        let reads_it = found
             .nearest
             .iter()
-            .find(|n| n.intent != best.intent || n.slots != best.slots);
+            .skip(1)
+            .take_while(|n| best.score - n.score < cfg.margin)
+            .filter(|n| {
+                n.intent == best.intent
+                    && n.slots.len() < best.slots.len()
+                    && n.slots.iter().all(|(k, v)| best.slots.get(k) == Some(v))
+            })
+            .find_map(|n| {
+                let u = semantic.reading(n, text, &self.home, context)?;
+                best.slots
+                    .keys()
+                    .filter(|k| !n.slots.contains_key(*k))
+                    .all(|k| u.slots.get(k).is_some_and(|s| !s.said.is_empty()))
+                    .then_some((n, u))
+            });
+        let best = match reads_it {
+            Some((n, u)) => {
+                understood = Some(u);
+                n
+            }
+            None => best,
+        };
+        // And a meaning that only fixes what the sentence says outright is
+        // no rival of one that reads it.
+        let said = |k: &String| {
+            understood
+                .as_ref()
+                .and_then(|u| u.slots.get(k))
+                .is_some_and(|s| !s.said.is_empty())
+        };
+        let other = found.nearest.iter().find(|n| {
+            let fixes_what_is_said = n.intent == best.intent
+                && best.slots.iter().all(|(k, v)| n.slots.get(k) == Some(v))
+                && n.slots.iter().all(|(k, v)| {
+                    best.slots.get(k) == Some(v) || (!best.slots.contains_key(k) && said(k))
+                });
+            (n.intent != best.intent || n.slots != best.slots) && !fixes_what_is_said
+        });
         let apart = other.is_none_or(|o| best.score - o.score >= cfg.margin);
-        let decided = found
-            .understood
+        let decided = understood
             .as_ref()
             .filter(|_| best.score >= cfg.threshold && apart)
             .and_then(|u| {

@@ -849,36 +849,31 @@ mod tests {
     fn rooms_lights_and_locks_are_made_generic_and_pronouns_are_no_items() {
         let config = crate::config::Config::defaults().unwrap();
         let home = Home::from_config(&config.home).unwrap();
-        assert_eq!(
-            generic(&home, Lang::En, "put the spare room lights on"),
-            "put the room lights on"
-        );
-        assert_eq!(
-            generic(&home, Lang::En, "leave the porch light as it is"),
-            "leave the light as it is"
-        );
-        assert_eq!(
-            generic(&home, Lang::En, "lock the main door"),
-            "lock the door"
-        );
-        // "garage" also names a door: kept, or opening it would read as a room.
-        assert_eq!(
-            generic(&home, Lang::En, "open the garage"),
-            "open the garage"
-        );
-        assert_eq!(
-            generic(&home, Lang::En, "set the heating to 20"),
-            "set the heating to 20"
-        );
-        // A percent sign said as the examples say it.
-        assert_eq!(
-            generic(&home, Lang::En, "make the bedroom dimmer, like 40%"),
-            "make the room dimmer, like 40 percent"
-        );
-        assert_eq!(
-            generic(&home, Lang::De, "licht auf 40 %"),
-            "licht auf 40 prozent"
-        );
+        for (lang, said, embedded) in [
+            (
+                Lang::En,
+                "put the spare room lights on",
+                "put the room lights on",
+            ),
+            (
+                Lang::En,
+                "leave the porch light as it is",
+                "leave the light as it is",
+            ),
+            (Lang::En, "lock the main door", "lock the door"),
+            // "garage" also names a door: kept, or opening it would read as a room.
+            (Lang::En, "open the garage", "open the garage"),
+            (Lang::En, "set the heating to 20", "set the heating to 20"),
+            // A percent sign said as the examples say it.
+            (
+                Lang::En,
+                "make the bedroom dimmer, like 40%",
+                "make the room dimmer, like 40 percent",
+            ),
+            (Lang::De, "licht auf 40 %", "licht auf 40 prozent"),
+        ] {
+            assert_eq!(generic(&home, lang, said), embedded, "{said}");
+        }
         let ex = normalize_marked("add {item} to the shopping list");
         assert_eq!(align("add it to the shopping list", &ex, "item"), None);
         assert_eq!(align("add in to the shopping list", &ex, "item"), None);
