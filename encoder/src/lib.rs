@@ -584,6 +584,14 @@ fn erf(x: f32) -> f32 {
 mod tests {
     use super::*;
 
+    /// Reproducible values in [-0.5, 0.5): a linear congruential sequence.
+    fn noise(mut seed: u32) -> impl FnMut() -> f32 {
+        move || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        }
+    }
+
     /// How far rounding a token's activations to int16 can move one sum
     /// (none in f32): half a step of each, times its weight.
     fn activation_error(weights: &[f32], x: &[f32], integers: bool) -> f32 {
@@ -614,11 +622,7 @@ mod tests {
             return;
         }
         let (k, n, tokens) = (96, 48, 19);
-        let mut seed = 11u32;
-        let mut next = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-        };
+        let mut next = noise(11);
         let rows: Vec<i8> = (0..n * k).map(|_| (next() * 254.0) as i8).collect();
         let scale: Vec<f32> = (0..n).map(|_| (next() + 0.6) / 100.0).collect();
         let bias: Vec<f32> = (0..n).map(|_| next()).collect();
@@ -743,11 +747,7 @@ mod tests {
         // A layer big enough to be split between two threads: the halves
         // come back in their places.
         let (k, n, tokens) = (384, 384, 5);
-        let mut seed = 7u32;
-        let mut next = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-        };
+        let mut next = noise(7);
         let big: Vec<f32> = (0..k * n).map(|_| next()).collect();
         let big_bias: Vec<f32> = (0..n).map(|_| next()).collect();
         let xs: Vec<f32> = (0..tokens * k).map(|_| next()).collect();

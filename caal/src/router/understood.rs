@@ -124,14 +124,13 @@ fn nearest_words(vocabulary: &Vocabulary, w: &str, shortest: usize) -> Vec<Strin
     let mut best_d = usize::MAX;
     let sound = sound_spelling(w);
     for (v, v_sound) in vocabulary {
-        if v.len().abs_diff(w.len()) > most
-            || v.chars().count() < shortest.max(3)
-            || (bag_distance(w, v) > most && bag_distance(&sound, v_sound) > most)
-        {
+        if v.len().abs_diff(w.len()) > most || v.chars().count() < shortest.max(3) {
             continue;
         }
-        let d = strsim::levenshtein(w, v).min(strsim::levenshtein(&sound, v_sound));
-        if d == 0 || d > most || d > best_d {
+        let Some(d) = heard_within((w, &sound), (v, v_sound), most) else {
+            continue;
+        };
+        if d == 0 || d > best_d {
             continue;
         }
         if d < best_d {
@@ -198,7 +197,23 @@ fn sound_spelling(w: &str) -> String {
 
 /// How far apart two words are, in letters or in sound, whichever is nearer.
 fn heard_distance(a: &str, b: &str) -> usize {
-    strsim::levenshtein(a, b).min(strsim::levenshtein(&sound_spelling(a), &sound_spelling(b)))
+    let (sa, sb) = (sound_spelling(a), sound_spelling(b));
+    heard_within((a, &sa), (b, &sb), usize::MAX).unwrap_or(usize::MAX)
+}
+
+/// `heard_distance` of two words given with their sound spellings, if it
+/// is at most `most`: the letters they do not share rule most pairs out
+/// before either distance is computed.
+fn heard_within(
+    (a, a_sound): (&str, &str),
+    (b, b_sound): (&str, &str),
+    most: usize,
+) -> Option<usize> {
+    if bag_distance(a, b) > most && bag_distance(a_sound, b_sound) > most {
+        return None;
+    }
+    let d = strsim::levenshtein(a, b).min(strsim::levenshtein(a_sound, b_sound));
+    (d <= most).then_some(d)
 }
 
 /// Short known words one edit from `rest` ("un": on, in, an), a vowel for
@@ -1561,8 +1576,7 @@ impl Router {
             vocabulary.iter().any(|(v, v_sound)| {
                 v.len() >= 5
                     && v.len().abs_diff(joined.len()) <= 2
-                    && (bag_distance(joined, v) <= 2 || bag_distance(&sound, v_sound) <= 2)
-                    && strsim::levenshtein(joined, v).min(strsim::levenshtein(&sound, v_sound)) <= 2
+                    && heard_within((joined, &sound), (v, v_sound), 2).is_some()
             })
         };
         if bare.len() > 2

@@ -67,6 +67,14 @@ struct Loaded {
     tokenizer: Tokenizer,
 }
 
+impl Loaded {
+    /// One text's vector, computed.
+    fn vector(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let encoding = self.tokenizer.encode(text, true).map_err(run_err)?;
+        Ok(self.model.sentence(encoding.get_ids()))
+    }
+}
+
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Embedder")
@@ -189,8 +197,13 @@ impl Embedder {
         {
             return Ok(vectors);
         }
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let out = self.embed(&refs)?;
+        // Not through `embed`: hundreds of examples would only push the
+        // sentences just said out of the recent vectors.
+        let loaded = self.loaded()?;
+        let out = texts
+            .iter()
+            .map(|text| loaded.vector(text))
+            .collect::<Result<Vec<_>, EmbedError>>()?;
         if let Some(f) = &file
             && let Err(e) = write_vectors(f, &out)
         {
@@ -203,15 +216,14 @@ impl Embedder {
     /// token vectors, made unit length, so two sentences' similarity is
     /// their dot product.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let Loaded { model, tokenizer } = self.loaded()?;
+        let loaded = self.loaded()?;
         texts
             .iter()
             .map(|text| {
                 if let Some(v) = self.recent(text) {
                     return Ok(v);
                 }
-                let encoding = tokenizer.encode(*text, true).map_err(run_err)?;
-                let v = model.sentence(encoding.get_ids());
+                let v = loaded.vector(text)?;
                 self.remember(text, &v);
                 Ok(v)
             })
