@@ -315,6 +315,13 @@ pub fn run(
             } else {
                 None
             };
+            // As `caal serve` does at start: the local server is up before the
+            // first line, so its start is not a line's decision time.
+            if let Some(local) = tiers.as_ref().and_then(|t| t.local.as_ref()) {
+                local
+                    .warm_up()
+                    .map_err(|e| anyhow::anyhow!("starting the local model: {e}"))?;
+            }
             let consult_with = |said: &str, d: &caal::router::RouteDecision| {
                 let tiers = tiers.as_ref()?;
                 let tier = tiers.local.as_ref().or(tiers.remote.as_ref())?;

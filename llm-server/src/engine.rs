@@ -2,7 +2,12 @@
 //! cleared per request), greedy or temperature sampling, and a grammar
 //! sampler from `json_schema_to_grammar` when the reply must be JSON.
 
-use std::{num::NonZeroU32, time::Instant};
+use std::{
+    num::NonZeroU32,
+    path::{Path, PathBuf},
+    sync::OnceLock,
+    time::Instant,
+};
 
 use anyhow::Context as _;
 use llama_cpp_2::{
@@ -40,19 +45,18 @@ pub struct Engine {
 unsafe impl Send for Engine {}
 
 impl Engine {
-    pub fn load(args: &Args) -> anyhow::Result<Self> {
-        if !args.model.is_file() {
+    /// Loads `weights` (the model file, or its requantized copy); the
+    /// model is named after `args.model`.
+    pub fn load(args: &Args, weights: &Path) -> anyhow::Result<Self> {
+        if !weights.is_file() {
             anyhow::bail!(
                 "the model file {} does not exist; `bash .ci/setup` installs the default one",
-                args.model.display()
+                weights.display()
             );
         }
-        let mut backend = LlamaBackend::init().context("initialising llama.cpp")?;
-        backend.void_logs();
-        // The backend and the model live as long as the process.
-        let backend: &'static LlamaBackend = Box::leak(Box::new(backend));
-        let model = LlamaModel::load_from_file(backend, &args.model, &LlamaModelParams::default())
-            .with_context(|| format!("loading {}", args.model.display()))?;
+        let backend = backend()?;
+        let model = LlamaModel::load_from_file(backend, weights, &LlamaModelParams::default())
+            .with_context(|| format!("loading {}", weights.display()))?;
         let model: &'static LlamaModel = Box::leak(Box::new(model));
         let template = if args.chat_template.is_empty() {
             model.chat_template(None).context(
@@ -337,4 +341,77 @@ fn sampler(model: &LlamaModel, prompt: &Prompt) -> Result<LlamaSampler, String> 
         chain.push(LlamaSampler::greedy());
     }
     Ok(LlamaSampler::chain_simple(chain))
+}
+
+/// llama.cpp, initialised once, its log quiet; it lives as long as the process.
+fn backend() -> anyhow::Result<&'static LlamaBackend> {
+    static BACKEND: OnceLock<&'static LlamaBackend> = OnceLock::new();
+    if let Some(b) = BACKEND.get() {
+        return Ok(b);
+    }
+    let mut backend = LlamaBackend::init().context("initialising llama.cpp")?;
+    backend.void_logs();
+    Ok(BACKEND.get_or_init(|| Box::leak(Box::new(backend))))
+}
+
+/// `model`'s weights requantized to `kind` (q8_0 or q4_0) by llama.cpp's own
+/// quantizer (what its `llama-quantize` tool runs): written once beside the
+/// model as `<name>.<kind>.gguf` (through a `.part` file, so a reader never
+/// sees half of one), remade when the model file is newer. Where that file
+/// cannot be written, the model as it is, with a warning.
+pub fn requantized(model: &Path, kind: &str) -> anyhow::Result<PathBuf> {
+    let ftype = match kind {
+        "q8_0" => llama_cpp_sys_2::LLAMA_FTYPE_MOSTLY_Q8_0,
+        "q4_0" => llama_cpp_sys_2::LLAMA_FTYPE_MOSTLY_Q4_0,
+        other => anyhow::bail!(
+            "--requantize {other} is not a type this server writes; use q8_0 or q4_0, or leave it empty to load the file as it is"
+        ),
+    };
+    if !model.is_file() {
+        anyhow::bail!(
+            "the model file {} does not exist; `bash .ci/setup` installs the default one",
+            model.display()
+        );
+    }
+    let stem = model
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if stem.to_ascii_lowercase().ends_with(kind) {
+        return Ok(model.to_path_buf());
+    }
+    let out = model.with_file_name(format!("{stem}.{kind}.gguf"));
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(made), Some(source)) = (modified(&out), modified(model))
+        && made >= source
+    {
+        return Ok(out);
+    }
+    // Its own part file: two servers starting at once each write a whole
+    // file, and the rename of either leaves a whole one.
+    let part = out.with_extension(format!("gguf.part-{}", std::process::id()));
+    let path = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .with_context(|| format!("{} has a NUL byte", p.display()))
+    };
+    let (input, output) = (path(model)?, path(&part)?);
+    backend()?;
+    // SAFETY: one C call with llama.cpp's own default parameters (two fields
+    // changed) and NUL-terminated paths that outlive it.
+    let status = unsafe {
+        let mut params = llama_cpp_sys_2::llama_model_quantize_default_params();
+        params.ftype = ftype;
+        params.allow_requantize = true;
+        llama_cpp_sys_2::llama_model_quantize(input.as_ptr(), output.as_ptr(), &params)
+    };
+    if status != 0 || std::fs::rename(&part, &out).is_err() {
+        let _ = std::fs::remove_file(&part);
+        eprintln!(
+            "caal-llm: warning: could not write {} (llama.cpp status {status}); loading {} as it is",
+            out.display(),
+            model.display()
+        );
+        return Ok(model.to_path_buf());
+    }
+    Ok(out)
 }

@@ -46,6 +46,14 @@ pub struct Args {
     /// never outlives the process that started it.
     #[arg(long)]
     pub exit_with_stdin: bool,
+    /// Load the weights requantized to this llama.cpp type: `q8_0` (what
+    /// caal starts it with; llama.cpp multiplies Q8_0 in batches, so a prompt
+    /// is decoded about 1.4x faster than from the Q4_1 file a registry ships,
+    /// at about the same generation speed). The file is written once beside
+    /// the model, `<name>.q8_0.gguf`, and remade when the model is newer.
+    /// Empty: the file as it is.
+    #[arg(long, default_value = "")]
+    pub requantize: String,
 }
 
 fn main() {
@@ -65,7 +73,12 @@ fn main() {
 
 #[cfg(feature = "llama")]
 fn run(args: Args) -> anyhow::Result<()> {
-    let engine = engine::Engine::load(&args)?;
+    let weights = if args.requantize.is_empty() {
+        args.model.clone()
+    } else {
+        engine::requantized(&args.model, &args.requantize)?
+    };
+    let engine = engine::Engine::load(&args, &weights)?;
     api::serve(&args, engine)
 }
 

@@ -48,6 +48,10 @@ impl Drop for LlmServer {
 }
 
 fn start_server() -> LlmServer {
+    start_server_with(&model(), &[])
+}
+
+fn start_server_with(model: &std::path::Path, args: &[&str]) -> LlmServer {
     let bin = server_bin();
     assert!(
         bin.is_file(),
@@ -56,8 +60,9 @@ fn start_server() -> LlmServer {
     );
     let mut child = Command::new(bin)
         .arg("--model")
-        .arg(model())
+        .arg(model)
         .args(["--port", "0", "--threads", "1"])
+        .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -151,6 +156,85 @@ fn the_local_server_answers_in_words_with_tool_calls_and_as_a_stream() {
     let (status, body) = post(&server.url, json!({"messages": []}));
     assert_eq!(status, 400);
     assert!(body.contains("messages"), "{body}");
+}
+
+/// The log probability of each token of `text` after the ones before it.
+fn token_logprobs(url: &str, text: &str) -> Vec<f64> {
+    let mut r = ureq::post(&format!("{url}/v1/completions"))
+        .send_json(json!({"prompt": [text], "max_tokens": 0, "echo": true, "logprobs": 0}))
+        .unwrap();
+    let v: Value = r.body_mut().read_json().unwrap();
+    v["choices"][0]["logprobs"]["token_logprobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|l| l.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn requantized_weights_are_written_once_beside_the_model_and_score_as_the_file_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    std::fs::copy(model(), &copy).unwrap();
+    let made = dir.path().join("SmolLM2-135M-Instruct.Q4_1.q8_0.gguf");
+    let text = "Someone said to their home assistant: \"it is too dark in here\"\nWhat they want the assistant to do is turn on the lights.";
+
+    let as_shipped = token_logprobs(&start_server_with(&copy, &[]).url, text);
+    assert!(!made.exists(), "nothing is written without --requantize");
+    let requantized = {
+        let server = start_server_with(&copy, &["--requantize", "q8_0"]);
+        token_logprobs(&server.url, text)
+    };
+    // Q8_0 is finer than the Q4_1 it is made from: the same model, its log
+    // probabilities a tenth of a nat apart on average (the activations are
+    // rounded differently for each type), none by half a nat.
+    assert_eq!(as_shipped.len(), requantized.len());
+    let apart: Vec<f64> = as_shipped
+        .iter()
+        .zip(&requantized)
+        .map(|(a, b)| (a - b).abs())
+        .collect();
+    let mean = apart.iter().sum::<f64>() / apart.len() as f64;
+    let worst = apart.iter().copied().fold(0.0, f64::max);
+    assert!(
+        mean < 0.15 && worst < 0.5,
+        "mean {mean}, worst {worst}: {as_shipped:?} vs {requantized:?}"
+    );
+    assert!(
+        as_shipped != requantized,
+        "the requantized weights were not the ones loaded"
+    );
+    let size = std::fs::metadata(&made).unwrap().len();
+    assert!(
+        size > std::fs::metadata(&copy).unwrap().len(),
+        "Q8_0 is larger than Q4_1: {size}"
+    );
+    let when = std::fs::metadata(&made).unwrap().modified().unwrap();
+    let again = start_server_with(&copy, &["--requantize", "q8_0"]);
+    assert_eq!(token_logprobs(&again.url, text), requantized);
+    assert_eq!(
+        std::fs::metadata(&made).unwrap().modified().unwrap(),
+        when,
+        "made once, then reused"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".part"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    let out = Command::new(server_bin())
+        .arg("--model")
+        .arg(&copy)
+        .args(["--requantize", "q5_k"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("q5_k") && err.contains("q8_0"), "{err}");
 }
 
 #[test]

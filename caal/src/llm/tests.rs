@@ -314,3 +314,76 @@ fn a_server_that_never_reports_ready_is_a_clear_start_error() {
             .contains("cannot start")
     );
 }
+
+/// A scoring server: every character a token, each at log probability -0.1.
+fn char_scorer() -> Server {
+    Server::start(|_, seen| {
+        let choices: Vec<_> = seen.body["prompt"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let p = p.as_str().unwrap();
+                let offsets: Vec<usize> = p.char_indices().map(|(at, _)| at).collect();
+                json!({"index": i, "text": p, "logprobs": {
+                    "tokens": p.chars().map(String::from).collect::<Vec<_>>(),
+                    "token_logprobs": vec![-0.1; offsets.len()],
+                    "text_offset": offsets}})
+            })
+            .collect();
+        (200, json!({"choices": choices}).to_string(), NO_DELAY)
+    })
+}
+
+#[test]
+fn a_tier_sends_only_the_texts_it_has_not_scored_before() {
+    let server = char_scorer();
+    let tier = Tier::fixed(
+        "local",
+        Provider::new(ProviderKind::OpenAi, &server.url, "m", None, 2_000),
+    );
+    let text = |p: &str, c: &str| (p.to_owned(), c.to_owned());
+    let first = tier
+        .score(&[
+            text("said A", " on."),
+            text("anyway", " on."),
+            text("anyway", " off."),
+        ])
+        .unwrap();
+    assert_eq!(first.len(), 3);
+    assert!(
+        (first[0] + 0.4).abs() < 1e-9 && (first[2] + 0.5).abs() < 1e-9,
+        "{first:?}"
+    );
+    // The next sentence offers the same options: only what was said is new.
+    let second = tier
+        .score(&[
+            text("said B", " off."),
+            text("anyway", " on."),
+            text("said B", " on."),
+            text("anyway", " off."),
+        ])
+        .unwrap();
+    assert_eq!(second.len(), 4);
+    assert!((second[0] + 0.5).abs() < 1e-9, "{second:?}");
+    assert_eq!(
+        (second[1], second[3]),
+        (first[1], first[2]),
+        "in the order asked"
+    );
+    assert!((second[2] + 0.4).abs() < 1e-9, "{second:?}");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[1].body["prompt"],
+        json!(["said B off.", "said B on."]),
+        "only the texts not scored before are sent"
+    );
+    // Everything scored before: no request at all.
+    assert_eq!(
+        tier.score(&[text("anyway", " off.")]).unwrap(),
+        vec![first[2]]
+    );
+    assert_eq!(server.seen().len(), 2);
+}

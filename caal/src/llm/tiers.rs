@@ -80,6 +80,7 @@ pub struct LocalServer {
     threads: usize,
     ctx: u32,
     chat_template: String,
+    requantize: String,
     timeout_ms: u64,
     start_timeout_ms: u64,
     running: Mutex<Option<Running>>,
@@ -113,6 +114,9 @@ impl LocalServer {
         let mut command = Command::new(&self.bin);
         if !self.chat_template.is_empty() {
             command.args(["--chat-template", &self.chat_template]);
+        }
+        if !self.requantize.is_empty() {
+            command.args(["--requantize", &self.requantize]);
         }
         let mut child = command
             .arg("--model")
@@ -190,13 +194,21 @@ enum Endpoint {
 pub struct Tier {
     pub name: &'static str,
     endpoint: Endpoint,
+    /// Texts this tier's model has scored, and their sums: a model scores
+    /// the same text the same way, and the options' "with nothing said"
+    /// texts come back on every sentence that offers them.
+    scored: Mutex<hashlink::LruCache<(String, String), f64>>,
 }
+
+/// How many scored texts a tier keeps.
+const SCORED: usize = 512;
 
 impl Tier {
     pub fn fixed(name: &'static str, provider: Provider) -> Self {
         Self {
             name,
             endpoint: Endpoint::Fixed(provider),
+            scored: Mutex::new(hashlink::LruCache::new(SCORED)),
         }
     }
 
@@ -210,10 +222,12 @@ impl Tier {
                 threads: config.threads,
                 ctx: config.ctx,
                 chat_template: config.chat_template.clone(),
+                requantize: config.requantize.clone(),
                 timeout_ms: config.timeout_ms,
                 start_timeout_ms: config.start_timeout_ms,
                 running: Mutex::new(None),
             }),
+            scored: Mutex::new(hashlink::LruCache::new(SCORED)),
         }
     }
 
@@ -232,12 +246,36 @@ impl Tier {
         }
     }
 
-    /// Scores continuations (`Provider::score`).
+    /// Scores continuations (`Provider::score`); only the texts not scored
+    /// before are sent.
     pub fn score(&self, texts: &[(String, String)]) -> Result<Vec<f64>, LlmError> {
-        match &self.endpoint {
-            Endpoint::Fixed(p) => p.score(texts),
-            Endpoint::Local(l) => l.provider()?.score(texts),
+        let mut sums: Vec<Option<f64>> = {
+            let mut scored = self.scored.lock().unwrap_or_else(|e| e.into_inner());
+            texts.iter().map(|t| scored.get(t).copied()).collect()
+        };
+        let missing: Vec<(String, String)> = texts
+            .iter()
+            .zip(&sums)
+            .filter(|(_, s)| s.is_none())
+            .map(|(t, _)| t.clone())
+            .collect();
+        if !missing.is_empty() {
+            let fresh = match &self.endpoint {
+                Endpoint::Fixed(p) => p.score(&missing)?,
+                Endpoint::Local(l) => l.provider()?.score(&missing)?,
+            };
+            let mut scored = self.scored.lock().unwrap_or_else(|e| e.into_inner());
+            let mut fresh = missing.into_iter().zip(fresh);
+            for sum in sums.iter_mut().filter(|s| s.is_none()) {
+                let (text, value) = fresh.next().ok_or_else(|| LlmError::Malformed {
+                    url: self.model(),
+                    detail: "fewer scores than texts".into(),
+                })?;
+                scored.insert(text, value);
+                *sum = Some(value);
+            }
         }
+        Ok(sums.into_iter().flatten().collect())
     }
 
     /// Starts a local server now rather than on the first question.
