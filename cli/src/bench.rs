@@ -141,6 +141,16 @@ pub enum BenchCommand {
         /// Say each line with espeak-ng and transcribe it with whisper first.
         #[arg(long)]
         spoken: bool,
+        /// With --spoken: keep what whisper heard of each line in FILE (JSON
+        /// lines {"text", "heard", "least"}), to route again with --heard.
+        #[arg(long, value_name = "FILE", requires = "spoken")]
+        save_heard: Option<PathBuf>,
+        /// Route what an earlier --spoken run heard (--save-heard FILE) as
+        /// speech, without saying or transcribing anything: the same
+        /// transcripts for every router change (whisper's vary a little
+        /// from run to run).
+        #[arg(long, value_name = "FILE", conflicts_with = "spoken")]
+        heard: Option<PathBuf>,
         /// The model layer on: where the meaning layer is not sure, the
         /// first model tier ([llm.local], or CAAL_LLM_LOCAL_MODEL) chooses
         /// among the nearest meanings.
@@ -293,6 +303,8 @@ pub fn run(
         BenchCommand::Understand {
             suite,
             spoken,
+            save_heard,
+            heard,
             model,
             rounds,
             misses,
@@ -371,20 +383,51 @@ pub fn run(
                 None => None,
             };
             let given = given.as_ref().map(|(n, t)| (n.as_str(), t.as_str()));
-            let report = if spoken {
+            let report = if let Some(path) = &heard {
+                let text = fs::read_to_string(path).map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot read the transcripts {}: {e}; record them with `caal bench understand --spoken --save-heard FILE`",
+                        path.display()
+                    )
+                })?;
+                let kept = caal::understand::bench::KeptHearing::parse(&text, &path.display().to_string())
+                    .map_err(anyhow::Error::msg)?;
+                let hear = |said: &str| kept.hear(said);
+                let spoken = caal::understand::bench::Spoken {
+                    hear: &hear,
+                    min_guess_word: config.voice.min_guess_word,
+                };
+                caal::understand::bench::run(&router, given, Some(spoken), consult, chat)
+            } else if spoken {
                 #[cfg(feature = "whisper")]
                 {
                     let models = caal::llm::tiers::models_dir(&env);
                     let hear = caal::voice::bench::hearing(&config, &models)
                         .map_err(anyhow::Error::msg)?;
+                    let saved = match &save_heard {
+                        Some(path) => Some(std::cell::RefCell::new(fs::File::create(path).map_err(
+                            |e| anyhow::anyhow!("cannot write the transcripts to {}: {e}", path.display()),
+                        )?)),
+                        None => None,
+                    };
+                    let keep = |said: &str| -> Result<(String, f32), String> {
+                        let (heard, least) = hear(said)?;
+                        if let Some(file) = &saved {
+                            use std::io::Write;
+                            let line = caal::understand::bench::KeptHearing::line(said, &heard, least);
+                            writeln!(file.borrow_mut(), "{line}").map_err(|e| e.to_string())?;
+                        }
+                        Ok((heard, least))
+                    };
                     let spoken = caal::understand::bench::Spoken {
-                        hear: &hear,
+                        hear: &keep,
                         min_guess_word: config.voice.min_guess_word,
                     };
                     caal::understand::bench::run(&router, given, Some(spoken), consult, chat)
                 }
                 #[cfg(not(feature = "whisper"))]
                 {
+                    let _ = save_heard;
                     return Err(caal::voice::SttError::NotBuilt.into());
                 }
             } else {

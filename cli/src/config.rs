@@ -76,6 +76,7 @@ pub fn check(
 pub fn understand(
     config: &Config,
     area: Option<String>,
+    spoken: bool,
     json: bool,
     text: &[String],
 ) -> Result<()> {
@@ -83,6 +84,7 @@ pub fn understand(
     let text = text.join(" ");
     let context = caal::understand::Context {
         area: area.map(|a| caal::understand::normalize(&a)),
+        spoken,
         earlier: Vec::new(),
     };
     let normalized = caal::router::normalize(&text);

@@ -65,6 +65,10 @@ enum Command {
         /// Where it is said (an area of the home), for "the lights here".
         #[arg(long)]
         area: Option<String>,
+        /// Read TEXT as speech to text heard it: a word may be one that
+        /// sounds like what was said (the sound layer is on).
+        #[arg(long)]
+        spoken: bool,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -277,9 +281,12 @@ fn run(cli: Cli) -> Result<Outcome> {
         Command::Chat { conversation } => {
             say::chat(data_dir, &load_config, &conversation.conversation)?
         }
-        Command::Understand { area, json, text } => {
-            config::understand(&load_config()?, area, json, &text)?
-        }
+        Command::Understand {
+            area,
+            spoken,
+            json,
+            text,
+        } => config::understand(&load_config()?, area, spoken, json, &text)?,
         Command::Serve { bind, wyoming } => {
             serve::serve(data_dir, load_config()?, &bind, wyoming.as_deref())?
         }

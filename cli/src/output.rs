@@ -268,7 +268,7 @@ pub fn print_understanding(
         println!(
             "{}",
             serde_json::json!({"text": text, "route_code": d.route_code, "layer": d.layer, "source_rule": d.source_rule,
-                "commands": commands, "understood": d.understood, "templates": matches,
+                "auth_level": d.auth_level, "commands": commands, "understood": d.understood, "templates": matches,
                 "nearest": nearest, "choices": choices})
         );
         return;

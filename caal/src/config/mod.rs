@@ -581,6 +581,45 @@ pub struct UnderstandConfig {
     /// a language model choosing among its nearest meanings.
     #[serde(default)]
     pub model: ModelChoiceConfig,
+    /// The sound layer: what speech to text heard and no layer above
+    /// understood, read as the sentence it sounds nearest.
+    #[serde(default)]
+    pub sounds: SoundsConfig,
+}
+
+/// The sound layer (`[understand.sounds]`): a transcript no layer above
+/// understood is compared by sound (phones, from a pronunciation
+/// dictionary) with every sentence the templates can say; the nearest,
+/// when near enough, is read instead and understood by the templates.
+/// Only for speech: typed words were not misheard.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SoundsConfig {
+    /// The pronunciation dictionary (CMUdict's `cmudict.dict`) under the
+    /// models dir, or a path; "" turns the layer off.
+    pub lexicon: String,
+    /// Above this distance (the alignment's cost over its length) no
+    /// sentence is near enough to be what was said.
+    pub threshold: f64,
+    /// At or below it a command runs at its level; further, it asks first.
+    /// A reading whose wildcard takes heard words must be this near, and a
+    /// template match whose wildcard took words yields to a reading this
+    /// near that fills every slot from the home's names and numbers.
+    pub sure: f64,
+    /// A meaning the meaning layer finds at least this similar to what was
+    /// heard, as it was heard, stands: the words made sense as they were.
+    pub meaning_over: f64,
+}
+
+impl Default for SoundsConfig {
+    fn default() -> Self {
+        Self {
+            lexicon: String::new(),
+            threshold: 0.15,
+            sure: 0.1,
+            meaning_over: 0.8,
+        }
+    }
 }
 
 /// The model layer (`[understand.model]`): when the nearest meanings are

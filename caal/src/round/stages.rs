@@ -251,6 +251,7 @@ impl Engine {
         };
         let context = crate::understand::Context {
             area: None,
+            spoken: voice.is_some(),
             earlier,
         };
         let mut decision = self

@@ -28,8 +28,15 @@ use crate::{
         RouteType, RuleConfig, StateConfig, Unmatched,
     },
     tools,
-    understand::{Context, Embedder, Home, Lang, Library, Semantic},
+    understand::{Context, Embedder, Home, Lang, Library, Semantic, sounds::Sounds},
 };
+
+/// A decision, or the meaning layer left to decide (with what it found,
+/// when it was asked already).
+enum Meant {
+    Decided(RouteDecision),
+    Meaning(Option<understood::Meaning>),
+}
 
 /// A template match at least this sure is taken over a split of the sentence.
 const SURE: f64 = 0.5;
@@ -88,6 +95,8 @@ pub struct Router {
     carried_letters: Vec<String>,
     sound_pairs: Vec<Vec<String>>,
     conditions: Vec<String>,
+    /// Words of opposite meaning (the sound layer never reads one as the other).
+    opposites: Vec<[String; 2]>,
     conditional_reply: String,
     topic_words: BTreeMap<String, Vec<String>>,
     /// The semantic examples' sentences, for the vocabulary.
@@ -99,6 +108,8 @@ pub struct Router {
     vocabulary: std::sync::OnceLock<understood::Vocabulary>,
     /// The semantic layer, when its model is loaded and the language has examples.
     semantic: Option<Semantic>,
+    /// The sound layer, when its dictionary is installed (speech only).
+    sounds: Option<Sounds>,
     /// The model layer: when and among how many meanings a model chooses.
     model_choice: crate::config::ModelChoiceConfig,
 }
@@ -235,7 +246,13 @@ impl Router {
                 warnings.push(e.to_string());
                 None
             });
-        Ok((Self::compile_with(config, library, embedder)?, warnings))
+        let sounds = Sounds::configured(&config.understand.sounds, env).unwrap_or_else(|e| {
+            warnings.push(e.to_string());
+            None
+        });
+        let mut router = Self::compile_with(config, library, embedder)?;
+        router.sounds = sounds;
+        Ok((router, warnings))
     }
 
     /// The router over a loaded sentence library (Home Assistant's), with
@@ -464,6 +481,11 @@ impl Router {
                 .map(|p| p.iter().map(|w| normalize(w)).collect())
                 .collect(),
             conditions: words.conditions.iter().map(|w| normalize(w)).collect(),
+            opposites: words
+                .opposites
+                .iter()
+                .map(|[a, b]| [normalize(a), normalize(b)])
+                .collect(),
             topic_words: words
                 .topic_words
                 .iter()
@@ -477,6 +499,7 @@ impl Router {
                 .collect(),
             vocabulary: std::sync::OnceLock::new(),
             semantic,
+            sounds: None,
             model_choice: u.model.clone(),
         })
     }
@@ -589,18 +612,37 @@ impl Router {
             // A device or room that is not in the home ("lock the mac
             // door"): a mishearing read right may name one that is.
             if d.route_code == "intent.unknown_target" {
-                return self.heard_as(text, context).unwrap_or(d);
+                return self
+                    .heard_as(text, context)
+                    .or_else(|| self.by_sound(text, context, false))
+                    .unwrap_or(d);
+            }
+            // Heard words a wildcard took ("pause what our timer": a timer
+            // called "what our") may be a mishearing of a slot the home or a
+            // number fills ("pause one hour timer").
+            if d.layer == "template" && d.confidence < 1.0 {
+                return self.by_sound(text, context, true).unwrap_or(d);
             }
             return d;
         }
         let d = self
             .by_clause(text, context)
             .or_else(|| self.heard_as(text, context))
-            .or_else(|| self.unknown_target(text, context))
-            .unwrap_or_else(|| {
-                let meaning = self.by_meaning(text, context);
+            .map(Meant::Decided)
+            .unwrap_or_else(|| self.by_sound_or_meaning(text, context));
+        let d = match d {
+            Meant::Decided(d) => d,
+            Meant::Meaning(meaning) => {
+                let meaning = meaning.unwrap_or_else(|| self.by_meaning(text, context));
                 let mut d = meaning
                     .decided
+                    .map(|d| {
+                        if d.route_code == "intent.ambiguous" {
+                            self.heard_as_meant(text, context).unwrap_or(d)
+                        } else {
+                            d
+                        }
+                    })
                     .or_else(|| self.by_span(text, context))
                     .unwrap_or_else(|| self.unmatched(state));
                 if d.layer != "span" {
@@ -610,8 +652,38 @@ impl Router {
                     d.near = meaning.near;
                 }
                 d
-            });
+            }
+        };
         self.unless_conditional(text, d)
+    }
+
+    /// For speech, what was heard read by sound, unless the meaning layer
+    /// understands the words as they were heard as a request at least
+    /// `meaning_over` similar to its example (they made sense as heard:
+    /// "set the office lights to full brightness" is not "… to four brightness");
+    /// then (and for typed words) a room or device that is not in the
+    /// home; else the meaning layer decides (with its finding, when it was
+    /// asked already).
+    fn by_sound_or_meaning(&self, text: &str, context: &Context) -> Meant {
+        let over = self
+            .sounds
+            .as_ref()
+            .filter(|_| context.spoken)
+            .map(|s| s.config.meaning_over);
+        let meaning = over.map(|_| self.by_meaning(text, context));
+        let sure = meaning
+            .as_ref()
+            .and_then(|m| m.decided.as_ref())
+            .is_some_and(|d| over.is_some_and(|over| d.confidence >= over));
+        let heard = if over.is_some() && !sure {
+            self.by_sound(text, context, false)
+        } else {
+            None
+        };
+        match heard.or_else(|| self.unknown_target(text, context)) {
+            Some(d) => Meant::Decided(d),
+            None => Meant::Meaning(meaning),
+        }
     }
 
     /// A command the clause, meaning or span layers decide, all its

@@ -4,7 +4,7 @@
 //! never run; several requests in one sentence as one chain; a room or
 //! device that is not in the home answered by naming what is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Value, json};
 
@@ -1348,6 +1348,7 @@ impl Router {
         let (said, referent) = self.resolve_reference(text, &earlier)?;
         let here = Context {
             area: context.area.clone(),
+            spoken: context.spoken,
             earlier: Vec::new(),
         };
         let d = self.route_in(&said, state, &here);
@@ -1418,6 +1419,27 @@ impl Router {
     /// four letters or more, within one edit (two from eight letters), the
     /// nearest unique; words in two joined when together they are one.
     pub(super) fn heard_as(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        self.read_as_heard(text, |read| {
+            self.understood(read, context)
+                .or_else(|| self.by_clause(read, context))
+        })
+    }
+
+    /// A request the meaning layer found but whose door, device or room it
+    /// could not tell ("make sure the mac door is locked": which door?),
+    /// read as whisper may have misheard it, and understood by meaning
+    /// then: "mac" is "back", the one door that fits.
+    pub(super) fn heard_as_meant(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        self.read_as_heard(text, |read| self.by_meaning(read, context).decided)
+    }
+
+    /// The first reading of `text` as speech to text may have misheard it
+    /// that `understand` takes as a request sure enough to run.
+    fn read_as_heard(
+        &self,
+        text: &str,
+        understand: impl Fn(&str) -> Option<RouteDecision>,
+    ) -> Option<RouteDecision> {
         let vocabulary = self.vocabulary.get_or_init(|| vocabulary_of(self));
         if vocabulary.is_empty() {
             return None;
@@ -1603,9 +1625,7 @@ impl Router {
                 }
             }
             let read = out.join(" ");
-            let mut d = self
-                .understood(&read, context)
-                .or_else(|| self.by_clause(&read, context))
+            let mut d = understand(&read)
                 .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)?;
             d.layer = "heard_as";
             let mut u = d.understood.take().unwrap_or_else(|| json!({}));
@@ -1617,6 +1637,98 @@ impl Router {
             d.understood = Some(u);
             Some(d)
         })
+    }
+
+    /// What speech to text heard, read as the sentence of the library it
+    /// sounds nearest ("Set the bedroom lamp, write us to 50%": brightness;
+    /// "Activate the lights in our phone": home), when that sentence is
+    /// within `understand.sounds.threshold` and the templates understand it
+    /// as a request. Further than `sure`, it asks first; a wildcard may take
+    /// heard words only within `sure` (`by_name`: none at all, and within
+    /// `sure`). Never a heard word read as its opposite ("turn on" as "turn
+    /// out"); only for speech, never for a sentence that says "not" or
+    /// tells a story. The trace's `understood` keeps what was heard, what it
+    /// was read as, the sentence it sounds like, and how near.
+    pub(super) fn by_sound(
+        &self,
+        text: &str,
+        context: &Context,
+        by_name: bool,
+    ) -> Option<RouteDecision> {
+        let sounds = self.sounds.as_ref().filter(|_| context.spoken)?;
+        if self.says_not(text) || self.tells_a_story(text) {
+            return None;
+        }
+        let grammar = sounds.grammar(|lexicon| self.sound_grammar(lexicon))?;
+        let prepared = self.library.prepare(text);
+        let (threshold, sure) = (sounds.config.threshold, sounds.config.sure);
+        let limit = if by_name { sure } else { threshold };
+        let found = grammar.nearest(&prepared, MAX_READINGS, limit as f32);
+        found.into_iter().find_map(|near| {
+            let wild_ok = if by_name {
+                near.wild_words == 0
+            } else {
+                near.wild_words == 0 || f64::from(near.distance) <= sure
+            };
+            if !wild_ok
+                || crate::understand::semantic::opposed(&self.opposites, &prepared, &near.reading)
+            {
+                return None;
+            }
+            let mut d = self
+                .understood(&near.reading, context)
+                .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)?;
+            let distance = f64::from(near.distance);
+            // Near, but a side ("on", "out", "lock") no heard sound went to
+            // is a guess: asked about, never run on it.
+            let guessed = near
+                .unheard
+                .iter()
+                .any(|w| self.opposites.iter().any(|pair| pair.contains(w)));
+            if (distance > sure || guessed)
+                && let Intent::Chain(chain) = &mut d.intent
+                && chain.chain_level < AuthLevel::CONFIRM
+            {
+                chain.chain_level = AuthLevel::CONFIRM;
+                d.auth_level = AuthLevel::CONFIRM;
+            }
+            d.layer = "sounds";
+            d.confidence = (1.0 - distance).clamp(0.0, 1.0);
+            let mut u = d.understood.take().unwrap_or_else(|| json!({}));
+            if let Some(obj) = u.as_object_mut() {
+                obj.insert("layer".into(), json!("sounds"));
+                obj.insert("heard".into(), json!(text));
+                obj.insert("read_as".into(), json!(near.reading));
+                obj.insert(
+                    "distance".into(),
+                    json!((distance * 1000.0).round() / 1000.0),
+                );
+                obj.insert("sounds_like".into(), json!(near.template));
+            }
+            d.understood = Some(u);
+            Some(d)
+        })
+    }
+
+    /// The library's sentences that run a command, by sound.
+    fn sound_grammar(
+        &self,
+        lexicon: std::sync::Arc<crate::understand::lexicon::Lexicon>,
+    ) -> crate::understand::sounds::SoundGrammar {
+        let rules = [self.library.rules()];
+        let lists = [self.home.lists(), self.library.lists()];
+        let scope = crate::understand::sounds::SoundScope {
+            rules: &rules,
+            lists: &lists,
+        };
+        let mapped: HashSet<&str> = self.intent_maps.iter().map(|m| m.intent.as_str()).collect();
+        crate::understand::sounds::SoundGrammar::build(
+            lexicon,
+            &scope,
+            self.library
+                .sentences()
+                .filter(|(intent, _, _)| mapped.contains(intent)),
+        )
     }
 
     /// The room a clause names (the longest name or alias said), as named in the home.

@@ -22,6 +22,7 @@ pub const COMMANDS: &[&str] = &[
     "shopping.add",
     "shopping.remove",
     "shopping.list",
+    "shopping.clear",
     "home.status",
     "home.state",
     "mode.set",
@@ -128,6 +129,16 @@ pub fn run_in(
                 format!("On the shopping list: {}.", items.join(", "))
             };
             ToolOutcome::ok(json!({"items": items}), message)
+        }
+        "shopping.clear" => {
+            let items = shopping_items(c)?;
+            c.prepare_cached("DELETE FROM shopping_list")?.execute([])?;
+            let message = if items.is_empty() {
+                "The shopping list was already empty.".to_owned()
+            } else {
+                format!("Cleared the shopping list: {}.", items.join(", "))
+            };
+            ToolOutcome::ok(json!({"removed": items}), message)
         }
         "home.status" => {
             let message = status(c, call.now_ms)?;

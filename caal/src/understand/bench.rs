@@ -61,6 +61,64 @@ pub struct Case {
 /// how surely its least sure word was heard.
 pub type Hear<'a> = &'a dyn Fn(&str) -> Result<(String, f32), String>;
 
+/// What an earlier `--spoken` run heard of each line (`--save-heard`),
+/// routed again with `--heard`: the same transcripts for every change of
+/// the router, where whisper's vary a little from run to run.
+pub struct KeptHearing {
+    heard: BTreeMap<String, (String, f32)>,
+    origin: String,
+}
+
+#[derive(Deserialize, Serialize)]
+struct HeardLine {
+    text: String,
+    heard: String,
+    least: f32,
+}
+
+impl KeptHearing {
+    /// One kept line: `{"text", "heard", "least"}`.
+    pub fn line(text: &str, heard: &str, least: f32) -> String {
+        serde_json::to_string(&HeardLine {
+            text: text.to_owned(),
+            heard: heard.to_owned(),
+            least,
+        })
+        .unwrap_or_default()
+    }
+
+    /// Kept lines; a line that is not one is named with its number.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
+        let mut heard = BTreeMap::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let h: HeardLine = serde_json::from_str(line).map_err(|e| {
+                format!(
+                    "{origin}, line {}: {e}; each line is {{\"text\", \"heard\", \"least\"}} as --save-heard writes it",
+                    n + 1
+                )
+            })?;
+            heard.insert(h.text, (h.heard, h.least));
+        }
+        Ok(Self {
+            heard,
+            origin: origin.to_owned(),
+        })
+    }
+
+    /// What was heard of `said`; a line the file lacks is named.
+    pub fn hear(&self, said: &str) -> Result<(String, f32), String> {
+        self.heard.get(said).cloned().ok_or_else(|| {
+            format!(
+                "{} has no transcript of {said:?}; record the suites again with `caal bench understand --spoken --save-heard FILE`",
+                self.origin
+            )
+        })
+    }
+}
+
 /// `--spoken`: how lines are heard, and `voice.min_guess_word`, the bar a
 /// guessed request's transcript is held to as in voice rounds.
 #[derive(Clone, Copy)]
@@ -229,6 +287,7 @@ pub fn run_suite(
         };
         let context = Context {
             area: case.context.get("area").map(|a| normalize(a)),
+            spoken: spoken.is_some(),
             earlier: Vec::new(),
         };
         let text = normalize(&heard);

@@ -326,6 +326,22 @@ impl Library {
         out
     }
 
+    /// Every sentence as (intent, template as written, parsed), for the sound layer.
+    pub fn sentences(&self) -> impl Iterator<Item = (&str, &str, &Expr)> {
+        self.sentences
+            .iter()
+            .map(|s| (&*s.intent, s.text.as_str(), &s.expr))
+    }
+
+    /// The expansion rules and lists the sentences refer to.
+    pub fn rules(&self) -> &HashMap<String, Expr> {
+        &self.rules
+    }
+
+    pub fn lists(&self) -> &HashMap<String, SlotList> {
+        &self.lists
+    }
+
     pub fn sentence_count(&self) -> usize {
         self.sentences.len()
     }

@@ -9,9 +9,11 @@ pub mod bench;
 pub mod clock;
 pub mod embed;
 pub mod home;
+pub mod lexicon;
 pub mod library;
 pub mod numbers;
 pub mod semantic;
+pub mod sounds;
 pub mod template;
 
 use std::collections::BTreeMap;
@@ -158,6 +160,9 @@ pub struct Understood {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Context {
     pub area: Option<String>,
+    /// Said aloud and heard by speech to text (not typed): a word may be
+    /// one that sounds like what was said.
+    pub spoken: bool,
     /// The conversation's last requests, oldest first, as said: what "turn
     /// them off" or "is it locked" points back at.
     pub earlier: Vec<String>,

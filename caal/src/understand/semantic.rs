@@ -447,17 +447,17 @@ impl Semantic {
     }
 }
 
-/// Whether `text` says one word of a pair and `example` the other (and
-/// not the first): see `Semantic::opposed`.
-#[cfg(test)]
-fn opposed(pairs: &[[String; 2]], text: &str, example: &str) -> bool {
-    crossed(&sides(pairs, text), &sides(pairs, example))
-}
-
 /// Which words of each pair `text` says.
 fn sides(pairs: &[[String; 2]], text: &str) -> Vec<Sides> {
     let has = |w: &str| text.split(' ').any(|x| x == w);
     pairs.iter().map(|[a, b]| (has(a), has(b))).collect()
+}
+
+/// Whether `a` says a word of a pair of `pairs` (normalised) and `b` only
+/// its opposite, or the other way round: "turn on the lights" and "turn
+/// off the lights" (see `Semantic::opposed`).
+pub fn opposed(pairs: &[[String; 2]], a: &str, b: &str) -> bool {
+    crossed(&sides(pairs, a), &sides(pairs, b))
 }
 
 /// Whether, for some pair, one text says only one word and the other only
