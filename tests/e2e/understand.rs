@@ -1581,6 +1581,19 @@ fn a_transcript_no_layer_understood_is_read_as_the_sentence_it_sounds_like() {
     // Heard right, "on" is not read as "out" (all the lights off).
     let on = spoken("Turn on the house lights everywhere.");
     assert_eq!(on["commands"][0]["params"]["state"], "on", "{on}");
+    // Near, but "out" is the reading's alone (no heard sound went to it):
+    // which way is a guess, asked about first.
+    let guess = spoken("Turn the lights in our living room.");
+    assert_eq!(guess["layer"], "sounds", "{guess}");
+    assert_eq!(
+        guess["understood"]["read_as"], "turn the lights in our living room out",
+        "{guess}"
+    );
+    assert!(
+        guess["understood"]["distance"].as_f64().unwrap() <= 0.1,
+        "{guess}"
+    );
+    assert_eq!(guess["auth_level"], 3, "asked first: {guess}");
     // Talk stays talk; a wildcard takes heard words only when very near;
     // a negation is never run.
     for said in [

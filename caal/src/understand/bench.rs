@@ -63,9 +63,13 @@ pub type Hear<'a> = &'a dyn Fn(&str) -> Result<(String, f32), String>;
 
 /// What an earlier `--spoken` run heard of each line (`--save-heard`),
 /// routed again with `--heard`: the same transcripts for every change of
-/// the router, where whisper's vary a little from run to run.
+/// the router, where whisper's vary a little from run to run. A line said
+/// in several suites was heard once in each: the n-th time it is asked for,
+/// the n-th transcript kept of it (so the suites in the same order replay
+/// the run exactly).
 pub struct KeptHearing {
-    heard: BTreeMap<String, (String, f32)>,
+    heard: BTreeMap<String, Vec<(String, f32)>>,
+    asked: std::cell::RefCell<BTreeMap<String, usize>>,
     origin: String,
 }
 
@@ -100,22 +104,32 @@ impl KeptHearing {
                     n + 1
                 )
             })?;
-            heard.insert(h.text, (h.heard, h.least));
+            heard
+                .entry(h.text)
+                .or_insert_with(Vec::new)
+                .push((h.heard, h.least));
         }
         Ok(Self {
             heard,
+            asked: Default::default(),
             origin: origin.to_owned(),
         })
     }
 
-    /// What was heard of `said`; a line the file lacks is named.
+    /// What was heard of `said` (the next of its transcripts, round
+    /// again after the last); a line the file lacks is named.
     pub fn hear(&self, said: &str) -> Result<(String, f32), String> {
-        self.heard.get(said).cloned().ok_or_else(|| {
+        let kept = self.heard.get(said).ok_or_else(|| {
             format!(
                 "{} has no transcript of {said:?}; record the suites again with `caal bench understand --spoken --save-heard FILE`",
                 self.origin
             )
-        })
+        })?;
+        let mut asked = self.asked.borrow_mut();
+        let n = asked.entry(said.to_owned()).or_insert(0);
+        let heard = kept[*n % kept.len()].clone();
+        *n += 1;
+        Ok(heard)
     }
 }
 
@@ -516,6 +530,34 @@ mod tests {
         assert!(all.iter().all(|(_, cases)| !cases.is_empty()));
         let err = parse_suite("{\"text\": \"hi\"}\nnot json\n", "mine.jsonl").unwrap_err();
         assert!(err.contains("mine.jsonl line 2"), "{err}");
+    }
+
+    #[test]
+    fn a_line_heard_in_several_suites_is_replayed_as_each_heard_it() {
+        let lines = [
+            KeptHearing::line("how's the house doing", "House, the house doing.", 0.1),
+            KeptHearing::line("lights on", "Lights on.", 0.9),
+            KeptHearing::line("how's the house doing", "I'll screw in.", 0.07),
+        ]
+        .join("\n");
+        let kept = KeptHearing::parse(&lines, "heard.jsonl").unwrap();
+        let first = kept.hear("how's the house doing").unwrap();
+        assert_eq!(first.0, "House, the house doing.");
+        assert_eq!(
+            kept.hear("how's the house doing").unwrap().0,
+            "I'll screw in."
+        );
+        assert_eq!(kept.hear("how's the house doing").unwrap(), first);
+        assert_eq!(kept.hear("lights on").unwrap(), ("Lights on.".into(), 0.9));
+        let err = kept.hear("lights off").unwrap_err();
+        assert!(
+            err.contains("heard.jsonl has no transcript of \"lights off\""),
+            "{err}"
+        );
+        let err = KeptHearing::parse("{\"text\": \"x\"}", "heard.jsonl")
+            .err()
+            .unwrap();
+        assert!(err.contains("heard.jsonl, line 1"), "{err}");
     }
 
     #[test]
