@@ -665,22 +665,19 @@ impl Router {
     /// home; else the meaning layer decides (with its finding, when it was
     /// asked already).
     fn by_sound_or_meaning(&self, text: &str, context: &Context) -> Meant {
-        let over = self
-            .sounds
-            .as_ref()
-            .filter(|_| context.spoken)
-            .map(|s| s.config.meaning_over);
-        let meaning = over.map(|_| self.by_meaning(text, context));
-        let sure = meaning
-            .as_ref()
-            .and_then(|m| m.decided.as_ref())
-            .is_some_and(|d| over.is_some_and(|over| d.confidence >= over));
-        let heard = if over.is_some() && !sure {
-            self.by_sound(text, context, false)
-        } else {
-            None
-        };
-        match heard.or_else(|| self.unknown_target(text, context)) {
+        let mut meaning = None;
+        if let Some(sounds) = self.sounds.as_ref().filter(|_| context.spoken) {
+            let meant = self.by_meaning(text, context);
+            let stands = meant
+                .decided
+                .as_ref()
+                .is_some_and(|d| d.confidence >= sounds.config.meaning_over);
+            if !stands && let Some(d) = self.by_sound(text, context, false) {
+                return Meant::Decided(d);
+            }
+            meaning = Some(meant);
+        }
+        match self.unknown_target(text, context) {
             Some(d) => Meant::Decided(d),
             None => Meant::Meaning(meaning),
         }

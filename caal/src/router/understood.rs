@@ -310,23 +310,41 @@ fn clauses(text: &str) -> Vec<&str> {
 
 /// One clause's decision, saying which clause it was and what it pointed back at.
 fn clause_decision(
-    mut d: RouteDecision,
+    d: RouteDecision,
     clause: &str,
     said: &str,
     referent: Option<String>,
 ) -> RouteDecision {
-    d.layer = "clause";
+    let mut fields = vec![("clause", json!(clause))];
+    if referent.is_some() {
+        fields.extend([("said", json!(said)), ("referent", json!(referent))]);
+    }
+    decided_by(d, "clause", fields)
+}
+
+/// `d` as the layer `layer` decided it, its `understood` recording the
+/// layer and `fields` (what that layer read).
+fn decided_by(
+    mut d: RouteDecision,
+    layer: &'static str,
+    fields: impl IntoIterator<Item = (&'static str, Value)>,
+) -> RouteDecision {
+    d.layer = layer;
     let mut u = d.understood.take().unwrap_or_else(|| json!({}));
     if let Some(obj) = u.as_object_mut() {
-        obj.insert("layer".into(), json!("clause"));
-        obj.insert("clause".into(), json!(clause));
-        if referent.is_some() {
-            obj.insert("said".into(), json!(said));
-            obj.insert("referent".into(), json!(referent));
+        obj.insert("layer".into(), json!(layer));
+        for (key, value) in fields {
+            obj.insert(key.into(), value);
         }
     }
     d.understood = Some(u);
     d
+}
+
+/// Whether a reading of what was heard is a request sure enough to take
+/// (`heard_as`, `by_sound`).
+fn sure_request(d: &RouteDecision) -> bool {
+    matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE
 }
 
 /// Slots the semantic layer reads by kind; any other it reads where an example marks it.
@@ -1625,17 +1643,12 @@ impl Router {
                 }
             }
             let read = out.join(" ");
-            let mut d = understand(&read)
-                .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)?;
-            d.layer = "heard_as";
-            let mut u = d.understood.take().unwrap_or_else(|| json!({}));
-            if let Some(obj) = u.as_object_mut() {
-                obj.insert("layer".into(), json!("heard_as"));
-                obj.insert("read_as".into(), json!(read));
-                obj.insert("words".into(), json!(changed));
-            }
-            d.understood = Some(u);
-            Some(d)
+            let d = understand(&read).filter(sure_request)?;
+            Some(decided_by(
+                d,
+                "heard_as",
+                [("read_as", json!(read)), ("words", json!(changed))],
+            ))
         })
     }
 
@@ -1677,7 +1690,7 @@ impl Router {
             }
             let mut d = self
                 .understood(&near.reading, context)
-                .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)?;
+                .filter(sure_request)?;
             let distance = f64::from(near.distance);
             // Near, but a side ("on", "out", "lock") no heard sound went to
             // is a guess: asked about, never run on it.
@@ -1692,28 +1705,24 @@ impl Router {
                 chain.chain_level = AuthLevel::CONFIRM;
                 d.auth_level = AuthLevel::CONFIRM;
             }
-            d.layer = "sounds";
             d.confidence = (1.0 - distance).clamp(0.0, 1.0);
-            let mut u = d.understood.take().unwrap_or_else(|| json!({}));
-            if let Some(obj) = u.as_object_mut() {
-                obj.insert("layer".into(), json!("sounds"));
-                obj.insert("heard".into(), json!(text));
-                obj.insert("read_as".into(), json!(near.reading));
-                obj.insert(
-                    "distance".into(),
-                    json!((distance * 1000.0).round() / 1000.0),
-                );
-                obj.insert("sounds_like".into(), json!(near.template));
-            }
-            d.understood = Some(u);
-            Some(d)
+            Some(decided_by(
+                d,
+                "sounds",
+                [
+                    ("heard", json!(text)),
+                    ("read_as", json!(near.reading)),
+                    ("distance", json!((distance * 1000.0).round() / 1000.0)),
+                    ("sounds_like", json!(near.template)),
+                ],
+            ))
         })
     }
 
     /// The library's sentences that run a command, by sound.
     fn sound_grammar(
         &self,
-        lexicon: std::sync::Arc<crate::understand::lexicon::Lexicon>,
+        lexicon: crate::understand::lexicon::Lexicon,
     ) -> crate::understand::sounds::SoundGrammar {
         let rules = [self.library.rules()];
         let lists = [self.home.lists(), self.library.lists()];

@@ -212,14 +212,6 @@ impl Lexicon {
         Ok(Self { words })
     }
 
-    pub fn len(&self) -> usize {
-        self.words.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
-    }
-
     /// Every way `word` (one normalised word) may be said: the dictionary's;
     /// a number said in words; a word it lacks split into two or three it
     /// has ("fortwell": fort well), else spelled by letter rules.
@@ -346,25 +338,18 @@ pub fn number_words(n: u64) -> String {
                 format!("{tens} {}", ONES[(n % 10) as usize])
             }
         }
-        100..=999 => {
-            let rest = n % 100;
-            let hundreds = format!("{} hundred", ONES[(n / 100) as usize]);
-            if rest == 0 {
-                hundreds
-            } else {
-                format!("{hundreds} {}", number_words(rest))
-            }
-        }
-        1000..=9999 => {
-            let rest = n % 1000;
-            let thousands = format!("{} thousand", ONES[(n / 1000) as usize]);
-            if rest == 0 {
-                thousands
-            } else {
-                format!("{thousands} {}", number_words(rest))
-            }
-        }
+        100..=999 => in_units(n, 100, "hundred"),
+        1000..=9999 => in_units(n, 1000, "thousand"),
         _ => n.to_string(),
+    }
+}
+
+/// `n` as a count of `unit` ("three hundred") and the rest in words.
+fn in_units(n: u64, unit: u64, name: &str) -> String {
+    let counted = format!("{} {name}", ONES[(n / unit) as usize]);
+    match n % unit {
+        0 => counted,
+        rest => format!("{counted} {}", number_words(rest)),
     }
 }
 

@@ -109,7 +109,7 @@ pub struct SoundGrammar {
     graphs: Vec<Graph>,
     sources: Vec<SoundSource>,
     words: Vec<Box<str>>,
-    lexicon: std::sync::Arc<Lexicon>,
+    lexicon: Lexicon,
 }
 
 /// A sentence nearest by sound to what was heard.
@@ -138,7 +138,7 @@ impl SoundGrammar {
     /// The graphs of `sentences` (intent, template as written, parsed), said
     /// with `lexicon`; a sentence too large to compile is left out.
     pub fn build<'s>(
-        lexicon: std::sync::Arc<Lexicon>,
+        lexicon: Lexicon,
         scope: &SoundScope<'_>,
         sentences: impl Iterator<Item = (&'s str, &'s str, &'s Expr)>,
     ) -> Self {
@@ -184,13 +184,6 @@ impl SoundGrammar {
 
     pub fn is_empty(&self) -> bool {
         self.graphs.is_empty()
-    }
-
-    /// Phones and edges over all sentences (for `caal bench understand`).
-    pub fn size(&self) -> (usize, usize) {
-        self.graphs.iter().fold((0, 0), |(n, e), g| {
-            (n + g.first.len() - 1, e + g.edges.len())
-        })
     }
 
     /// The sentences within `limit` of `prepared` (normalised, skip words
@@ -304,13 +297,10 @@ impl Sounds {
 
     /// The sentences by sound, compiled by `build` over the dictionary the
     /// first time; `None` (said once in the log) when the dictionary cannot be read.
-    pub fn grammar(
-        &self,
-        build: impl FnOnce(std::sync::Arc<Lexicon>) -> SoundGrammar,
-    ) -> Option<&SoundGrammar> {
+    pub fn grammar(&self, build: impl FnOnce(Lexicon) -> SoundGrammar) -> Option<&SoundGrammar> {
         self.grammar
             .get_or_init(|| match Lexicon::load(&self.path) {
-                Ok(lexicon) => Some(build(std::sync::Arc::new(lexicon))),
+                Ok(lexicon) => Some(build(lexicon)),
                 Err(e) => {
                     tracing::warn!("the sound layer is off: {e}");
                     None
@@ -977,7 +967,6 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     const LEXICON: &str = "\
 add AE1 D
@@ -1020,7 +1009,7 @@ write R AY1 T
 ";
 
     fn grammar(templates: &[&str], lists: HashMap<String, SlotList>) -> SoundGrammar {
-        let lexicon = Arc::new(Lexicon::parse(LEXICON).unwrap());
+        let lexicon = Lexicon::parse(LEXICON).unwrap();
         let parsed: Vec<(String, Expr)> = templates
             .iter()
             .map(|t| (t.to_string(), template::parse(t).unwrap()))
