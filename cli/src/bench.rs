@@ -393,16 +393,25 @@ pub fn run(
                 let kept = caal::understand::bench::KeptHearing::parse(&text, &path.display().to_string())
                     .map_err(anyhow::Error::msg)?;
                 let hear = |said: &str| kept.hear(said);
+                #[cfg(feature = "whisper")]
+                let ear = ear(&config, &env)?;
+                #[cfg(feature = "whisper")]
+                let listener = |said: &str| ear.as_ref().map(|e| e.listen(said));
+                #[cfg(feature = "whisper")]
+                let listen = ear.is_some().then_some(&listener as &dyn Fn(&str) -> _);
+                #[cfg(not(feature = "whisper"))]
+                let listen = None;
                 let spoken = caal::understand::bench::Spoken {
                     hear: &hear,
                     min_guess_word: config.voice.min_guess_word,
+                    listen,
                 };
                 caal::understand::bench::run(&router, given, Some(spoken), consult, chat)
             } else if spoken {
                 #[cfg(feature = "whisper")]
                 {
                     let models = caal::llm::tiers::models_dir(&env);
-                    let hear = caal::voice::bench::hearing(&config, &models)
+                    let ear = caal::voice::bench::Ear::new(&config, &models)
                         .map_err(anyhow::Error::msg)?;
                     let saved = match &save_heard {
                         Some(path) => Some(std::cell::RefCell::new(fs::File::create(path).map_err(
@@ -411,7 +420,7 @@ pub fn run(
                         None => None,
                     };
                     let keep = |said: &str| -> Result<(String, f32), String> {
-                        let (heard, least) = hear(said)?;
+                        let (heard, least) = ear.hear(said)?;
                         if let Some(file) = &saved {
                             use std::io::Write;
                             let line = caal::understand::bench::KeptHearing::line(said, &heard, least);
@@ -419,9 +428,16 @@ pub fn run(
                         }
                         Ok((heard, least))
                     };
+                    let listener = |said: &str| Some(ear.listen(said));
+                    let listen = config
+                        .understand
+                        .sounds
+                        .listen
+                        .then_some(&listener as &dyn Fn(&str) -> _);
                     let spoken = caal::understand::bench::Spoken {
                         hear: &keep,
                         min_guess_word: config.voice.min_guess_word,
+                        listen,
                     };
                     caal::understand::bench::run(&router, given, Some(spoken), consult, chat)
                 }
@@ -444,6 +460,22 @@ pub fn run(
         }
     }
     Ok(())
+}
+
+/// With `understand.sounds.listen`, what weighs readings of a mishearing
+/// against each line's speech (said again, as it was heard), as voice
+/// rounds weigh them against theirs.
+#[cfg(feature = "whisper")]
+fn ear(
+    config: &caal::config::Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<caal::voice::bench::Ear>> {
+    if !config.understand.sounds.listen {
+        return Ok(None);
+    }
+    let models = caal::llm::tiers::models_dir(env);
+    let ear = caal::voice::bench::Ear::new(config, &models).map_err(anyhow::Error::msg)?;
+    Ok(Some(ear))
 }
 
 /// One line through a whole round, and what the model decided in it: the

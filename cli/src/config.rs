@@ -86,6 +86,7 @@ pub fn understand(
         area: area.map(|a| caal::understand::normalize(&a)),
         spoken,
         earlier: Vec::new(),
+        listen: None,
     };
     let normalized = caal::router::normalize(&text);
     let decision = router.route_in(&normalized, &config.conversation.default_state, &context);

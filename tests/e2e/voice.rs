@@ -698,3 +698,69 @@ fn a_request_guessed_from_an_unsure_transcript_is_asked_about_first() {
     assert_eq!(round["commands"][0]["status"], "ok", "{round}");
     assert_eq!(round["commands"][0]["command_id"], "lights.set", "{round}");
 }
+
+/// A word whisper did not write is weighed against the audio: "turn the
+/// light in our living room on" is heard without its "on", and of the
+/// readings that sound near ("… on", "… out") the one that fits the speech
+/// is asked about; without the audio, the nearest by sound alone ("out").
+/// A side no heard word said is asked about either way, never run.
+#[test]
+fn a_reading_of_a_mishearing_is_weighed_against_the_audio() {
+    let sb = Sandbox::new();
+    let said = espeak(
+        sb.path(),
+        "living.wav",
+        "turn the light in our living room on",
+    );
+    let route_of = |said: &Path, config: Option<&Path>| -> (Value, Value) {
+        let mut args = Vec::new();
+        if let Some(c) = config {
+            args.extend(["--config", c.to_str().unwrap()]);
+        }
+        args.extend(["voice", "--json", said.to_str().unwrap()]);
+        let heard = sb.run(&args).ok().json();
+        let round = heard["utterances"][0]["round"].clone();
+        let route = events_of(&sb, round["round_id"].as_str().unwrap(), "route.selected")
+            .first()
+            .cloned()
+            .unwrap();
+        (round, route)
+    };
+
+    let (round, route) = route_of(&said, None);
+    assert_eq!(route["layer"], "sounds", "{route}");
+    let understood = &route["understood"];
+    assert_eq!(
+        understood["read_as"], "turn the lights in our living room on",
+        "{route}"
+    );
+    assert!(understood["fits_audio"].is_number(), "{route}");
+    assert_eq!(route["params"]["state"], "on", "{route}");
+    assert_eq!(round["auth_level"], 3, "{round}");
+    assert_eq!(round["commands"], json!([]), "nothing ran: {round}");
+    assert!(!round["pending_confirmation"].is_null(), "{round}");
+
+    let deaf = sb.path().join("deaf.toml");
+    std::fs::write(&deaf, "[understand.sounds]\nlisten = false\n").unwrap();
+    let (round, route) = route_of(&said, Some(&deaf));
+    assert_eq!(route["layer"], "sounds", "{route}");
+    assert!(route["understood"]["fits_audio"].is_null(), "{route}");
+    assert_eq!(route["params"]["state"], "off", "{route}");
+    assert_eq!(round["commands"], json!([]), "nothing ran: {round}");
+
+    // "Kitchen timer standards": further by sound than a reading is taken
+    // on sound alone, but it fits the audio; a question is answered, not
+    // asked about (it changes nothing).
+    let status = espeak(sb.path(), "status.wav", "kitchen timer status");
+    let (round, route) = route_of(&status, None);
+    assert_eq!(route["layer"], "sounds", "{route}");
+    assert_eq!(route["command_id"], "timer.status", "{route}");
+    assert!(
+        route["understood"]["distance"].as_f64().unwrap() > 0.15,
+        "{route}"
+    );
+    assert_eq!(round["auth_level"], 1, "{round}");
+    assert_eq!(round["commands"][0]["status"], "ok", "{round}");
+    let (_, route) = route_of(&status, Some(&deaf));
+    assert_ne!(route["layer"], "sounds", "{route}");
+}

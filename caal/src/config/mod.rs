@@ -609,6 +609,18 @@ pub struct SoundsConfig {
     /// A meaning the meaning layer finds at least this similar to what was
     /// heard, as it was heard, stands: the words made sense as they were.
     pub meaning_over: f64,
+    /// For speech with its audio at hand (voice rounds), the readings
+    /// within `listen_threshold` are weighed by how well whisper finds
+    /// each fits the audio, and the best fitting is read; off, the nearest
+    /// within `threshold`.
+    pub listen: bool,
+    /// How far a reading may sound from what was heard and still be read
+    /// when it fits the audio (always asked about first).
+    pub listen_threshold: f64,
+    /// Beyond `threshold`, a reading is read only if it fits the audio no
+    /// more than this much worse (whisper's log-likelihood) than the words
+    /// it wrote.
+    pub listen_margin: f64,
 }
 
 impl Default for SoundsConfig {
@@ -618,6 +630,9 @@ impl Default for SoundsConfig {
             threshold: 0.15,
             sure: 0.1,
             meaning_over: 0.8,
+            listen: true,
+            listen_threshold: 0.3,
+            listen_margin: 4.5,
         }
     }
 }
@@ -1112,6 +1127,30 @@ impl Config {
                 ),
             });
         }
+        let sounds = &self.understand.sounds;
+        for (key, value) in [
+            ("threshold", sounds.threshold),
+            ("sure", sounds.sure),
+            ("listen_threshold", sounds.listen_threshold),
+        ] {
+            if !(0.0..=0.45).contains(&value) {
+                return Err(ConfigError::Value {
+                    key: format!("understand.sounds.{key}"),
+                    problem: format!(
+                        "{value} must be between 0 and 0.45 (a distance by sound: 0 the same sounds; 0.15 reads a word or two misheard)"
+                    ),
+                });
+            }
+        }
+        if !(sounds.listen_margin.is_finite() && sounds.listen_margin >= 0.0) {
+            return Err(ConfigError::Value {
+                key: "understand.sounds.listen_margin".into(),
+                problem: format!(
+                    "{} must be 0 or more (how much worse, in whisper's log-likelihood, a reading may fit the audio than the words heard)",
+                    sounds.listen_margin
+                ),
+            });
+        }
         if !(0.0..=1.0).contains(&self.voice.min_confidence) {
             return Err(ConfigError::Value {
                 key: "voice.min_confidence".into(),
@@ -1423,6 +1462,17 @@ mod tests {
             err.contains("llm.local.requantize") && err.contains("q5_k") && err.contains("q8_0"),
             "{err}"
         );
+        let err = load_with("[understand.sounds]\nlisten_threshold = 0.6\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("understand.sounds.listen_threshold") && err.contains("0.45"),
+            "{err}"
+        );
+        let err = load_with("[understand.sounds]\nlisten_margin = -1.0\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("understand.sounds.listen_margin"), "{err}");
         let err = Config::load(
             &ConfigSource {
                 explicit: Some("/nonexistent/caal.toml".into()),

@@ -253,6 +253,7 @@ impl Engine {
             area: None,
             spoken: voice.is_some(),
             earlier,
+            listen: voice.and_then(|v| self.listening(v)),
         };
         let mut decision = self
             .router

@@ -61,6 +61,9 @@ pub struct VoiceInput {
     pub audio_id: AudioId,
     pub audio_sha256: String,
     pub transcript: Transcript,
+    /// The speech it was heard in (16 kHz mono), to weigh other readings
+    /// of a mishearing against.
+    pub samples: Option<Arc<[f32]>>,
 }
 
 /// The engine's voice parts: where audio goes, where models are, and the
@@ -153,6 +156,28 @@ impl Engine {
         Ok(loaded)
     }
 
+    /// How well other words fit a voice round's speech, for the router to
+    /// weigh readings of a mishearing with (`understand.sounds.listen`):
+    /// the model that heard it scores them. None without the samples or a
+    /// loaded model; a failure to score is logged and weighs nothing.
+    pub(super) fn listening(&self, voice: &VoiceInput) -> Option<crate::understand::Listen> {
+        let samples = voice.samples.clone()?;
+        if !self.config.understand.sounds.listen {
+            return None;
+        }
+        let stt = self
+            .voice
+            .stt
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        Some(crate::understand::Listen::new(move |texts| {
+            stt.score(&samples, texts)
+                .map_err(|e| tracing::warn!(error = %e, "weighing readings against the audio"))
+                .ok()
+        }))
+    }
+
     /// The speech in a transcript, if it was heard surely enough to be
     /// speech (`voice.min_speech_confidence`) and holds more than whisper's
     /// names for noise; None: nothing worth a round or keeping its audio.
@@ -194,18 +219,21 @@ impl Engine {
     }
 
     /// A round from speech: the transcript is the input, and the audio's
-    /// id and hash go into the chain with it.
+    /// id and hash go into the chain with it; its samples, when at hand,
+    /// weigh readings of a mishearing.
     pub fn voice_round(
         &self,
         conversation: &ConversationId,
         transcript: &Transcript,
         audio: &AudioArtifact,
+        samples: Option<Arc<[f32]>>,
     ) -> Result<RoundResult, RoundError> {
         let audio_id: AudioId = audio.audio_id.parse().map_err(StoreError::Id)?;
         let input = VoiceInput {
             audio_id,
             audio_sha256: audio.sha256.clone(),
             transcript: transcript.clone(),
+            samples,
         };
         self.round_with(
             conversation,
@@ -240,13 +268,20 @@ impl Engine {
         let mut heard = Vec::with_capacity(utterances.len());
         for u in utterances {
             let transcript = stt.transcribe(&u.samples)?;
+            let samples: Arc<[f32]> = Arc::from(u.samples);
             let mut keep = || -> Result<AudioArtifact, StoreError> {
                 if kept.is_none() {
                     kept = Some(self.keep_audio(bytes, &clip)?);
                 }
                 Ok(kept.clone().expect("kept just now"))
             };
-            heard.push(self.heard(conversation, u.start_ms, u.end_ms, transcript, &mut keep)?);
+            heard.push(self.heard(
+                conversation,
+                (u.start_ms, u.end_ms),
+                transcript,
+                Some(samples),
+                &mut keep,
+            )?);
         }
         Ok(Listened {
             audio: kept,
@@ -259,16 +294,16 @@ impl Engine {
     pub fn heard(
         &self,
         conversation: &ConversationId,
-        start_ms: u64,
-        end_ms: u64,
+        (start_ms, end_ms): (u64, u64),
         mut transcript: Transcript,
+        samples: Option<Arc<[f32]>>,
         keep: &mut dyn FnMut() -> Result<AudioArtifact, StoreError>,
     ) -> Result<Heard, VoiceError> {
         let (round, audio) = match self.speech_of(&transcript) {
             Some(text) => {
                 transcript.text = text;
                 let artifact = keep()?;
-                let round = self.voice_round(conversation, &transcript, &artifact)?;
+                let round = self.voice_round(conversation, &transcript, &artifact, samples)?;
                 (Some(round), Some(artifact))
             }
             None => (None, None),
@@ -469,7 +504,7 @@ mod tests {
                 no_speech: 0.01,
             };
             let heard = engine
-                .heard(&conversation, 0, 1_000, transcript, &mut || {
+                .heard(&conversation, (0, 1_000), transcript, None, &mut || {
                     Ok(artifact.clone())
                 })
                 .unwrap();

@@ -12,7 +12,7 @@ use super::{Choice, Intent, RouteDecision, Router, normalize};
 use crate::{
     auth::{AuthLevel, CommandChain},
     config::{ConfigError, ExampleConfig, IntentMapConfig, SemanticConfig},
-    understand::{Context, Lang, Understood, home::value_names},
+    understand::{Context, Lang, Understood, home::value_names, sounds::SoundMatch},
 };
 
 /// The model layer's way out: the sentence is none of the meanings offered.
@@ -35,6 +35,24 @@ const SURE_CLAUSE: f64 = 0.5;
 /// At most this many readings of a misheard sentence are tried (each a
 /// template match, well under a millisecond).
 const MAX_READINGS: usize = 16;
+/// At most this many readings by sound are weighed against the audio
+/// (each a few milliseconds of whisper's decoder a token).
+const LISTENED: usize = 6;
+
+/// Words as whisper writes a sentence, to weigh against the audio: numbers
+/// spelled as said, the first letter capital, a full stop at the end.
+fn as_written(words: &str) -> String {
+    let said: Vec<String> = words
+        .split_whitespace()
+        .map(|w| crate::understand::lexicon::spell_number(w).unwrap_or_else(|| w.to_owned()))
+        .collect();
+    let said = said.join(" ");
+    let mut chars = said.chars();
+    match chars.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+        None => String::new(),
+    }
+}
 
 /// The words a router knows (its sentences', its home's names', its
 /// examples' and its word lists'), each with its spelling as it sounds
@@ -1368,6 +1386,7 @@ impl Router {
             area: context.area.clone(),
             spoken: context.spoken,
             earlier: Vec::new(),
+            listen: context.listen.clone(),
         };
         let d = self.route_in(&said, state, &here);
         answered_with(d, "earlier", json!({"said": said, "referent": referent}))
@@ -1674,10 +1693,16 @@ impl Router {
         }
         let grammar = sounds.grammar(|lexicon| self.sound_grammar(lexicon))?;
         let prepared = self.library.prepare(text);
-        let (threshold, sure) = (sounds.config.threshold, sounds.config.sure);
-        let limit = if by_name { sure } else { threshold };
+        let config = &sounds.config;
+        let (threshold, sure) = (config.threshold, config.sure);
+        let listen = context.listen.as_ref().filter(|_| config.listen);
+        let limit = match (by_name, listen) {
+            (true, _) => sure,
+            (false, Some(_)) => threshold.max(config.listen_threshold),
+            (false, None) => threshold,
+        };
         let found = grammar.nearest(&prepared, MAX_READINGS, limit as f32);
-        found.into_iter().find_map(|near| {
+        let mut readings = found.into_iter().filter_map(|near| {
             let wild_ok = if by_name {
                 near.wild_words == 0
             } else {
@@ -1688,35 +1713,95 @@ impl Router {
             {
                 return None;
             }
-            let mut d = self
+            let d = self
                 .understood(&near.reading, context)
                 .filter(sure_request)?;
-            let distance = f64::from(near.distance);
-            // Near, but a side ("on", "out", "lock") no heard sound went to
-            // is a guess: asked about, never run on it.
-            let guessed = near
-                .unheard
-                .iter()
-                .any(|w| self.opposites.iter().any(|pair| pair.contains(w)));
-            if (distance > sure || guessed)
-                && let Intent::Chain(chain) = &mut d.intent
-                && chain.chain_level < AuthLevel::CONFIRM
-            {
-                chain.chain_level = AuthLevel::CONFIRM;
-                d.auth_level = AuthLevel::CONFIRM;
+            Some((near, d))
+        });
+        let (near, mut d, fit) = match listen {
+            None => {
+                let (near, d) = readings.next()?;
+                (near, d, None)
             }
-            d.confidence = (1.0 - distance).clamp(0.0, 1.0);
-            Some(decided_by(
-                d,
-                "sounds",
-                [
-                    ("heard", json!(text)),
-                    ("read_as", json!(near.reading)),
-                    ("distance", json!((distance * 1000.0).round() / 1000.0)),
-                    ("sounds_like", json!(near.template)),
-                ],
-            ))
-        })
+            Some(listen) => {
+                let readings: Vec<_> = readings.take(LISTENED).collect();
+                let (near, d, fit) = self.listened(&prepared, readings, listen, config)?;
+                (near, d, Some(fit))
+            }
+        };
+        let distance = f64::from(near.distance);
+        // Near, but a side ("on", "out", "lock") no heard sound went to
+        // is a guess: asked about, never run on it; so is one further
+        // than `sure`, however well it fits the audio. A question is
+        // answered: the answer says what was understood, and changes nothing.
+        let guessed = near
+            .unheard
+            .iter()
+            .any(|w| self.opposites.iter().any(|pair| pair.contains(w)));
+        if (distance > sure || guessed)
+            && self.changes_something(&d)
+            && let Intent::Chain(chain) = &mut d.intent
+            && chain.chain_level < AuthLevel::CONFIRM
+        {
+            chain.chain_level = AuthLevel::CONFIRM;
+            d.auth_level = AuthLevel::CONFIRM;
+        }
+        d.confidence = (1.0 - distance).clamp(0.0, 1.0);
+        let mut fields = vec![
+            ("heard", json!(text)),
+            ("read_as", json!(near.reading)),
+            ("distance", json!((distance * 1000.0).round() / 1000.0)),
+            ("sounds_like", json!(near.template)),
+        ];
+        if let Some(fit) = fit.filter(|f| f.is_finite()) {
+            fields.push((
+                "fits_audio",
+                json!((f64::from(fit) * 100.0).round() / 100.0),
+            ));
+        }
+        Some(decided_by(d, "sounds", fields))
+    }
+
+    /// Of readings of a mishearing, the one that fits the audio best, and
+    /// by how much better than the words heard (log-likelihood). Read: any
+    /// within `threshold`, and one up to `listen_threshold` that fits no
+    /// more than `listen_margin` worse than the words heard. A reading
+    /// whose wildcard took heard words fits as they were heard, so it is
+    /// weighed only when no other is near. Unscored (no audio), the nearest
+    /// within `threshold`.
+    fn listened(
+        &self,
+        prepared: &str,
+        readings: Vec<(SoundMatch, RouteDecision)>,
+        listen: &crate::understand::Listen,
+        config: &crate::config::SoundsConfig,
+    ) -> Option<(SoundMatch, RouteDecision, f32)> {
+        let within = |near: &SoundMatch| f64::from(near.distance) <= config.threshold;
+        let filled = readings.iter().any(|(near, _)| near.wild_words == 0);
+        let readings: Vec<_> = readings
+            .into_iter()
+            .filter(|(near, _)| !filled || near.wild_words == 0)
+            .collect();
+        if readings.is_empty() {
+            return None;
+        }
+        let texts: Vec<String> = std::iter::once(prepared)
+            .chain(readings.iter().map(|(near, _)| near.reading.as_str()))
+            .map(as_written)
+            .collect();
+        let Some(scores) = listen.score(&texts) else {
+            return readings
+                .into_iter()
+                .find(|(near, _)| within(near))
+                .map(|(near, d)| (near, d, f32::NEG_INFINITY));
+        };
+        let heard = scores[0];
+        readings
+            .into_iter()
+            .zip(&scores[1..])
+            .map(|((near, d), score)| (near, d, score - heard))
+            .filter(|(near, _, fit)| within(near) || f64::from(*fit) >= -config.listen_margin)
+            .max_by(|a, b| a.2.total_cmp(&b.2))
     }
 
     /// The library's sentences that run a command, by sound.

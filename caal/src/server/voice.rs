@@ -250,8 +250,15 @@ async fn utterance(
     let (engine, stt, conversation) = (state.engine.clone(), stt.clone(), conversation.clone());
     let done = tokio::task::spawn_blocking(move || -> Result<_, crate::round::VoiceError> {
         let transcript = stt.transcribe(&u.samples)?;
-        let mut keep = || engine.keep_streamed(&u.samples);
-        engine.heard(&conversation, u.start_ms, u.end_ms, transcript, &mut keep)
+        let samples: std::sync::Arc<[f32]> = std::sync::Arc::from(u.samples);
+        let mut keep = || engine.keep_streamed(&samples);
+        engine.heard(
+            &conversation,
+            (u.start_ms, u.end_ms),
+            transcript,
+            Some(samples.clone()),
+            &mut keep,
+        )
     })
     .await;
     let heard = match done {

@@ -139,7 +139,14 @@ impl KeptHearing {
 pub struct Spoken<'a> {
     pub hear: Hear<'a>,
     pub min_guess_word: f32,
+    /// How well other words fit a line's speech (`understand.sounds.listen`),
+    /// as voice rounds weigh readings of a mishearing with their audio.
+    pub listen: Option<Listener<'a>>,
 }
+
+/// A line's speech, to weigh readings against: its text said again (the
+/// same audio it was heard in) and scored by whisper when asked.
+pub type Listener<'a> = &'a dyn Fn(&str) -> Option<super::Listen>;
 
 /// The model layer for `--model`: which of a decision's choices a model
 /// picked for what was said (none: no usable answer).
@@ -303,6 +310,9 @@ pub fn run_suite(
             area: case.context.get("area").map(|a| normalize(a)),
             spoken: spoken.is_some(),
             earlier: Vec::new(),
+            listen: spoken
+                .and_then(|s| s.listen)
+                .and_then(|listen| listen(&case.text)),
         };
         let text = normalize(&heard);
         let started = Instant::now();

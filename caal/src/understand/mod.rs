@@ -166,6 +166,39 @@ pub struct Context {
     /// The conversation's last requests, oldest first, as said: what "turn
     /// them off" or "is it locked" points back at.
     pub earlier: Vec<String>,
+    /// For speech, how well other words fit the audio: readings of a
+    /// mishearing are weighed against what was heard.
+    pub listen: Option<Listen>,
+}
+
+/// Whisper's log-likelihood of each text as the transcript of the speech a
+/// round heard (higher fits better); `None` when it could not be scored.
+#[derive(Clone)]
+pub struct Listen(std::sync::Arc<Scorer>);
+
+/// Scores texts against speech: one log-likelihood a text.
+type Scorer = dyn Fn(&[String]) -> Option<Vec<f32>> + Send + Sync;
+
+impl Listen {
+    pub fn new(score: impl Fn(&[String]) -> Option<Vec<f32>> + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(score))
+    }
+
+    pub fn score(&self, texts: &[String]) -> Option<Vec<f32>> {
+        (self.0)(texts).filter(|s| s.len() == texts.len())
+    }
+}
+
+impl std::fmt::Debug for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Listen(..)")
+    }
+}
+
+impl PartialEq for Listen {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 #[cfg(test)]

@@ -144,31 +144,77 @@ fn bare(
     Ok(started.elapsed().as_secs_f64() * 1000.0)
 }
 
-/// Speech as the voice socket hears it: text said by espeak-ng, cut by the
-/// voice activity detector, transcribed by whisper (`caal bench understand --spoken`).
-pub fn hearing(
-    config: &Config,
-    models_dir: &Path,
-) -> Result<impl Fn(&str) -> Result<(String, f32), String>, String> {
-    let mut cfg = config.voice.clone();
-    // As voice rounds do: whisper is told the home's words.
-    cfg.prompt = crate::understand::Home::from_config(&config.home)
-        .map_err(|e| e.to_string())?
-        .speech_prompt(&cfg.prompt);
-    stt::install(&cfg, models_dir, false).map_err(|e| e.to_string())?;
-    let stt =
-        stt::Stt::load(&stt::model_path(&cfg, models_dir), &cfg).map_err(|e| e.to_string())?;
-    Ok(move |text: &str| {
+/// Speech as the voice socket hears it, for `caal bench understand
+/// --spoken`: text said by espeak-ng, cut by the voice activity detector,
+/// transcribed by whisper; and the same speech scored against readings of
+/// a mishearing, as voice rounds weigh them (`understand.sounds.listen`).
+pub struct Ear {
+    stt: std::sync::Arc<stt::Stt>,
+    vad: crate::config::VadConfig,
+    /// The speech each line was heard in this run (replays say it again).
+    said: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<[f32]>>>,
+}
+
+impl Ear {
+    pub fn new(config: &Config, models_dir: &Path) -> Result<Self, String> {
+        let mut cfg = config.voice.clone();
+        // As voice rounds do: whisper is told the home's words.
+        cfg.prompt = crate::understand::Home::from_config(&config.home)
+            .map_err(|e| e.to_string())?
+            .speech_prompt(&cfg.prompt);
+        stt::install(&cfg, models_dir, false).map_err(|e| e.to_string())?;
+        let stt =
+            stt::Stt::load(&stt::model_path(&cfg, models_dir), &cfg).map_err(|e| e.to_string())?;
+        Ok(Self {
+            stt: std::sync::Arc::new(stt),
+            vad: cfg.vad,
+            said: Default::default(),
+        })
+    }
+
+    /// `text` said by espeak-ng and cut as a file is.
+    fn speech(vad: &crate::config::VadConfig, text: &str) -> Result<Vec<f32>, String> {
         let clip = audio::decode_wav(&espeak(text)?, "espeak").map_err(|e| e.to_string())?;
-        let mut file_vad = cfg.vad.clone();
+        let mut file_vad = vad.clone();
         file_vad.silence_ms = file_vad.file_silence_ms.max(file_vad.silence_ms);
-        let speech: Vec<f32> = vad::split(&clip.samples, &file_vad)
+        Ok(vad::split(&clip.samples, &file_vad)
             .into_iter()
             .flat_map(|u| u.samples)
-            .collect();
-        let heard = stt.transcribe(&speech).map_err(|e| e.to_string())?;
+            .collect())
+    }
+
+    /// What whisper heard of `text` said, and how surely it heard its least sure word.
+    pub fn hear(&self, text: &str) -> Result<(String, f32), String> {
+        let speech: std::sync::Arc<[f32]> = Self::speech(&self.vad, text)?.into();
+        let heard = self.stt.transcribe(&speech).map_err(|e| e.to_string())?;
+        self.said
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(text.to_owned(), speech);
         Ok((heard.text, heard.least))
-    })
+    }
+
+    /// The speech of `text` to weigh readings against: as heard in this
+    /// run (whisper's encoding of it reused), else said again when the
+    /// router asks (a replay).
+    pub fn listen(&self, text: &str) -> crate::understand::Listen {
+        let heard = self
+            .said
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(text)
+            .cloned();
+        let (stt, vad, text) = (self.stt.clone(), self.vad.clone(), text.to_owned());
+        let speech = std::sync::OnceLock::new();
+        crate::understand::Listen::new(move |texts| {
+            let samples = speech.get_or_init(|| {
+                heard
+                    .clone()
+                    .or_else(|| Self::speech(&vad, &text).ok().map(Into::into))
+            });
+            stt.score(samples.as_ref()?, texts).ok()
+        })
+    }
 }
 
 pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBenchReport, String> {

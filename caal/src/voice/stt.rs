@@ -161,16 +161,57 @@ pub fn audio_ctx(n: usize) -> i32 {
 }
 
 #[cfg(feature = "whisper")]
+/// whisper needs at least a second of audio: a short utterance padded
+/// with silence to 1.25 s.
+fn padded(samples: &[f32]) -> std::borrow::Cow<'_, [f32]> {
+    let min = super::audio::RATE as usize + super::audio::RATE as usize / 4;
+    if samples.len() < min {
+        let mut p = samples.to_vec();
+        p.resize(min, 0.0);
+        std::borrow::Cow::Owned(p)
+    } else {
+        std::borrow::Cow::Borrowed(samples)
+    }
+}
+
+#[cfg(feature = "whisper")]
+/// Which audio a state encoded: a hash of the samples' bits.
+fn heard_hash(samples: &[f32]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    samples.len().hash(&mut h);
+    for s in samples {
+        s.to_bits().hash(&mut h);
+    }
+    h.finish()
+}
+
+#[cfg(feature = "whisper")]
+/// The log-probability of `token` among the text tokens and the end
+/// (`logits` up to `eot`, whisper's vocabulary before its special tokens).
+fn log_prob(logits: &[f32], token: usize, eot: usize) -> f32 {
+    let text = &logits[..=eot.min(logits.len() - 1)];
+    let max = text.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = text.iter().map(|l| (l - max).exp()).sum();
+    logits
+        .get(token)
+        .map_or(f32::NEG_INFINITY, |l| l - max - sum.ln())
+}
+
+#[cfg(feature = "whisper")]
 mod engine {
     use super::{SttError, Transcript};
     use std::path::Path;
     use std::sync::Mutex;
     use whisper_rs::{FullParams, SamplingStrategy, WhisperContext, WhisperContextParameters};
 
-    /// A loaded model, and states to run it in (one per concurrent transcription).
+    /// A loaded model, and states to run it in (one per concurrent
+    /// transcription), each with the audio it last encoded (a hash of its
+    /// samples): scoring words against speech just transcribed reuses its
+    /// encoding, most of what scoring would cost.
     pub struct Stt {
         ctx: WhisperContext,
-        states: Mutex<Vec<whisper_rs::WhisperState>>,
+        states: Mutex<Vec<(u64, whisper_rs::WhisperState)>>,
         model: String,
         language: String,
         threads: i32,
@@ -229,19 +270,10 @@ mod engine {
             &self.model
         }
 
-        /// Transcribes 16 kHz mono samples.
-        pub fn transcribe(&self, samples: &[f32]) -> Result<Transcript, SttError> {
-            let started = std::time::Instant::now();
-            let failed = |detail: String| SttError::Whisper {
-                what: self.model.clone(),
-                detail,
-            };
-            let pooled = self.states.lock().unwrap_or_else(|p| p.into_inner()).pop();
-            let mut state = match pooled {
-                Some(s) => s,
-                None => self.ctx.create_state().map_err(|e| failed(e.to_string()))?,
-            };
-            let mut params = FullParams::new(sampling(self.beam_size));
+        /// whisper's decoding parameters for `samples`, as transcribing
+        /// uses them (scoring encodes the audio with the same ones).
+        fn params(&self, strategy: SamplingStrategy, samples: usize) -> FullParams<'_, '_> {
+            let mut params = FullParams::new(strategy);
             params.set_n_threads(self.threads);
             if !self.prompt.is_empty() {
                 params.set_initial_prompt(&self.prompt);
@@ -259,22 +291,53 @@ mod engine {
             // The encoder attends to 30 s windows; a short utterance needs
             // only its share of them (plus a margin), which is most of the
             // speed on commands a few seconds long.
-            params.set_audio_ctx(super::audio_ctx(samples.len()));
+            params.set_audio_ctx(super::audio_ctx(samples));
             // A bound on a decoder that does not stop (about 15 tokens a second is plenty).
-            params.set_max_tokens(i32::try_from(samples.len() / 1_000 + 16).unwrap_or(i32::MAX));
-            // whisper needs at least a second of audio; pad short utterances with silence.
-            let min = super::super::audio::RATE as usize + super::super::audio::RATE as usize / 4;
-            let padded;
-            let input = if samples.len() < min {
-                let mut p = samples.to_vec();
-                p.resize(min, 0.0);
-                padded = p;
-                &padded[..]
-            } else {
-                samples
-            };
+            params.set_max_tokens(i32::try_from(samples / 1_000 + 16).unwrap_or(i32::MAX));
+            params
+        }
+
+        /// A state to run in: the one that encoded `heard` if it is
+        /// free (and `true`), else the one longest unused.
+        fn state(&self, heard: Option<u64>) -> Result<(whisper_rs::WhisperState, bool), SttError> {
+            let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(at) = heard.and_then(|h| states.iter().position(|(e, _)| *e == h)) {
+                return Ok((states.remove(at).1, true));
+            }
+            if states.is_empty() {
+                drop(states);
+                let state = self
+                    .ctx
+                    .create_state()
+                    .map_err(|e| self.failed(e.to_string()))?;
+                return Ok((state, false));
+            }
+            Ok((states.remove(0).1, false))
+        }
+
+        fn pool(&self, encoded: u64, state: whisper_rs::WhisperState) {
+            self.states
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((encoded, state));
+        }
+
+        fn failed(&self, detail: String) -> SttError {
+            SttError::Whisper {
+                what: self.model.clone(),
+                detail,
+            }
+        }
+
+        /// Transcribes 16 kHz mono samples.
+        pub fn transcribe(&self, samples: &[f32]) -> Result<Transcript, SttError> {
+            let started = std::time::Instant::now();
+            let failed = |detail: String| self.failed(detail);
+            let (mut state, _) = self.state(None)?;
+            let params = self.params(sampling(self.beam_size), samples.len());
+            let padded = super::padded(samples);
             state
-                .full(params, input)
+                .full(params, &padded)
                 .map_err(|e| failed(e.to_string()))?;
             let eot = self.ctx.token_eot();
             let mut text = String::new();
@@ -302,10 +365,7 @@ mod engine {
             let language = whisper_rs::get_lang_str(state.full_lang_id_from_state())
                 .unwrap_or(self.language.as_str())
                 .to_owned();
-            self.states
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(state);
+            self.pool(super::heard_hash(samples), state);
             Ok(Transcript {
                 text: super::tidy(text.trim()),
                 model: self.model.clone(),
@@ -316,6 +376,88 @@ mod engine {
                 audio_ms: samples.len() as u64 * 1000 / u64::from(super::super::audio::RATE),
                 stt_ms: started.elapsed().as_secs_f64() * 1000.0,
             })
+        }
+
+        /// How well each text fits the speech in `samples`: whisper's
+        /// log-likelihood of it as the transcript (its tokens and the end),
+        /// heard with the same prompt as transcribing. Higher fits better;
+        /// texts of different lengths compare as whole sentences do. One
+        /// encoding of the audio, the prompt decoded once, then each text a
+        /// token at a time from there.
+        pub fn score(&self, samples: &[f32], texts: &[String]) -> Result<Vec<f32>, SttError> {
+            let failed = |e: whisper_rs::WhisperError| self.failed(e.to_string());
+            let heard = super::heard_hash(samples);
+            let (mut state, encoded) = self.state(Some(heard))?;
+            let scored = (|| {
+                if !encoded {
+                    // Encodes the audio as transcribing does (one token decoded).
+                    let mut params =
+                        self.params(SamplingStrategy::Greedy { best_of: 1 }, samples.len());
+                    params.set_max_tokens(1);
+                    state
+                        .full(params, &super::padded(samples))
+                        .map_err(failed)?;
+                }
+                let ctx = &self.ctx;
+                let mut prefix = Vec::new();
+                if !self.prompt.is_empty() {
+                    prefix.push(ctx.token_prev());
+                    prefix.extend(ctx.tokenize(&self.prompt, 1024).map_err(failed)?);
+                }
+                prefix.push(ctx.token_sot());
+                if ctx.is_multilingual() {
+                    let language = whisper_rs::get_lang_id(&self.language).unwrap_or(0);
+                    prefix.push(ctx.token_lang(language));
+                    prefix.push(ctx.token_transcribe());
+                }
+                prefix.push(ctx.token_not());
+                let threads = usize::try_from(self.threads).unwrap_or(1).max(1);
+                // whisper decoded the prompt when it encoded the audio, and
+                // its keys and values are still there: only the last token is
+                // decoded again, for the logits after it (a decode keeps the
+                // logits of a single token; 150 ms for the whole prompt).
+                let last = prefix.len() - 1;
+                state
+                    .decode(&prefix[last..], last, threads)
+                    .map_err(failed)?;
+                let first = state.get_logits().map_err(failed)?.to_vec();
+                let eot = ctx.token_eot();
+                let end = usize::try_from(eot).unwrap_or(0);
+                let mut said = Vec::with_capacity(texts.len());
+                for (i, text) in texts.iter().enumerate() {
+                    let mut tokens = ctx.tokenize(&format!(" {text}"), 256).map_err(failed)?;
+                    tokens.push(eot);
+                    said.push((tokens, i));
+                }
+                // In token order, a text decodes only where it parts from
+                // the one before ("set the lamp to …" shares "set the").
+                said.sort();
+                let mut path: Vec<whisper_rs::WhisperTokenId> = Vec::new();
+                // The logits at each position of `path`, and after it.
+                let mut logits: Vec<Vec<f32>> = vec![first];
+                let mut scores = vec![0.0f32; texts.len()];
+                for (tokens, i) in &said {
+                    let shared = path.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+                    path.truncate(shared);
+                    logits.truncate(shared + 1);
+                    let mut sum = 0.0f32;
+                    for (k, &t) in tokens.iter().enumerate() {
+                        if k == logits.len() {
+                            let before = tokens[k - 1];
+                            state
+                                .decode(&[before], prefix.len() + k - 1, threads)
+                                .map_err(failed)?;
+                            path.push(before);
+                            logits.push(state.get_logits().map_err(failed)?.to_vec());
+                        }
+                        sum += super::log_prob(&logits[k], usize::try_from(t).unwrap_or(0), end);
+                    }
+                    scores[*i] = sum;
+                }
+                Ok(scores)
+            })();
+            self.pool(heard, state);
+            scored
         }
     }
 }
@@ -338,6 +480,10 @@ mod engine {
         }
 
         pub fn transcribe(&self, _samples: &[f32]) -> Result<Transcript, SttError> {
+            Err(SttError::NotBuilt)
+        }
+
+        pub fn score(&self, _samples: &[f32], _texts: &[String]) -> Result<Vec<f32>, SttError> {
             Err(SttError::NotBuilt)
         }
     }

@@ -343,6 +343,42 @@ mod whisper {
         }
     }
 
+    /// Words weighed against speech: what was said fits it better than
+    /// its opposite or other words; scored after transcribing (the
+    /// encoding reused) as scored alone; a text's score does not depend
+    /// on the others scored with it.
+    #[test]
+    fn the_words_said_fit_their_speech_best() {
+        let stt = model();
+        let clip = audio::decode_wav(&espeak("unlock the front door"), "espeak").unwrap();
+        let texts = [
+            "Unlock the front door.",
+            "Lock the front door.",
+            "Turn on the kitchen lights.",
+        ]
+        .map(String::from);
+        let alone = stt.score(&clip.samples, &texts).unwrap();
+        assert_eq!(alone.len(), 3);
+        assert!(alone.iter().all(|s| s.is_finite() && *s < 0.0), "{alone:?}");
+        assert!(alone[0] > alone[1] + 1.0, "unlock over lock: {alone:?}");
+        assert!(
+            alone[1] > alone[2] + 10.0,
+            "the door over the lights: {alone:?}"
+        );
+
+        stt.transcribe(&clip.samples).unwrap();
+        let after = stt.score(&clip.samples, &texts).unwrap();
+        for (a, b) in alone.iter().zip(&after) {
+            assert!(
+                (a - b).abs() < 0.1,
+                "alone {alone:?}, after transcribing {after:?}"
+            );
+        }
+        let one = stt.score(&clip.samples, &texts[1..2]).unwrap();
+        assert!((one[0] - alone[1]).abs() < 0.1, "{one:?} vs {alone:?}");
+        assert_eq!(stt.score(&clip.samples, &[]).unwrap(), Vec::<f32>::new());
+    }
+
     #[test]
     fn conversion_matches_the_model_it_came_from() {
         // A second conversion into a fresh file is byte-identical, and

@@ -213,6 +213,7 @@ struct Heard {
     text: String,
     transcript: Transcript,
     audio: AudioArtifact,
+    samples: std::sync::Arc<[f32]>,
     at: Instant,
 }
 
@@ -417,7 +418,8 @@ impl Listening {
 /// Whisper hears what was sent; speech is kept and remembered for handling.
 async fn transcribe(door: &Door, l: Listening) -> Event {
     let engine = door.state.engine.clone();
-    let samples = l.samples;
+    let samples: std::sync::Arc<[f32]> = std::sync::Arc::from(l.samples);
+    let heard_in = samples.clone();
     let done = tokio::task::spawn_blocking(move || -> Result<_, String> {
         let stt = engine.stt().map_err(|e| e.to_string())?;
         let transcript = stt.transcribe(&samples).map_err(|e| e.to_string())?;
@@ -438,6 +440,7 @@ async fn transcribe(door: &Door, l: Listening) -> Event {
                     text: key_of(&text),
                     transcript,
                     audio,
+                    samples: heard_in,
                     at: Instant::now(),
                 });
             }
@@ -476,7 +479,7 @@ async fn handle(door: &Door, data: &Map<String, Value>) -> Event {
         conversation.clone(),
     );
     let done = tokio::task::spawn_blocking(move || match heard {
-        Some(h) => engine.voice_round(&id, &h.transcript, &h.audio),
+        Some(h) => engine.voice_round(&id, &h.transcript, &h.audio, Some(h.samples)),
         None => engine.text_round(&id, &text, Channel::Api),
     })
     .await;
