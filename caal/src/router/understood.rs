@@ -1725,8 +1725,7 @@ impl Router {
             }
             Some(listen) => {
                 let readings: Vec<_> = readings.take(LISTENED).collect();
-                let (near, d, fit) = self.listened(&prepared, readings, listen, config)?;
-                (near, d, Some(fit))
+                self.listened(&prepared, readings, listen, config)?
             }
         };
         let distance = f64::from(near.distance);
@@ -1753,7 +1752,7 @@ impl Router {
             ("distance", json!((distance * 1000.0).round() / 1000.0)),
             ("sounds_like", json!(near.template)),
         ];
-        if let Some(fit) = fit.filter(|f| f.is_finite()) {
+        if let Some(fit) = fit {
             fields.push((
                 "fits_audio",
                 json!((f64::from(fit) * 100.0).round() / 100.0),
@@ -1775,7 +1774,7 @@ impl Router {
         readings: Vec<(SoundMatch, RouteDecision)>,
         listen: &crate::understand::Listen,
         config: &crate::config::SoundsConfig,
-    ) -> Option<(SoundMatch, RouteDecision, f32)> {
+    ) -> Option<(SoundMatch, RouteDecision, Option<f32>)> {
         let within = |near: &SoundMatch| f64::from(near.distance) <= config.threshold;
         let filled = readings.iter().any(|(near, _)| near.wild_words == 0);
         let readings: Vec<_> = readings
@@ -1793,7 +1792,7 @@ impl Router {
             return readings
                 .into_iter()
                 .find(|(near, _)| within(near))
-                .map(|(near, d)| (near, d, f32::NEG_INFINITY));
+                .map(|(near, d)| (near, d, None));
         };
         let heard = scores[0];
         readings
@@ -1802,6 +1801,7 @@ impl Router {
             .map(|((near, d), score)| (near, d, score - heard))
             .filter(|(near, _, fit)| within(near) || f64::from(*fit) >= -config.listen_margin)
             .max_by(|a, b| a.2.total_cmp(&b.2))
+            .map(|(near, d, fit)| (near, d, Some(fit)))
     }
 
     /// The library's sentences that run a command, by sound.
