@@ -157,14 +157,12 @@ impl Engine {
     }
 
     /// How well other words fit a voice round's speech, for the router to
-    /// weigh readings of a mishearing with (`understand.sounds.listen`):
-    /// the model that heard it scores them. None without the samples or a
-    /// loaded model; a failure to score is logged and weighs nothing.
+    /// weigh readings of a mishearing with (when `understand.sounds.listen`
+    /// says so): the model that heard it scores them. None without the
+    /// samples or a loaded model; a failure to score is logged and weighs
+    /// nothing.
     pub(super) fn listening(&self, voice: &VoiceInput) -> Option<crate::understand::Listen> {
         let samples = voice.samples.clone()?;
-        if !self.config.understand.sounds.listen {
-            return None;
-        }
         let stt = self
             .voice
             .stt

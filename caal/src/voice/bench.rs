@@ -151,18 +151,28 @@ fn bare(
 pub struct Ear {
     stt: std::sync::Arc<stt::Stt>,
     vad: crate::config::VadConfig,
-    /// The speech each line was heard in this run (replays say it again).
-    said: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<[f32]>>>,
+    /// The line heard last and its speech: the router weighs a line's
+    /// readings right after it is heard (replays say it again).
+    said: std::sync::Mutex<Option<(String, std::sync::Arc<[f32]>)>>,
+}
+
+/// The voice settings as voice rounds hear with them (whisper told the
+/// home's words), the model installed.
+fn as_rounds_hear(
+    config: &Config,
+    models_dir: &Path,
+) -> Result<crate::config::VoiceConfig, String> {
+    let mut cfg = config.voice.clone();
+    cfg.prompt = crate::understand::Home::from_config(&config.home)
+        .map_err(|e| e.to_string())?
+        .speech_prompt(&cfg.prompt);
+    stt::install(&cfg, models_dir, false).map_err(|e| e.to_string())?;
+    Ok(cfg)
 }
 
 impl Ear {
     pub fn new(config: &Config, models_dir: &Path) -> Result<Self, String> {
-        let mut cfg = config.voice.clone();
-        // As voice rounds do: whisper is told the home's words.
-        cfg.prompt = crate::understand::Home::from_config(&config.home)
-            .map_err(|e| e.to_string())?
-            .speech_prompt(&cfg.prompt);
-        stt::install(&cfg, models_dir, false).map_err(|e| e.to_string())?;
+        let cfg = as_rounds_hear(config, models_dir)?;
         let stt =
             stt::Stt::load(&stt::model_path(&cfg, models_dir), &cfg).map_err(|e| e.to_string())?;
         Ok(Self {
@@ -187,10 +197,7 @@ impl Ear {
     pub fn hear(&self, text: &str) -> Result<(String, f32), String> {
         let speech: std::sync::Arc<[f32]> = Self::speech(&self.vad, text)?.into();
         let heard = self.stt.transcribe(&speech).map_err(|e| e.to_string())?;
-        self.said
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(text.to_owned(), speech);
+        *self.said.lock().unwrap_or_else(|p| p.into_inner()) = Some((text.to_owned(), speech));
         Ok((heard.text, heard.least))
     }
 
@@ -202,8 +209,9 @@ impl Ear {
             .said
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(text)
-            .cloned();
+            .as_ref()
+            .filter(|(said, _)| said == text)
+            .map(|(_, speech)| speech.clone());
         let (stt, vad, text) = (self.stt.clone(), self.vad.clone(), text.to_owned());
         let speech = std::sync::OnceLock::new();
         crate::understand::Listen::new(move |texts| {
@@ -218,12 +226,7 @@ impl Ear {
 }
 
 pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBenchReport, String> {
-    let mut cfg = config.voice.clone();
-    cfg.prompt = crate::understand::Home::from_config(&config.home)
-        .map_err(|e| e.to_string())?
-        .speech_prompt(&cfg.prompt);
-    let cfg = &cfg;
-    stt::install(cfg, models_dir, false).map_err(|e| e.to_string())?;
+    let cfg = &as_rounds_hear(config, models_dir)?;
     let model_path = stt::model_path(cfg, models_dir);
     let ours = stt::Stt::load(&model_path, cfg).map_err(|e| e.to_string())?;
     let ctx = whisper_rs::WhisperContext::new_with_params(
