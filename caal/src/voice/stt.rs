@@ -216,6 +216,10 @@ mod engine {
         language: String,
         threads: i32,
         prompt: String,
+        /// The prompt as the decoder sees it: the previous-text token and
+        /// the prompt's tokens whisper keeps (worked out once; scoring
+        /// decodes after them).
+        prompt_tokens: Vec<whisper_rs::WhisperTokenId>,
         beam_size: u32,
     }
 
@@ -229,6 +233,34 @@ mod engine {
         } else {
             SamplingStrategy::Greedy { best_of: 1 }
         }
+    }
+
+    /// `text`'s tokens. whisper-rs reads only -1 as "too many tokens" from
+    /// whisper.cpp (any other count is taken as a length), so the room
+    /// given is one a text can never fill: no token is shorter than a byte.
+    fn tokenized(
+        ctx: &WhisperContext,
+        text: &str,
+    ) -> Result<Vec<whisper_rs::WhisperTokenId>, whisper_rs::WhisperError> {
+        ctx.tokenize(text, text.len() + 1)
+    }
+
+    /// What of `prompt` the decoder is given, as whisper.cpp's
+    /// `whisper_full` gives it (the previous-text token, then the prompt's
+    /// last `n_text_ctx / 2 - 1` tokens): a longer prompt loses its
+    /// beginning, and scoring must decode at the positions whisper did.
+    fn kept_prompt(
+        ctx: &WhisperContext,
+        prompt: &str,
+    ) -> Result<Vec<whisper_rs::WhisperTokenId>, whisper_rs::WhisperError> {
+        let tokens = tokenized(ctx, prompt)?;
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let room = usize::try_from(ctx.n_text_ctx() / 2 - 1).unwrap_or(0);
+        let mut kept = vec![ctx.token_prev()];
+        kept.extend_from_slice(&tokens[tokens.len().saturating_sub(room)..]);
+        Ok(kept)
     }
 
     impl Stt {
@@ -253,6 +285,10 @@ mod engine {
             } else {
                 threads
             };
+            let prompt_tokens = kept_prompt(&ctx, &cfg.prompt).map_err(|e| SttError::Whisper {
+                what: what.clone(),
+                detail: format!("voice.prompt: {e}"),
+            })?;
             Ok(Self {
                 ctx,
                 states: Mutex::new(Vec::new()),
@@ -262,6 +298,7 @@ mod engine {
                 language: language.to_owned(),
                 threads: i32::try_from(threads).unwrap_or(2),
                 prompt: cfg.prompt.clone(),
+                prompt_tokens,
                 beam_size: cfg.beam_size.max(1),
             })
         }
@@ -399,15 +436,12 @@ mod engine {
                         .map_err(failed)?;
                 }
                 let ctx = &self.ctx;
-                let mut prefix = Vec::new();
-                if !self.prompt.is_empty() {
-                    prefix.push(ctx.token_prev());
-                    prefix.extend(ctx.tokenize(&self.prompt, 1024).map_err(failed)?);
-                }
+                let mut prefix = self.prompt_tokens.clone();
                 prefix.push(ctx.token_sot());
                 if ctx.is_multilingual() {
-                    let language = whisper_rs::get_lang_id(&self.language).unwrap_or(0);
-                    prefix.push(ctx.token_lang(language));
+                    // The language the audio was transcribed in (detected
+                    // when `voice.language` is "auto").
+                    prefix.push(ctx.token_lang(state.full_lang_id_from_state()));
                     prefix.push(ctx.token_transcribe());
                 }
                 prefix.push(ctx.token_not());
@@ -425,7 +459,7 @@ mod engine {
                 let end = usize::try_from(eot).unwrap_or(0);
                 let mut said = Vec::with_capacity(texts.len());
                 for (i, text) in texts.iter().enumerate() {
-                    let mut tokens = ctx.tokenize(&format!(" {text}"), 256).map_err(failed)?;
+                    let mut tokens = tokenized(ctx, &format!(" {text}")).map_err(failed)?;
                     tokens.push(eot);
                     said.push((tokens, i));
                 }

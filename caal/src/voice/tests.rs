@@ -379,6 +379,37 @@ mod whisper {
         assert_eq!(stt.score(&clip.samples, &[]).unwrap(), Vec::<f32>::new());
     }
 
+    /// whisper keeps only a long prompt's last `n_text_ctx / 2 - 1` (223)
+    /// tokens: a prompt of 400 words and one of 224 are the same 223
+    /// tokens to the decoder (" the" each; the first word has no space),
+    /// so they hear and weigh alike. Scoring that placed its words after
+    /// the whole prompt would read keys and values whisper never wrote.
+    #[test]
+    fn a_prompt_longer_than_whisper_keeps_scores_as_whisper_decodes() {
+        let cfg = Config::defaults().unwrap().voice;
+        let models = crate::llm::tiers::models_dir(&|k| std::env::var(k).ok());
+        stt::install(&cfg, &models, false).expect("`bash .ci/setup` fetches the speech model");
+        let with = |words: usize| {
+            let mut cfg = cfg.clone();
+            cfg.prompt = vec!["the"; words].join(" ");
+            Stt::load(&stt::model_path(&cfg, &models), &cfg).unwrap()
+        };
+        let (long, kept) = (with(400), with(224));
+        let clip = audio::decode_wav(&espeak("unlock the front door"), "espeak").unwrap();
+        let texts = ["Unlock the front door.", "Lock the front door."].map(String::from);
+        let a = long.score(&clip.samples, &texts).unwrap();
+        let b = kept.score(&clip.samples, &texts).unwrap();
+        for (a, b) in a.iter().zip(&b) {
+            assert!((a - b).abs() < 0.01, "400 words {a}, 224 words {b}");
+        }
+        assert!(a.iter().all(|s| s.is_finite() && *s < 0.0), "{a:?}");
+        // After transcribing (the prompt's keys and values from whisper's own decoding).
+        let heard = long.transcribe(&clip.samples).unwrap();
+        assert_eq!(heard.text, kept.transcribe(&clip.samples).unwrap().text);
+        let after = long.score(&clip.samples, &texts).unwrap();
+        assert!((after[0] - a[0]).abs() < 0.1, "{after:?} vs {a:?}");
+    }
+
     #[test]
     fn conversion_matches_the_model_it_came_from() {
         // A second conversion into a fresh file is byte-identical, and
