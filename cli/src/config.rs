@@ -86,6 +86,7 @@ pub fn understand(
         area: area.map(|a| caal::understand::normalize(&a)),
         spoken,
         earlier: Vec::new(),
+        asked: None,
         listen: None,
     };
     let normalized = caal::router::normalize(&text);

@@ -1115,6 +1115,29 @@ fn the_heat_is_turned_up_or_down_from_where_it_is() {
         turned("turn down the heating"),
         "The thermostat is now at 20 °C."
     );
+    // By as many degrees as said, a couple being two; anywhere warmed is the house.
+    assert_eq!(
+        turned("turn the heat up two degrees"),
+        "The thermostat is now at 22 °C."
+    );
+    assert_eq!(
+        turned("drop the temperature a couple of degrees"),
+        "The thermostat is now at 20 °C."
+    );
+    assert_eq!(
+        turned("warm it up in here"),
+        "The thermostat is now at 21 °C."
+    );
+    assert_eq!(
+        turned("cool the bedroom down by one degree"),
+        "The thermostat is now at 20 °C."
+    );
+    let far = sb.say("t", "raise the temperature by 8 degrees");
+    assert!(commands(&far).is_empty(), "{far}");
+    assert!(
+        far["reply"].as_str().unwrap().contains("between -5 and 5"),
+        "{far}"
+    );
     let r = sb.say("t", "what is the temperature");
     assert_eq!(r["reply"], "The thermostat is set to 20 °C.", "{r}");
     sb.say("t", "set the thermostat to 30");
@@ -1692,4 +1715,117 @@ fn kept_transcripts_are_routed_again_as_speech() {
         "{}",
         bad.stderr
     );
+}
+
+/// What CAAL asks back is answered in a few words: "Which room?" by a room
+/// or "all of them" (said where each request of the sentence ends), "Did you
+/// mean … or …?" by what only one of them says or by its place; a few words
+/// after anything else are a request of their own. A question asked
+/// indirectly ("can you check if …", "I wonder whether I left …") is
+/// answered and changes nothing; "I wonder if you could …" asks for it.
+/// Dimmer or brighter with no level said is 30% or full, and a level said
+/// aside ("like 40 percent") is the level.
+#[test]
+fn what_is_asked_back_is_answered_in_a_few_words_and_questions_asked_indirectly_are_answered() {
+    let sb = Sandbox::new();
+    let asked = sb.say("r", "turn off the lights and lock the front door");
+    assert!(commands(&asked).is_empty(), "{asked}");
+    assert!(
+        asked["reply"].as_str().unwrap().starts_with("Which room?"),
+        "{asked}"
+    );
+    let both = sb.say("r", "the kitchen please");
+    assert_eq!(
+        commands(&both),
+        vec!["lights.set ok", "door.lock ok"],
+        "{both}"
+    );
+    assert_eq!(
+        both["reply"],
+        "Okay, the kitchen lights are off. The front door is locked."
+    );
+    sb.say("r", "turn on the lights");
+    let all = sb.say("r", "all of them");
+    assert_eq!(all["reply"], "Okay, all the lights are on.", "{all}");
+    // Answered once: the room said again is no answer to anything.
+    let again = sb.say("r", "all of them");
+    assert_ne!(again["reply"], "Okay, all the lights are on.", "{again}");
+
+    let lamp = sb.say("l", "turn on the lamp");
+    assert!(
+        lamp["reply"].as_str().unwrap().ends_with("Say which."),
+        "{lamp}"
+    );
+    let picked = sb.say("l", "the bedroom one");
+    assert_eq!(picked["reply"], "Okay, the bedroom lamp is on.", "{picked}");
+    sb.say("l", "turn off the lamp");
+    let second = sb.say("l", "the second one");
+    assert_eq!(
+        second["reply"], "Okay, the living room lamp is off.",
+        "{second}"
+    );
+    // The trace says what was asked and which was taken.
+    let round = second["round_id"].as_str().unwrap();
+    let shown = sb.run(&["trace", "show", "--json", round]).ok().json();
+    let route = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_type"] == "route.selected")
+        .unwrap();
+    let understood = &route["payload"]["understood"];
+    assert_eq!(understood["layer"], "answer", "{route}");
+    assert_eq!(
+        understood["said"], "turn off the living room lamp",
+        "{route}"
+    );
+
+    for (said, answer) in [
+        ("can you check if the garage is open", "is the garage open"),
+        (
+            "I wonder whether I left the porch light on",
+            "did i leave the porch light on",
+        ),
+        (
+            "not sure if we locked the back door",
+            "did we lock the back door",
+        ),
+    ] {
+        let r = sb.say("q", said);
+        assert_eq!(commands(&r), vec!["home.state ok"], "{said:?}: {r}");
+        let shown = sb
+            .run(&["trace", "show", "--json", r["round_id"].as_str().unwrap()])
+            .ok()
+            .json();
+        let route = shown["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["event_type"] == "route.selected")
+            .unwrap()
+            .clone();
+        assert_eq!(route["payload"]["understood"]["asked"], answer, "{route}");
+    }
+    let polite = sb.say("q", "I wonder if you could turn on the kitchen lights");
+    assert_eq!(commands(&polite), vec!["lights.set ok"], "{polite}");
+    // A condition is still a condition, and a question with a request after it is not taken as the question.
+    for said in [
+        "turn on the porch light if it gets dark",
+        "check if the garage is open and close it",
+    ] {
+        let r = sb.say("q", said);
+        assert!(commands(&r).is_empty(), "{said:?}: {r}");
+    }
+
+    for (said, reply) in [
+        ("dim the lounge a bit", "The living room lights are at 30%."),
+        ("brighten up the kitchen", "The kitchen lights are at 100%."),
+        (
+            "dim the bedroom, like 40 percent",
+            "The bedroom lights are at 40%.",
+        ),
+    ] {
+        let r = sb.say("d", said);
+        assert_eq!(r["reply"], reply, "{said:?}: {r}");
+    }
 }

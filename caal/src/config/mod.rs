@@ -783,6 +783,11 @@ pub struct LanguageConfig {
     /// garage"): the layers below the templates never run such a request now.
     #[serde(default)]
     pub conditions: Vec<String>,
+    /// Words that ask about what follows "if" or "whether" ("can you check
+    /// if the garage is open", "I wonder whether I locked the back door"):
+    /// a question asked indirectly, not a condition.
+    #[serde(default)]
+    pub asking_words: Vec<String>,
     /// Words that tell what kind of thing a sentence is about, by the first
     /// part of command ids (`lights`, `thermostat`): the meaning layer does
     /// not decide a command of one kind for a sentence that speaks only of another.
@@ -845,6 +850,12 @@ pub struct SentenceConfig {
     /// Slots every one of these sentences fills.
     #[serde(default)]
     pub slots: BTreeMap<String, String>,
+    /// Whether the sound layer may read what was heard as one of these
+    /// (default true). Not for sentences that fix a level they do not say
+    /// ("dim the lights in the living room" is 30%): heard "turn the lights
+    /// in our living room", a verb read as "dim" would set a level no one said.
+    #[serde(default = "yes")]
+    pub by_sound: bool,
 }
 
 /// An intent (with slot conditions) mapped to a command and its parameters.

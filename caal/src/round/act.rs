@@ -57,9 +57,7 @@ impl Engine {
                     .map(|c| format!("\"{c}\""))
                     .collect::<Vec<_>>()
                     .join(" or ");
-                Steps::reply(format!(
-                    "Did you mean {options}? Please say it another way."
-                ))
+                Steps::reply(format!("Did you mean {options}? Say which."))
             }
             Intent::Undo => self.undo(round, now)?,
             Intent::Feedback(verdict) => self.said_feedback(round, *verdict, text)?,

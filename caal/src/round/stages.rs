@@ -208,17 +208,19 @@ impl Engine {
         Ok((Steps::reply(crate::retry::REPEAT_PLEASE), decided))
     }
 
-    /// The conversation's requests of the last few rounds before this one,
-    /// oldest first, said within `EARLIER_WINDOW_MS`: what "turn them off" or
-    /// "is it locked?" points back at.
-    fn earlier_requests(&self, round: &OpenRound) -> Result<Vec<String>, RoundError> {
-        /// A request older than this is not what "it" means now.
-        const EARLIER_WINDOW_MS: i64 = 10 * 60 * 1000;
+    /// The conversation's last `limit` rounds before this one said within
+    /// `window_ms` of it, oldest first.
+    fn recent_rounds(
+        &self,
+        round: &OpenRound,
+        limit: usize,
+        window_ms: i64,
+    ) -> Result<Vec<crate::trace::RoundSummary>, RoundError> {
         let header = round.header();
         let rounds = self
             .store
             .reader()
-            .rounds(Some(&header.conversation_id), 4)?;
+            .rounds(Some(&header.conversation_id), limit)?;
         let current = header.round_id.to_string();
         // Both instants are the trace's own (the engine's clock may be a test's).
         let at = |stamp: &str| stamp.parse::<jiff::Timestamp>().map(|t| t.as_millisecond());
@@ -226,11 +228,68 @@ impl Engine {
         Ok(rounds
             .into_iter()
             .filter(|r| r.round.round_id != current)
+            .filter(|r| at(&r.round.created_at).is_ok_and(|t| now - t <= window_ms))
+            .collect())
+    }
+
+    /// The conversation's requests of the last few rounds before this one,
+    /// oldest first, said within `EARLIER_WINDOW_MS`: what "turn them off" or
+    /// "is it locked?" points back at.
+    fn earlier_requests(&self, round: &OpenRound) -> Result<Vec<String>, RoundError> {
+        /// A request older than this is not what "it" means now.
+        const EARLIER_WINDOW_MS: i64 = 10 * 60 * 1000;
+        Ok(self
+            .recent_rounds(round, 4, EARLIER_WINDOW_MS)?
+            .into_iter()
             .filter(|r| r.route_code.as_deref() == Some("intent.command"))
-            .filter(|r| at(&r.round.created_at).is_ok_and(|t| now - t <= EARLIER_WINDOW_MS))
             .filter_map(|r| r.input)
             .map(|text| normalize(&text))
             .collect())
+    }
+
+    /// What the conversation's round just before this one asked back
+    /// (within `ASKED_WINDOW_MS`): "Which room?" about what it was asked
+    /// for, or which of the requests it named was meant.
+    fn asked_before(
+        &self,
+        round: &OpenRound,
+    ) -> Result<Option<crate::understand::Asked>, RoundError> {
+        /// An answer later than this is a new request.
+        const ASKED_WINDOW_MS: i64 = 5 * 60 * 1000;
+        let rounds = self.recent_rounds(round, 2, ASKED_WINDOW_MS)?;
+        // The round just before this one, if said within the window.
+        let Some(before) = rounds.into_iter().next_back() else {
+            return Ok(None);
+        };
+        Ok(match before.route_code.as_deref() {
+            Some("intent.clarify") => before
+                .input
+                .map(|text| crate::understand::Asked::Room(normalize(&text))),
+            Some("intent.ambiguous") => {
+                let events = self
+                    .store
+                    .reader()
+                    .round(&before.round.round_id)?
+                    .map(|(_, events)| events)
+                    .unwrap_or_default();
+                events
+                    .iter()
+                    .rev()
+                    .find(|e| e.event_type == "route.selected")
+                    .and_then(|e| {
+                        let payload: serde_json::Value = serde_json::from_str(&e.payload).ok()?;
+                        payload.get("candidates")?.as_array().cloned()
+                    })
+                    .map(|c| {
+                        crate::understand::Asked::Choice(
+                            c.iter()
+                                .filter_map(|v| Some(normalize(v.as_str()?)))
+                                .collect(),
+                        )
+                    })
+            }
+            _ => None,
+        })
     }
 
     /// Route: the router's layers decide; what was heard below the voice
@@ -249,10 +308,17 @@ impl Engine {
         } else {
             Vec::new()
         };
+        // Nor is it read for what was asked back unless a few words could answer it.
+        let asked = if self.router.could_answer(&screened.normalized) {
+            self.asked_before(round)?
+        } else {
+            None
+        };
         let context = crate::understand::Context {
             area: None,
             spoken: voice.is_some(),
             earlier,
+            asked,
             listen: voice.and_then(|v| self.listening(v)),
         };
         let mut decision = self

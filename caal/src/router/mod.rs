@@ -95,6 +95,7 @@ pub struct Router {
     carried_letters: Vec<String>,
     sound_pairs: Vec<Vec<String>>,
     conditions: Vec<String>,
+    asking_words: Vec<String>,
     /// Words of opposite meaning (the sound layer never reads one as the other).
     opposites: Vec<[String; 2]>,
     conditional_reply: String,
@@ -296,7 +297,7 @@ impl Router {
         }
         for s in &words.sentences {
             library
-                .add_sentences(&s.intent, &s.sentences, &s.slots)
+                .add_sentences(&s.intent, &s.sentences, &s.slots, s.by_sound)
                 .map_err(|e| ConfigError::Value {
                     key: format!(
                         "understand.languages.{}.sentences ({})",
@@ -481,6 +482,7 @@ impl Router {
                 .map(|p| p.iter().map(|w| normalize(w)).collect())
                 .collect(),
             conditions: words.conditions.iter().map(|w| normalize(w)).collect(),
+            asking_words: words.asking_words.iter().map(|w| normalize(w)).collect(),
             opposites: words
                 .opposites
                 .iter()
@@ -587,6 +589,12 @@ impl Router {
             return d;
         }
         if let Some(d) = self.by_remembering(text, state, context) {
+            return d;
+        }
+        if let Some(d) = self.answers_which(text, state, context) {
+            return d;
+        }
+        if let Some(d) = self.asked_indirectly(text, state, context) {
             return d;
         }
         let ruled = self.by_rules(text);

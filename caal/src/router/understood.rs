@@ -359,6 +359,72 @@ fn decided_by(
     d
 }
 
+/// Whether `d` took a level (a brightness, a temperature or a change of
+/// it) that its sentence fixes rather than one said.
+fn fixes_a_level(d: &RouteDecision) -> bool {
+    let slots = d.understood.as_ref().and_then(|u| u.get("slots"));
+    ["brightness", "temperature", "change"].iter().any(|k| {
+        slots
+            .and_then(|s| s.get(*k))
+            .and_then(|s| s.get("said"))
+            .and_then(Value::as_str)
+            .is_some_and(str::is_empty)
+    })
+}
+
+/// What a clause after "if" or "whether" asks, as questions to try in
+/// turn, and whether it asks for something to be done ("you could turn on
+/// the lights" is "turn on the lights"): "the garage is open" is "is the
+/// garage open"; "I left the porch light on" is "did I leave the porch
+/// light on"; "we locked the door" is "did we lock …" (or "locke …": the
+/// one a layer understands is taken).
+fn as_questions(clause: &str) -> (Vec<String>, bool) {
+    const POLITE: &[&str] = &[
+        "you could ",
+        "you can ",
+        "you would ",
+        "you'd ",
+        "you might ",
+    ];
+    if let Some(rest) = POLITE.iter().find_map(|p| clause.strip_prefix(p)) {
+        return (vec![rest.to_owned()], true);
+    }
+    let words: Vec<&str> = clause.split(' ').collect();
+    let mut asked = Vec::new();
+    const SUBJECTS: &[&str] = &[
+        "i", "we", "you", "someone", "somebody", "anyone", "anybody", "they", "he", "she",
+    ];
+    if let [subject, verb, rest @ ..] = words.as_slice()
+        && SUBJECTS.contains(subject)
+    {
+        let rest = rest.join(" ");
+        // A past tense asked with "did": the few irregular ones said of a
+        // home's things, else "-ed" taken off ("locked", "closed").
+        let bases: Vec<String> = match *verb {
+            "left" => vec!["leave".into()],
+            "shut" | "put" | "set" => vec![(*verb).into()],
+            "forgot" => vec!["forget".into()],
+            v if v.ends_with("ed") => vec![v[..v.len() - 2].into(), v[..v.len() - 1].into()],
+            _ => Vec::new(),
+        };
+        for base in bases {
+            asked.push(format!("did {subject} {base} {rest}").trim().to_owned());
+        }
+    }
+    // "The garage is open": the verb first.
+    if let Some(at) = words
+        .iter()
+        .position(|w| matches!(*w, "is" | "are" | "was" | "were"))
+        .filter(|&at| at > 0)
+    {
+        let mut q = vec![words[at]];
+        q.extend(&words[..at]);
+        q.extend(&words[at + 1..]);
+        asked.push(q.join(" "));
+    }
+    (asked, false)
+}
+
 /// Whether a reading of what was heard is a request sure enough to take
 /// (`heard_as`, `by_sound`).
 fn sure_request(d: &RouteDecision) -> bool {
@@ -714,7 +780,7 @@ impl Router {
             && !u.slots.contains_key("area")
         {
             let reply = format!(
-                "Which room? The rooms are {}.",
+                "Which room? The rooms are {}; or say all of them.",
                 self.home.area_names().join(", ")
             );
             let mut d = RouteDecision::simple("intent.clarify", source, Intent::Reply(reply));
@@ -1265,6 +1331,9 @@ impl Router {
         let mut commands: Vec<(usize, crate::auth::Command)> = Vec::new();
         let mut parts = Vec::new();
         let mut last = None;
+        // Whether a clause understood took a level its sentence fixes
+        // ("dim the bedroom a bit" is 30%), and another said a number.
+        let (mut level_fixed, mut number_aside) = (false, false);
         for (i, clause) in clauses.iter().enumerate() {
             let (mut said, mut referent) = match self.resolve_reference(clause, &clauses[..i]) {
                 Some((resolved, referent)) => (resolved, Some(referent)),
@@ -1274,8 +1343,10 @@ impl Router {
                 .command_of(&said, context)
                 .filter(|d| d.confidence >= SURE_CLAUSE)
             else {
+                number_aside |= self.says_a_number(clause);
                 continue;
             };
+            level_fixed |= fixes_a_level(&d);
             // "The kitchen is dark, turn on the lights": the room asked for is the one said before.
             if d.route_code == "intent.clarify"
                 && let Some(area) = clauses[..i].iter().rev().find_map(|c| self.area_in(c))
@@ -1337,12 +1408,29 @@ impl Router {
             .filter(|(p, _)| !answered.contains(p))
             .map(|(_, part)| part)
             .collect();
+        // "Make the bedroom a bit dimmer, like forty percent": the level is
+        // the one said aside, which the meaning layer reads from the whole.
+        if level_fixed && number_aside {
+            return None;
+        }
         let (d, clause, said, referent) = last?;
         if parts.len() == 1 && !last_answered {
             return Some(clause_decision(d, &clause, &said, referent));
         }
         let commands = commands.into_iter().map(|(_, c)| c).collect();
         Some(several_parts(commands, "clause", parts))
+    }
+
+    /// Whether `text` says a number, in digits or words.
+    fn says_a_number(&self, text: &str) -> bool {
+        text.char_indices()
+            .filter(|&(i, c)| i == 0 || c == ' ')
+            .map(|(i, c)| if c == ' ' { i + 1 } else { i })
+            .any(|at| {
+                text[at..].starts_with(|c: char| c.is_ascii_digit())
+                    || !crate::understand::numbers::numbers_at(self.library.lang, text, at)
+                        .is_empty()
+            })
     }
 
     /// The words of `text` that point back at a place and at a thing, if any.
@@ -1386,6 +1474,7 @@ impl Router {
             area: context.area.clone(),
             spoken: context.spoken,
             earlier: Vec::new(),
+            asked: None,
             listen: context.listen.clone(),
         };
         let d = self.route_in(&said, state, &here);
@@ -1972,6 +2061,200 @@ impl Router {
         out.understood = Some(understood);
         out.confidence = d.confidence;
         out
+    }
+
+    /// An answer to "Which room?": what was asked for just before
+    /// (`context.asked_which`) said again in the room now named ("turn off
+    /// the lights" … "the kitchen" is "turn off the lights in the
+    /// kitchen"), or everywhere ("all of them"). The room is tried where
+    /// each request of it ends ("turn off the lights in the kitchen and
+    /// lock the front door"); the first a layer understands is taken.
+    pub(super) fn answers_which(
+        &self,
+        text: &str,
+        state: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let asked = match context.asked.as_ref()? {
+            crate::understand::Asked::Room(asked) => asked.as_str(),
+            crate::understand::Asked::Choice(options) => {
+                return self.picked(text, options, state, context);
+            }
+        };
+        let place = self.room_answer(text)?;
+        let padded = format!(" {asked} ");
+        let mut ends: Vec<usize> = self
+            .split_words
+            .iter()
+            .flat_map(|w| {
+                let needle = format!(" {w} ");
+                padded
+                    .match_indices(&needle)
+                    .map(|(at, _)| at)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        ends.push(padded.len() - 1);
+        ends.sort_unstable();
+        ends.dedup();
+        let here = Context {
+            asked: None,
+            ..context.clone()
+        };
+        ends.into_iter().find_map(|end| {
+            let said = format!("{} {place}{}", &padded[..end], &padded[end..]);
+            let said = said.trim();
+            let d = self.route_in(said, state, &here);
+            matches!(d.intent, Intent::Chain(_)).then(|| {
+                decided_by(
+                    d,
+                    "answer",
+                    [("asked", json!(asked)), ("said", json!(said))],
+                )
+            })
+        })
+    }
+
+    /// The one of `options` ("turn on the bedroom lamp", "turn on the desk
+    /// lamp") an answer picks: by the words it says that only that one
+    /// has ("the bedroom one", "desk"), or by its place ("the second one",
+    /// "the last").
+    fn picked(
+        &self,
+        text: &str,
+        options: &[String],
+        state: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        const ORDINALS: &[&str] = &["first", "second", "third", "fourth", "fifth"];
+        const FILLERS: &[&str] = &[
+            "the", "one", "please", "a", "that", "this", "i", "mean", "meant", "yes", "in",
+        ];
+        let said = normalize(text);
+        let words: Vec<&str> = said
+            .split(' ')
+            .filter(|w| !w.is_empty() && !FILLERS.contains(w))
+            .collect();
+        let at = |w: &str| {
+            ORDINALS
+                .iter()
+                .position(|o| *o == w)
+                .or_else(|| (w == "last").then(|| options.len() - 1))
+        };
+        let pick = match words.as_slice() {
+            [] => return None,
+            [w] if at(w).is_some() => options.get(at(w)?)?,
+            _ => {
+                let has = |o: &String| {
+                    let own = format!(" {o} ");
+                    words.iter().all(|w| own.contains(&format!(" {w} ")))
+                };
+                let mut fit = options.iter().filter(|o| has(o));
+                let one = fit.next()?;
+                if fit.next().is_some() {
+                    return None;
+                }
+                one
+            }
+        };
+        let here = Context {
+            asked: None,
+            ..context.clone()
+        };
+        let d = self.route_in(pick, state, &here);
+        matches!(d.intent, Intent::Chain(_)).then(|| {
+            decided_by(
+                d,
+                "answer",
+                [("options", json!(options)), ("said", json!(pick))],
+            )
+        })
+    }
+
+    /// Whether `text` is short enough to answer a question asked back
+    /// (a room, "all of them", "the desk lamp", "the second one").
+    pub fn could_answer(&self, text: &str) -> bool {
+        (1..=5).contains(&normalize(text).split(' ').filter(|w| !w.is_empty()).count())
+    }
+
+    /// What a room said alone places a request in: "in the kitchen" for
+    /// "the kitchen", "kitchen please" or "in the lounge" (as the room is
+    /// named), "everywhere" for "all of them"; none for anything more.
+    pub fn room_answer(&self, text: &str) -> Option<String> {
+        const ALL: &[&str] = &[
+            "all",
+            "all of them",
+            "everywhere",
+            "every room",
+            "all rooms",
+            "all the rooms",
+            "the whole house",
+            "whole house",
+            "the whole place",
+            "all over",
+            "everything",
+        ];
+        let mut said = normalize(text);
+        for tail in [" please", " then", " lights", " light"] {
+            if let Some(rest) = said.strip_suffix(tail) {
+                said = rest.to_owned();
+            }
+        }
+        for lead in ["in ", "the ", "my ", "our "] {
+            if let Some(rest) = said.strip_prefix(lead) {
+                said = rest.to_owned();
+            }
+        }
+        if ALL.contains(&said.as_str()) || ALL.contains(&format!("the {said}").as_str()) {
+            return Some("everywhere".into());
+        }
+        self.home
+            .areas
+            .iter()
+            .find(|a| a.name == said || a.aliases.contains(&said))
+            .map(|a| format!("in the {}", a.name))
+    }
+
+    /// A question asked indirectly: "can you check if the garage is
+    /// open", "I wonder whether I left the porch light on" (after one of
+    /// `asking_words`, "if" or "whether" asks; it sets no condition). What
+    /// follows is asked as a question ("is the garage open", "did I leave
+    /// the porch light on") and taken only as one, changing nothing; "… if
+    /// you could turn on the lights" asks for it.
+    pub(super) fn asked_indirectly(
+        &self,
+        text: &str,
+        state: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let padded = padded_words(text);
+        let (at, joiner) = [" if ", " whether "]
+            .into_iter()
+            .find_map(|j| padded.find(j).map(|at| (at, j)))?;
+        let before = &padded[..at];
+        if !self
+            .asking_words
+            .iter()
+            .any(|w| before.ends_with(&format!(" {w}")))
+        {
+            return None;
+        }
+        let clause = padded[at + joiner.len()..].trim();
+        // "Check if the garage is open and close it": more than a question.
+        let padded_clause = format!(" {clause} ");
+        if self
+            .split_words
+            .iter()
+            .any(|w| padded_clause.contains(&format!(" {w} ")))
+        {
+            return None;
+        }
+        let (asked, polite) = as_questions(clause);
+        asked.into_iter().find_map(|q| {
+            let d = self.route_in(&q, state, context);
+            (matches!(d.intent, Intent::Chain(_)) && (polite || !self.changes_something(&d)))
+                .then(|| decided_by(d, "indirect", [("asked", json!(q))]))
+        })
     }
 
     fn says_condition(&self, text: &str) -> bool {

@@ -32,6 +32,7 @@ pub const UNTOUCHED_SUITE: &str = include_str!("../../suites/untouched-en.jsonl"
 pub const EVERYDAY_SUITE: &str = include_str!("../../suites/everyday-en.jsonl");
 pub const UNSEEN_SUITE: &str = include_str!("../../suites/unseen-en.jsonl");
 pub const DAILY_SUITE: &str = include_str!("../../suites/daily-en.jsonl");
+pub const TRYOUT_SUITE: &str = include_str!("../../suites/tryout-en.jsonl");
 pub const TIMERS_SUITE: &str = include_str!("../../suites/timers-en.jsonl");
 pub const TALK_SUITE: &str = include_str!("../../suites/talk-en.jsonl");
 
@@ -310,6 +311,7 @@ pub fn run_suite(
             area: case.context.get("area").map(|a| normalize(a)),
             spoken: spoken.is_some(),
             earlier: Vec::new(),
+            asked: None,
             listen: spoken
                 .and_then(|s| s.listen)
                 .and_then(|listen| listen(&case.text)),
@@ -497,6 +499,7 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
             ("timers-en".into(), parse_suite(TIMERS_SUITE, "timers-en")?),
             ("unseen-en".into(), parse_suite(UNSEEN_SUITE, "unseen-en")?),
             ("daily-en".into(), parse_suite(DAILY_SUITE, "daily-en")?),
+            ("tryout-en".into(), parse_suite(TRYOUT_SUITE, "tryout-en")?),
             (
                 "out-of-domain-en".into(),
                 parse_suite(OUT_OF_DOMAIN_SUITE, "out-of-domain-en")?,
@@ -536,7 +539,7 @@ mod tests {
     #[test]
     fn the_built_in_suites_parse_and_bad_lines_are_named() {
         let all = suites(None).unwrap();
-        assert_eq!(all.len(), 11);
+        assert_eq!(all.len(), 12);
         assert!(all.iter().all(|(_, cases)| !cases.is_empty()));
         let err = parse_suite("{\"text\": \"hi\"}\nnot json\n", "mine.jsonl").unwrap_err();
         assert!(err.contains("mine.jsonl line 2"), "{err}");

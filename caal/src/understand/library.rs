@@ -47,6 +47,8 @@ struct Sentence {
     source: &'static str,
     /// Whether it names the home's areas or devices (for the open pass).
     names_home: bool,
+    /// Whether the sound layer may read what was heard as it.
+    by_sound: bool,
 }
 
 /// Compiled sentences for one language.
@@ -238,12 +240,14 @@ impl Library {
         }
     }
 
-    /// Adds CAAL's own sentences (configuration) for `intent`.
+    /// Adds CAAL's own sentences (configuration) for `intent`; `by_sound`:
+    /// whether the sound layer may read a mishearing as one of them.
     pub fn add_sentences(
         &mut self,
         intent: &str,
         sentences: &[String],
         slots: &BTreeMap<String, String>,
+        by_sound: bool,
     ) -> Result<(), template::TemplateError> {
         let intent: Arc<str> = intent.into();
         let slots: BTreeMap<String, Value> = slots
@@ -259,6 +263,9 @@ impl Library {
                 BTreeMap::new(),
                 "config",
             )?;
+            if let Some(added) = self.sentences.last_mut() {
+                added.by_sound = by_sound;
+            }
         }
         Ok(())
     }
@@ -305,6 +312,7 @@ impl Library {
             excludes_context,
             source,
             names_home,
+            by_sound: true,
         });
         Ok(())
     }
@@ -326,10 +334,12 @@ impl Library {
         out
     }
 
-    /// Every sentence as (intent, template as written, parsed), for the sound layer.
+    /// Every sentence the sound layer may read what was heard as, as
+    /// (intent, template as written, parsed).
     pub fn sentences(&self) -> impl Iterator<Item = (&str, &str, &Expr)> {
         self.sentences
             .iter()
+            .filter(|s| s.by_sound)
             .map(|s| (&*s.intent, s.text.as_str(), &s.expr))
     }
 

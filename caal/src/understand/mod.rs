@@ -166,9 +166,21 @@ pub struct Context {
     /// The conversation's last requests, oldest first, as said: what "turn
     /// them off" or "is it locked" points back at.
     pub earlier: Vec<String>,
+    /// What the conversation's last round asked back: "the kitchen" or
+    /// "the desk lamp" now answers it.
+    pub asked: Option<Asked>,
     /// For speech, how well other words fit the audio: readings of a
     /// mishearing are weighed against what was heard.
     pub listen: Option<Listen>,
+}
+
+/// A question the conversation's last round asked back.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Asked {
+    /// "Which room?", about this request (as said).
+    Room(String),
+    /// "Did you mean … or …?": the requests it could be.
+    Choice(Vec<String>),
 }
 
 /// Whisper's log-likelihood of each text as the transcript of the speech a

@@ -614,7 +614,8 @@ fn percent(lang: Lang, text: &str) -> Option<f64> {
             rest.starts_with('%') || rest.starts_with("percent") || rest.starts_with("prozent")
         })
         .or(match found.as_slice() {
-            [one] => Some(one),
+            // "The bedroom one" picks a lamp: "one" alone is no level.
+            [one] if &text[one.1..one.2] != "one" => Some(one),
             _ => None,
         })
         .map(|n| n.0)
@@ -702,9 +703,11 @@ pub struct Mention {
 /// another kind than `domain` are not taken.
 pub fn mentions(home: &Home, text: &str, domain: Option<&str>) -> Vec<Mention> {
     let mut found: Vec<Mention> = Vec::new();
+    // "dim the bedroom, like 40 percent": a name ends at a clause mark too
+    // (each a byte, as the space for it, so offsets hold).
+    let padded = format!(" {} ", text.replace([',', ';', ':', '!', '?', '.'], " "));
     let mut add =
         |slot: &'static str, said: &str, value: Value, context: BTreeMap<String, String>| {
-            let padded = format!(" {text} ");
             let needle = format!(" {said} ");
             let mut from = 0;
             while let Some(at) = padded[from..].find(&needle).map(|i| i + from) {
@@ -871,9 +874,22 @@ mod tests {
                 "make the room dimmer, like 40 percent",
             ),
             (Lang::De, "licht auf 40 %", "licht auf 40 prozent"),
+            // A room's name ends at a clause mark as at a space.
+            (
+                Lang::En,
+                "dim the bedroom, maybe 40 percent",
+                "dim the room, maybe 40 percent",
+            ),
         ] {
             assert_eq!(generic(&home, lang, said), embedded, "{said}");
         }
+        let said = "dim the kitchen, maybe 40 percent";
+        let found = mentions(&home, said, None);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            (found[0].slot, &said[found[0].start..found[0].end]),
+            ("area", "kitchen")
+        );
         let ex = normalize_marked("add {item} to the shopping list");
         assert_eq!(align("add it to the shopping list", &ex, "item"), None);
         assert_eq!(align("add in to the shopping list", &ex, "item"), None);
@@ -898,6 +914,8 @@ mod tests {
             Some(25.0)
         );
         assert_eq!(percent(Lang::En, "about 300 watts"), None);
+        assert_eq!(percent(Lang::En, "the bedroom one"), None);
+        assert_eq!(percent(Lang::En, "the bedroom at one percent"), Some(1.0));
         assert_eq!(
             first_number(Lang::En, "i'd like it warmer 23 degrees"),
             Some(23.0)
