@@ -239,6 +239,21 @@ struct ConversationArg {
     conversation: String,
 }
 
+/// `caal trace export | head`: a reader that stops early ends the command
+/// quietly, as it would any Unix tool. Rust ignores SIGPIPE, so a print to
+/// the closed pipe fails and `println!` panics with a backtrace; the default
+/// disposition ends the process at that write instead. Not for `caal
+/// serve`, whose clients may go away mid-answer (a socket's write then fails
+/// as an error, which it handles).
+fn quiet_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: sets a signal's disposition to the default before any thread
+    // is started; no handler runs Rust code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// How a command that did its work came out (an error is exit code 2).
 pub enum Outcome {
     Done,
@@ -247,7 +262,11 @@ pub enum Outcome {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        quiet_on_closed_pipe();
+    }
+    match run(cli) {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::Broken) => ExitCode::from(1),
         Err(e) => {

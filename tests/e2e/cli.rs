@@ -69,3 +69,36 @@ fn config_check_and_model_install_speak_json_too() {
         "{model}"
     );
 }
+
+/// `caal man | head -1`: a reader that stops early ends the command as it
+/// would any Unix tool (the pipe's signal), not with a panic's backtrace.
+#[cfg(unix)]
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let sb = Sandbox::new();
+    for args in [
+        &["man"][..],
+        &["understand", "turn on the kitchen lights"][..],
+    ] {
+        let mut child = sb
+            .command()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reading end closed before anything was written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(
+            out.status.signal(),
+            Some(13),
+            "{args:?} ends at the closed pipe (SIGPIPE): {:?} {stderr}",
+            out.status
+        );
+    }
+}
