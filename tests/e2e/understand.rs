@@ -1138,6 +1138,13 @@ fn the_heat_is_turned_up_or_down_from_where_it_is() {
         far["reply"].as_str().unwrap().contains("between -5 and 5"),
         "{far}"
     );
+    // A thermostat has no on or off: what it does is said.
+    let on = sb.say("t", "put the heating on");
+    assert!(commands(&on).is_empty(), "{on}");
+    assert_eq!(
+        on["reply"],
+        "That isn't something the thermostat does; I can change or set it."
+    );
     let r = sb.say("t", "what is the temperature");
     assert_eq!(r["reply"], "The thermostat is set to 20 °C.", "{r}");
     sb.say("t", "set the thermostat to 30");
@@ -1805,6 +1812,15 @@ fn what_is_asked_back_is_answered_in_a_few_words_and_questions_asked_indirectly_
             .unwrap()
             .clone();
         assert_eq!(route["payload"]["understood"]["asked"], answer, "{route}");
+    }
+    // Asked of everything or anything: answered, never the change it names
+    // ("is" is no filler heard before "everything off in the office").
+    for said in [
+        "is everything off in the office",
+        "is anything on in the living room",
+    ] {
+        let r = sb.say("q", said);
+        assert_eq!(commands(&r), vec!["home.state ok"], "{said:?}: {r}");
     }
     let polite = sb.say("q", "I wonder if you could turn on the kitchen lights");
     assert_eq!(commands(&polite), vec!["lights.set ok"], "{polite}");

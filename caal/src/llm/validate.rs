@@ -149,8 +149,34 @@ impl PromptOrCode {
         if marks >= 2 || text.trim_start().starts_with('{') || text.trim_start().starts_with('[') {
             return Some("the answer reads as code or data, not speech".into());
         }
+        if let Some(slot) = placeholder(text) {
+            return Some(format!(
+                "the answer holds a template's placeholder ({slot})"
+            ));
+        }
         None
     }
+}
+
+/// A slot of a template left unfilled, "[context]" or "[user name]": a few
+/// lowercase words (or underscores) in square brackets, which speech never has.
+fn placeholder(text: &str) -> Option<&str> {
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let close = after.find(']')?;
+        let inner = &after[..close];
+        if (1..=30).contains(&inner.len())
+            && inner.split([' ', '_']).count() <= 3
+            && inner
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c == ' ' || c == '_')
+        {
+            return Some(&rest[open..open + close + 2]);
+        }
+        rest = after;
+    }
+    None
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -540,6 +566,9 @@ mod tests {
             // What a retry was told, echoed back as the answer.
             "The answer would read:\n\nYour previous reply was not usable: the answer would read",
             "Sure. Reply again, following the instructions.",
+            // A template's slots left unfilled.
+            "There is no end to [context] in the office. The [context] is not available for [action].",
+            "Hello [user_name], how can I help?",
         ] {
             let got = run("hi, I just got home", &response(leaked), None);
             assert!(
@@ -552,6 +581,7 @@ mod tests {
             "The Moon is about 384,000 km from Earth.",
             "Welcome home! Want me to turn on the hall lights?",
             "I don't know.",
+            "The Moon is about 384,000 km away [1].",
         ] {
             let got = run("tell me one fact about the moon", &response(plain), None);
             assert!(

@@ -1544,10 +1544,14 @@ impl Router {
     /// Only when the sentence so read is understood whole, and only words of
     /// four letters or more, within one edit (two from eight letters), the
     /// nearest unique; words in two joined when together they are one.
+    /// A question of whether ("is everything off in the office") is never
+    /// read as the change it asks about (its "is" heard as a filler).
     pub(super) fn heard_as(&self, text: &str, context: &Context) -> Option<RouteDecision> {
+        let asks = self.asks_whether(text);
         self.read_as_heard(text, |read| {
             self.understood(read, context)
                 .or_else(|| self.by_clause(read, context))
+                .filter(|d| !asks || !self.changes_something(d))
         })
     }
 
@@ -1556,7 +1560,12 @@ impl Router {
     /// read as whisper may have misheard it, and understood by meaning
     /// then: "mac" is "back", the one door that fits.
     pub(super) fn heard_as_meant(&self, text: &str, context: &Context) -> Option<RouteDecision> {
-        self.read_as_heard(text, |read| self.by_meaning(read, context).decided)
+        let asks = self.asks_whether(text);
+        self.read_as_heard(text, |read| {
+            self.by_meaning(read, context)
+                .decided
+                .filter(|d| !asks || !self.changes_something(d))
+        })
     }
 
     /// The first reading of `text` as speech to text may have misheard it
@@ -2024,17 +2033,32 @@ impl Router {
             }
         }
         let kind = kind_word(&device.domain);
+        // A kind whose intents name no domain (the thermostat's): its
+        // commands are named by it ("thermostat.set", "thermostat.adjust").
+        if verbs.is_empty() {
+            let prefix = format!("{kind}.");
+            for (_, c) in self
+                .commands
+                .iter()
+                .filter(|(id, c)| c.config.side_effects && id.starts_with(&prefix))
+            {
+                if let Some(verb) = c.config.summary.split(' ').next()
+                    && !verbs.contains(&verb)
+                {
+                    verbs.push(verb);
+                }
+            }
+        }
+        // "The thermostat is a thermostat" says nothing.
+        let is = if normalize(&device.name) == kind {
+            format!("That isn't something the {} does", device.name)
+        } else {
+            format!("The {} is a {kind}", device.name)
+        };
         match verbs.as_slice() {
-            [] => format!(
-                "The {} is a {kind}; that isn't something I can do with it.",
-                device.name
-            ),
-            [one] => format!("The {} is a {kind}; I can {one} it.", device.name),
-            [rest @ .., last] => format!(
-                "The {} is a {kind}; I can {} or {last} it.",
-                device.name,
-                rest.join(", ")
-            ),
+            [] => format!("{is}; that isn't something I can do with it."),
+            [one] => format!("{is}; I can {one} it."),
+            [rest @ .., last] => format!("{is}; I can {} or {last} it.", rest.join(", ")),
         }
     }
 
