@@ -1423,14 +1423,7 @@ impl Router {
 
     /// Whether `text` says a number, in digits or words.
     fn says_a_number(&self, text: &str) -> bool {
-        text.char_indices()
-            .filter(|&(i, c)| i == 0 || c == ' ')
-            .map(|(i, c)| if c == ' ' { i + 1 } else { i })
-            .any(|at| {
-                text[at..].starts_with(|c: char| c.is_ascii_digit())
-                    || !crate::understand::numbers::numbers_at(self.library.lang, text, at)
-                        .is_empty()
-            })
+        !crate::understand::numbers::numbers_in(self.library.lang, text).is_empty()
     }
 
     /// The words of `text` that point back at a place and at a thing, if any.
@@ -2088,7 +2081,7 @@ impl Router {
     }
 
     /// An answer to "Which room?": what was asked for just before
-    /// (`context.asked_which`) said again in the room now named ("turn off
+    /// (`context.asked`) said again in the room now named ("turn off
     /// the lights" … "the kitchen" is "turn off the lights in the
     /// kitchen"), or everywhere ("all of them"). The room is tried where
     /// each request of it ends ("turn off the lights in the kitchen and
@@ -2099,10 +2092,15 @@ impl Router {
         state: &str,
         context: &Context,
     ) -> Option<RouteDecision> {
+        // Routed as said, the question answered.
+        let here = Context {
+            asked: None,
+            ..context.clone()
+        };
         let asked = match context.asked.as_ref()? {
             crate::understand::Asked::Room(asked) => asked.as_str(),
             crate::understand::Asked::Choice(options) => {
-                return self.picked(text, options, state, context);
+                return self.picked(text, options, state, &here);
             }
         };
         let place = self.room_answer(text)?;
@@ -2121,10 +2119,6 @@ impl Router {
         ends.push(padded.len() - 1);
         ends.sort_unstable();
         ends.dedup();
-        let here = Context {
-            asked: None,
-            ..context.clone()
-        };
         ends.into_iter().find_map(|end| {
             let said = format!("{} {place}{}", &padded[..end], &padded[end..]);
             let said = said.trim();
@@ -2142,13 +2136,13 @@ impl Router {
     /// The one of `options` ("turn on the bedroom lamp", "turn on the desk
     /// lamp") an answer picks: by the words it says that only that one
     /// has ("the bedroom one", "desk"), or by its place ("the second one",
-    /// "the last").
+    /// "the last"). `here`: the context with the question answered.
     fn picked(
         &self,
         text: &str,
         options: &[String],
         state: &str,
-        context: &Context,
+        here: &Context,
     ) -> Option<RouteDecision> {
         const ORDINALS: &[&str] = &["first", "second", "third", "fourth", "fifth"];
         const FILLERS: &[&str] = &[
@@ -2181,11 +2175,7 @@ impl Router {
                 one
             }
         };
-        let here = Context {
-            asked: None,
-            ..context.clone()
-        };
-        let d = self.route_in(pick, state, &here);
+        let d = self.route_in(pick, state, here);
         matches!(d.intent, Intent::Chain(_)).then(|| {
             decided_by(
                 d,
@@ -2204,7 +2194,7 @@ impl Router {
     /// What a room said alone places a request in: "in the kitchen" for
     /// "the kitchen", "kitchen please" or "in the lounge" (as the room is
     /// named), "everywhere" for "all of them"; none for anything more.
-    pub fn room_answer(&self, text: &str) -> Option<String> {
+    fn room_answer(&self, text: &str) -> Option<String> {
         const ALL: &[&str] = &[
             "all",
             "all of them",

@@ -10,6 +10,24 @@
 
 use super::Lang;
 
+/// Every number said in `text` where a word begins, as (value, start,
+/// end), the longest reading at each.
+pub fn numbers_in(lang: Lang, text: &str) -> Vec<(f64, usize, usize)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < text.len() {
+        if let Some(&(n, end)) = numbers_at(lang, text, pos).iter().max_by_key(|r| r.1) {
+            out.push((n, pos, end));
+            pos = end;
+        }
+        match text[pos..].find(' ') {
+            Some(sp) => pos += sp + 1,
+            None => break,
+        }
+    }
+    out
+}
+
 /// Every number that starts at byte `pos` of normalised `text` (lower case,
 /// single spaces), with the byte where it ends; longest readings last.
 pub fn numbers_at(lang: Lang, text: &str, pos: usize) -> Vec<(f64, usize)> {

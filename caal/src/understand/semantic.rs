@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::{Value, json};
 
 use super::embed::{EmbedError, Embedder, cosine};
-use super::numbers::{numbers_at, parse_duration};
+use super::numbers::{numbers_in, parse_duration};
 use super::{Context, Home, Lang, Slot, Understood, normalize};
 use crate::config::{ExampleConfig, SemanticConfig};
 
@@ -582,31 +582,14 @@ fn number_slot(n: f64, text: &str) -> Slot {
     }
 }
 
-/// Every word start's longest number reading, in order.
-fn numbers(lang: Lang, text: &str) -> Vec<(f64, usize, usize)> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < text.len() {
-        if let Some(&(n, end)) = numbers_at(lang, text, pos).iter().max_by_key(|r| r.1) {
-            out.push((n, pos, end));
-            pos = end;
-        }
-        match text[pos..].find(' ') {
-            Some(sp) => pos += sp + 1,
-            None => break,
-        }
-    }
-    out
-}
-
 fn first_number(lang: Lang, text: &str) -> Option<f64> {
-    numbers(lang, text).first().map(|n| n.0)
+    numbers_in(lang, text).first().map(|n| n.0)
 }
 
 /// A brightness: a number said with "percent" or "%" if there is one, else
 /// the only number from 0 to 100.
 fn percent(lang: Lang, text: &str) -> Option<f64> {
-    let found = numbers(lang, text);
+    let found = numbers_in(lang, text);
     found
         .iter()
         .find(|&&(_, _, end)| {
