@@ -34,6 +34,19 @@ pub fn sha256_tagged(bytes: &[u8]) -> String {
     out
 }
 
+/// HMAC-SHA-256 of `bytes` under this data dir's receipt key, for `purpose`
+/// (hex): a name derived from what a client said that nobody without the
+/// key can work out (the OpenAI door's thread conversations).
+pub fn private_digest(key: &SigningKey, purpose: &str, bytes: &[u8]) -> String {
+    use hmac::{Hmac, KeyInit, Mac};
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&key.to_bytes())
+        .unwrap_or_else(|e| unreachable!("HMAC takes a key of any length: {e}"));
+    mac.update(purpose.as_bytes());
+    mac.update(&[0]);
+    mac.update(bytes);
+    hex(&mac.finalize().into_bytes())
+}
+
 pub fn public_key_hex(key: &VerifyingKey) -> String {
     hex(key.as_bytes())
 }

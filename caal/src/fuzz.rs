@@ -102,7 +102,19 @@ pub fn template(data: &[u8]) {
     let (template, sentence) = text.split_once('\n').unwrap_or((&text, ""));
     match template::parse(template) {
         Ok(expr) => {
-            let (rules, lists) = (HashMap::new(), HashMap::new());
+            // Free words, lengths of time and times of day: the slots whose
+            // ends are found by walking the sentence.
+            let rules = HashMap::new();
+            let lists: HashMap<String, template::SlotList> = [
+                ("what", template::SlotList::Wildcard),
+                ("item", template::SlotList::Wildcard),
+                ("name", template::SlotList::Wildcard),
+                ("duration", template::SlotList::Duration),
+                ("time", template::SlotList::TimeOfDay),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
             let scope = Scope {
                 lang: Lang::En,
                 rules: &[&rules],

@@ -29,10 +29,13 @@ impl Rng {
 
 const INTERESTING: &[u8] = b"\x00\xff\x7f\x80{}[]\"\\:,\n\r%|()<>;#=' 0123456789eE-.";
 
+/// Letters of two, three and four bytes: a slice at a byte after their first is inside them.
+const MULTIBYTE: &[&str] = &["é", "Ё", "ｙ", "中", "ب", "😀", "🚪", "\u{301}"];
+
 fn mutate(rng: &mut Rng, input: &mut Vec<u8>, others: &[Vec<u8>]) {
     for _ in 0..=rng.below(4) {
         let len = input.len();
-        match rng.below(7) {
+        match rng.below(8) {
             0 if len > 0 => {
                 let at = rng.below(len);
                 input[at] ^= 1 << rng.below(8);
@@ -62,6 +65,11 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, others: &[Vec<u8>]) {
                 let from = rng.below(other.len() + 1);
                 let to = rng.below(input.len() + 1);
                 input.splice(to.., other[from..].iter().copied());
+            }
+            6 => {
+                let at = rng.below(len + 1);
+                let letter = MULTIBYTE[rng.below(MULTIBYTE.len())].as_bytes();
+                input.splice(at..at, letter.iter().copied());
             }
             _ => input.truncate(rng.below(len + 1)),
         }

@@ -182,6 +182,19 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// What a hostile peer can cost the service (issue 41's probe):
+    /// routing time of 400–2,000 characters of hostile input; resident
+    /// memory of `caal serve` while three peers ask its Wyoming door to
+    /// speak 125 KB and 4,000-character texts; `/api/health` while a
+    /// thousand connections hold a 256-descriptor `caal serve`, and after.
+    Attack {
+        /// Timed routings of each input.
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// `caal say` as a whole process (start, open, round, durable, exit).
     Say {
         /// Timed runs, after three untimed warm-up runs.
@@ -207,6 +220,10 @@ pub fn run(
             bench_trace(data_dir, events, fsync_seconds, json)?;
         }
         BenchCommand::Say { runs, json } => bench_say(data_dir, runs, json)?,
+        BenchCommand::Attack { runs, json } => {
+            let report = crate::bench_attack::run(&load_config()?, data_dir, runs)?;
+            figures(&report, crate::bench_attack::print, json)?;
+        }
         BenchCommand::Training { events, json } => {
             bench_training(data_dir, &load_config()?, events, json)?
         }

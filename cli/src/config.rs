@@ -88,6 +88,7 @@ pub fn understand(
         earlier: Vec::new(),
         asked: None,
         listen: None,
+        deadline: None,
     };
     let normalized = caal::router::normalize(&text);
     let decision = router.route_in(&normalized, &config.conversation.default_state, &context);

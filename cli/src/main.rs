@@ -5,6 +5,7 @@
 //! setup (an error, printed scrubbed).
 
 mod bench;
+mod bench_attack;
 mod bucket;
 mod config;
 mod engine;
@@ -261,7 +262,20 @@ pub enum Outcome {
     Broken,
 }
 
+/// What CAAL writes is evidence (transcripts, memory, pending
+/// confirmations, keys): readable by its owner only. Every file and folder
+/// the process creates (the data dir 0700, the databases with their WAL and
+/// SHM, `library_id`, `serve.json`, exports 0600) follows from the mask.
+fn private_files() {
+    #[cfg(unix)]
+    // SAFETY: sets the process's file mode mask; no memory is touched.
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
 fn main() -> ExitCode {
+    private_files();
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve { .. }) {
         quiet_on_closed_pipe();

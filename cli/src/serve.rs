@@ -30,7 +30,16 @@ pub fn serve(data_dir: &Path, config: Config, bind: &str, wyoming: Option<&str>)
             "refusing to listen on {addr} without a configured token: set CAAL_API_TOKEN to a long random value, or bind 127.0.0.1"
         );
     }
+    let env = |k: &str| std::env::var(k).ok();
+    let admission = caal::server::protocols::wyoming::Admission::new(&config.doors.wyoming, &env);
+    if let Some(w) = wyoming {
+        admission
+            .check_bind(w, &config.doors.wyoming.token_env)
+            .map_err(anyhow::Error::msg)?;
+    }
     caal::safety::logging::init(&std::env::var("CAAL_LOG").unwrap_or_else(|_| "info".into()));
+    // Room for the connections the doors may hold, beside the process's own files.
+    caal::server::raise_descriptor_limit();
     let engine = open_engine(data_dir, config, Start::Warm)?;
     let token = caal::server::auth::load_or_create(data_dir, explicit.as_deref())?;
     // Timers and reminders ring from here; what came due while CAAL was
@@ -51,12 +60,8 @@ pub fn serve(data_dir: &Path, config: Config, bind: &str, wyoming: Option<&str>)
                 .await
                 .with_context(|| format!("cannot listen for Wyoming on {w}; choose another with --wyoming"))?;
             let at = door.local_addr()?;
-            if at.ip().is_loopback() {
-                eprintln!("caal serve: Wyoming on tcp://{at} (Home Assistant: add the Wyoming Protocol integration with this host and port)");
-            } else {
-                eprintln!("caal serve: Wyoming on tcp://{at}; Wyoming has no authentication, so anyone who can reach this port can talk to CAAL");
-            }
-            tokio::spawn(caal::server::protocols::wyoming::serve(door, state.clone()));
+            eprintln!("caal serve: Wyoming on tcp://{at} (Home Assistant: add the Wyoming Protocol integration with this host and port; its address must be in [doors.wyoming] allow unless it runs on this machine)");
+            tokio::spawn(caal::server::protocols::wyoming::serve(door, state.clone(), admission));
         }
         // Said before the address is printed: whoever reads it can reach the service.
         let _announced = remote::announce(data_dir, &format!("http://{local}"))?;

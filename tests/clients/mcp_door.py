@@ -24,22 +24,26 @@ def text_of(result):
     return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
 
 
-async def checks(client):
+async def checks(client, on_page=None):
     tools = await client.list_tools()
     seen["tools"] = sorted(t.name for t in tools.tools)
     say_tool = next(t for t in tools.tools if t.name == "say")
     seen["say_schema_required"] = say_tool.input_schema.get("required")
 
-    # A round, then a governed command confirmed by a "yes".
-    lights = await client.call_tool("say", {"text": "turn on the kitchen lights", "conversation_id": "mcp-kitchen"})
+    # A round (in the door's own namespace), then a governed command the
+    # agent cannot confirm itself: a person does, on the page.
+    lights = await client.call_tool("say", {"text": "turn on the kitchen lights", "conversation_id": "kitchen"})
     seen["lights"] = {"text": text_of(lights), "structured": lights.structured_content, "error": lights.is_error}
-    asked = await client.call_tool("say", {"text": "unlock the front door", "conversation_id": "mcp-kitchen"})
+    conversation_id = lights.structured_content["conversation_id"]
+    asked = await client.call_tool("say", {"text": "unlock the front door", "conversation_id": "kitchen"})
     seen["asked"] = asked.structured_content
-    confirmed = await client.call_tool("say", {"text": "yes", "conversation_id": "mcp-kitchen"})
-    seen["confirmed"] = confirmed.structured_content
+    refused = await client.call_tool("say", {"text": "yes", "conversation_id": "kitchen"})
+    seen["refused"] = refused.structured_content
+    if on_page:
+        await on_page(conversation_id)
 
     # The trace: searched, shown, verified.
-    found = await client.call_tool("trace_search", {"query": "kitchen lights", "conversation_id": "mcp-kitchen"})
+    found = await client.call_tool("trace_search", {"query": "kitchen lights", "conversation_id": conversation_id})
     seen["search"] = found.structured_content
     round_id = lights.structured_content["round_id"]
     shown = await client.call_tool("round_show", {"round_id": round_id})
@@ -60,7 +64,7 @@ async def checks(client):
     seen["resources"] = sorted(r.uri.__str__() for r in resources.resources)
     templates = await client.list_resource_templates()
     seen["templates"] = sorted(t.uri_template for t in templates.resource_templates)
-    conversation = await client.read_resource("caal://conversations/mcp-kitchen")
+    conversation = await client.read_resource(f"caal://conversations/{conversation_id}")
     body = json.loads(conversation.contents[0].text)
     seen["conversation_rounds"] = len(body["rounds"])
     one = await client.read_resource(f"caal://rounds/{round_id}")
@@ -82,7 +86,7 @@ async def checks(client):
         seen["bad_resource"] = "accepted"
     except Exception as e:
         seen["bad_resource"] = str(e)
-    again = await client.call_tool("say", {"text": "turn off the kitchen lights", "conversation_id": "mcp-kitchen"})
+    again = await client.call_tool("say", {"text": "turn off the kitchen lights", "conversation_id": "kitchen"})
     seen["after_wrong"] = text_of(again)
 
 
@@ -91,9 +95,19 @@ async def main():
         url, token = sys.argv[2], sys.argv[3]
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+
+            async def on_page(conversation_id):
+                # The unlock the agent asked for waits on the page; a person confirms it there.
+                pending = (await http.get(f"{url}/api/pending")).json()["pending"]
+                waiting = [p for p in pending if p["conversation_id"] == conversation_id]
+                seen["waiting_on_page"] = len(waiting)
+                confirmation = waiting[0]["pending"]["confirmation_id"]
+                confirmed = await http.post(f"{url}/api/pending/{confirmation}/confirm")
+                seen["confirmed_on_page"] = confirmed.json()["reply"]
+
             async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
                 seen["server"] = client.server_info.name if client.server_info else None
-                await checks(client)
+                await checks(client, on_page)
         # Without the token: refused before MCP.
         async with httpx2.AsyncClient(timeout=10) as http:
             r = await http.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},

@@ -4,58 +4,9 @@
 //! The clients live in the virtual environment `.ci/setup` makes
 //! (tests/clients/requirements.txt, installed by hash).
 
-use std::{path::PathBuf, process::Command};
-
 use serde_json::Value;
 
-use crate::support::Sandbox;
-
-/// The Python of the clients' virtual environment.
-pub fn client_python() -> PathBuf {
-    // Beside the models dir, as .ci/setup puts it.
-    let caal = match std::env::var_os("CAAL_MODELS_DIR") {
-        Some(models) => PathBuf::from(models).parent().unwrap().to_owned(),
-        None => std::env::var_os("XDG_DATA_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".local/share"))
-            .join("caal"),
-    };
-    let python = caal.join("clients-venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing; run `bash .ci/setup` (it installs the protocol clients)",
-        python.display()
-    );
-    python
-}
-
-/// Runs a client script from tests/clients with these arguments; the last
-/// line it prints is a JSON object of what it saw.
-fn client(script: &str, args: &[&str]) -> Value {
-    client_env(script, args, &[])
-}
-
-/// As `client`, with these environment variables set for it (and for any
-/// server it starts).
-fn client_env(script: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/clients")
-        .join(script);
-    let mut command = Command::new(client_python());
-    command.arg(&path).args(args);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let out = command.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{script} failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{script} printed no JSON last ({e}): {stdout}"))
-}
+use crate::support::{Sandbox, client, client_env};
 
 #[test]
 fn the_openai_package_talks_to_caal_whole_streamed_and_through_a_confirmation() {
@@ -67,7 +18,7 @@ fn the_openai_package_talks_to_caal_whole_streamed_and_through_a_confirmation() 
     assert_eq!(seen["reply"], "Okay, the kitchen lights are on.");
     assert_eq!(seen["finish_reason"], "stop");
     assert_eq!(seen["object"], "chat.completion");
-    assert_eq!(seen["caal"]["conversation_id"], "kitchen-door");
+    assert_eq!(seen["caal"]["conversation_id"], "openai:kitchen-door");
     assert_eq!(seen["caal"]["route_code"], "intent.command");
     let round_id = seen["caal"]["round_id"].as_str().unwrap().to_owned();
 
@@ -82,7 +33,7 @@ fn the_openai_package_talks_to_caal_whole_streamed_and_through_a_confirmation() 
     assert_eq!(seen["asked"], "Unlock the front door? Say yes to confirm.");
     assert_eq!(seen["pending"], true);
     let derived = seen["derived_conversation"].as_str().unwrap();
-    assert!(derived.starts_with("openai-"), "{seen}");
+    assert!(derived.starts_with("openai:"), "{seen}");
     assert_eq!(seen["confirmed"], "The front door is unlocked.");
     assert_eq!(seen["confirmed_conversation"], derived);
 
@@ -95,7 +46,7 @@ fn the_openai_package_talks_to_caal_whole_streamed_and_through_a_confirmation() 
     // chain intact, the round the client was told about there.
     let shown = sb.run(&["trace", "show", &round_id, "--json"]).ok().json();
     assert_eq!(shown["round"]["channel"], "api");
-    assert_eq!(shown["round"]["conversation_id"], "kitchen-door");
+    assert_eq!(shown["round"]["conversation_id"], "openai:kitchen-door");
     let (status, log) = served.terminate();
     assert!(status.success());
     // Refusals are logged, the token never.
@@ -108,7 +59,13 @@ fn the_openai_package_talks_to_caal_whole_streamed_and_through_a_confirmation() 
     assert_eq!(sb.run(&["trace", "verify"]).code, 0);
     // Two rounds in kitchen-door, on and off: the resent history was not run again.
     let list = sb
-        .run(&["trace", "list", "--conversation", "kitchen-door", "--json"])
+        .run(&[
+            "trace",
+            "list",
+            "--conversation",
+            "openai:kitchen-door",
+            "--json",
+        ])
         .ok()
         .json();
     assert_eq!(list.as_array().unwrap().len(), 2, "{list}");
@@ -154,7 +111,7 @@ fn the_wyoming_package_transcribes_handles_confirms_and_speaks_through_caal() {
     assert_eq!(lights["text"], "Okay, the kitchen lights are on.");
     assert_eq!(
         lights["context"]["conversation_id"],
-        "01JD5Z7KXQ8M3V2N6R4T9W0ABC"
+        "wyoming:01JD5Z7KXQ8M3V2N6R4T9W0ABC"
     );
     assert_eq!(lights["context"]["route_code"], "intent.command");
 
@@ -252,17 +209,25 @@ fn assert_mcp_door(seen: &Value) {
     assert_eq!(seen["lights"]["structured"]["command_id"], "lights.set");
     let round_id = seen["lights"]["structured"]["round_id"].as_str().unwrap();
 
-    // A governed command asks; the next "yes" in the conversation runs it.
+    // A governed command asks; the agent's own "yes" does not confirm it
+    // (`[doors] agents_confirm` is off): it waits for a person.
     assert_eq!(
         seen["asked"]["reply"],
         "Unlock the front door? Say yes to confirm."
     );
+    assert_eq!(seen["asked"]["conversation_id"], "mcp:kitchen");
     assert_eq!(
         seen["asked"]["pending_confirmation"]["confirmations_required"],
         1
     );
-    assert_eq!(seen["confirmed"]["reply"], "The front door is unlocked.");
-    assert!(seen["confirmed"]["pending_confirmation"].is_null());
+    assert!(
+        seen["refused"]["reply"]
+            .as_str()
+            .unwrap()
+            .starts_with("An agent can't confirm this"),
+        "{seen}"
+    );
+    assert!(!seen["refused"]["pending_confirmation"].is_null());
 
     // The trace searched (newest first: the reply, then what was said), shown, verified.
     let hits = seen["search"]["hits"].as_array().unwrap();
@@ -303,7 +268,7 @@ fn assert_mcp_door(seen: &Value) {
     // Conversations and rounds as resources.
     let resources = seen["resources"].as_array().unwrap();
     assert!(
-        resources.contains(&Value::from("caal://conversations/mcp-kitchen")),
+        resources.contains(&Value::from("caal://conversations/mcp:kitchen")),
         "{seen}"
     );
     assert_eq!(
@@ -313,7 +278,9 @@ fn assert_mcp_door(seen: &Value) {
             "caal://rounds/{round_id}"
         ])
     );
-    assert_eq!(seen["conversation_rounds"], 3);
+    // Said, asked, refused (and over HTTP, confirmed on the page).
+    let on_page = u64::from(seen["confirmed_on_page"].is_string());
+    assert_eq!(seen["conversation_rounds"], 3 + on_page);
     assert_eq!(seen["round_resource"], round_id);
 
     // Wrong arguments: MCP's tool errors, naming what is wrong; an unknown
@@ -354,6 +321,9 @@ fn the_mcp_sdk_talks_to_caal_serve_at_mcp_with_the_token() {
     let seen = client("mcp_door.py", &["http", &served.url, &sb.api_token()]);
     assert_mcp_door(&seen);
     assert_eq!(seen["no_token_status"], 401);
+    // What the agent asked for, a person confirmed on the page.
+    assert_eq!(seen["waiting_on_page"], 1, "{seen}");
+    assert_eq!(seen["confirmed_on_page"], "The front door is unlocked.");
     let (status, log) = served.terminate();
     assert!(status.success(), "{log:?}");
     assert!(
@@ -380,7 +350,7 @@ fn the_mcp_sdk_starts_caal_mcp_and_talks_over_stdio() {
     assert_mcp_door(&seen);
     // What it did is in the data dir's trace, chained.
     let list = sb
-        .run(&["trace", "list", "--conversation", "mcp-kitchen", "--json"])
+        .run(&["trace", "list", "--conversation", "mcp:kitchen", "--json"])
         .ok()
         .json();
     assert_eq!(list.as_array().unwrap().len(), 4, "{list}");

@@ -78,13 +78,14 @@ impl Sandbox {
     /// command for talk no layer understood, as a capable remote tier is
     /// (`llm.offer_all_tools_to`): the sandbox's `config/caal.toml`.
     pub fn offer_every_tool(&self) {
+        self.configure("[llm]\noffer_all_tools_to = [\"local\", \"remote\"]\n");
+    }
+
+    /// The sandbox's `config/caal.toml` (merged over the defaults).
+    pub fn configure(&self, toml: &str) {
         let dir = self.path().join("config");
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("caal.toml"),
-            "[llm]\noffer_all_tools_to = [\"local\", \"remote\"]\n",
-        )
-        .unwrap();
+        std::fs::write(dir.join("caal.toml"), toml).unwrap();
     }
 
     pub fn data(&self) -> PathBuf {
@@ -204,6 +205,12 @@ pub struct Served {
 impl Sandbox {
     /// Starts `caal serve --bind 127.0.0.1:0` with `env`; returns once it listens.
     pub fn serve(&self, env: &[(&str, &str)]) -> Served {
+        self.serve_limited(env, None)
+    }
+
+    /// As `serve`, with at most `descriptors` open files (soft and hard
+    /// limit), as a machine that runs out of them.
+    pub fn serve_limited(&self, env: &[(&str, &str)], descriptors: Option<u64>) -> Served {
         use std::io::{BufRead, BufReader};
         let mut command = self.command();
         command
@@ -212,6 +219,24 @@ impl Sandbox {
             .stderr(Stdio::piped());
         for (k, v) in env {
             command.env(k, v);
+        }
+        if let Some(n) = descriptors {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: between fork and exec only setrlimit runs, which
+            // allocates nothing and takes no lock.
+            unsafe {
+                command.pre_exec(move || {
+                    let limit = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
         }
         let mut child = command.spawn().unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
@@ -343,4 +368,51 @@ pub fn agent(timeout_s: u64) -> ureq::Agent {
         .timeout_global(Some(std::time::Duration::from_secs(timeout_s)))
         .build()
         .into()
+}
+
+/// The Python of the clients' virtual environment.
+pub fn client_python() -> PathBuf {
+    // Beside the models dir, as .ci/setup puts it.
+    let caal = match std::env::var_os("CAAL_MODELS_DIR") {
+        Some(models) => PathBuf::from(models).parent().unwrap().to_owned(),
+        None => std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".local/share"))
+            .join("caal"),
+    };
+    let python = caal.join("clients-venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing; run `bash .ci/setup` (it installs the protocol clients)",
+        python.display()
+    );
+    python
+}
+
+/// Runs a client script from tests/clients with these arguments; the last
+/// line it prints is a JSON object of what it saw.
+pub fn client(script: &str, args: &[&str]) -> Value {
+    client_env(script, args, &[])
+}
+
+/// As `client`, with these environment variables set for it (and for any
+/// server it starts).
+pub fn client_env(script: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/clients")
+        .join(script);
+    let mut command = Command::new(client_python());
+    command.arg(&path).args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{script} printed no JSON last ({e}): {stdout}"))
 }

@@ -46,7 +46,7 @@ pub struct Boundary {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PendingChange {
-    Set(Pending),
+    Set(Box<Pending>),
     Cleared,
 }
 

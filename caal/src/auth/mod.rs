@@ -9,6 +9,7 @@
 
 pub mod boundary;
 mod gate;
+pub mod origin;
 pub mod store;
 mod value;
 
@@ -16,7 +17,8 @@ use std::{collections::BTreeMap, fmt};
 
 use serde::{Deserialize, Serialize};
 
-pub use gate::{GateAction, GateOutcome, Pending, Resolution, Utterance, gate};
+pub use gate::{GateAction, GateOutcome, Gating, Pending, Refusal, Resolution, Utterance, gate};
+pub use origin::{Client, Door, DoorPolicy, Origin};
 pub use value::{ParamValue, human_duration};
 
 /// 1 run; 2 run with undo; 3 one confirmation; 4 two.

@@ -78,3 +78,33 @@ pub fn models_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."));
     data.join("caal/models")
 }
+
+/// A peer the Wyoming door lets in by address: one address
+/// ("192.168.1.20", "::1") or a CIDR range ("192.168.1.0/24").
+pub fn peer_range(text: &str) -> Option<ipnet::IpNet> {
+    let text = text.trim();
+    text.parse::<ipnet::IpNet>().ok().or_else(|| {
+        text.parse::<std::net::IpAddr>()
+            .ok()
+            .map(ipnet::IpNet::from)
+    })
+}
+
+#[cfg(test)]
+mod peer_tests {
+    use super::peer_range;
+
+    #[test]
+    fn peers_are_addresses_or_ranges() {
+        let lan = peer_range("192.168.1.0/24").unwrap();
+        assert!(lan.contains(&"192.168.1.77".parse::<std::net::IpAddr>().unwrap()));
+        assert!(!lan.contains(&"192.168.2.1".parse::<std::net::IpAddr>().unwrap()));
+        let one = peer_range(" 10.0.0.5 ").unwrap();
+        assert!(one.contains(&"10.0.0.5".parse::<std::net::IpAddr>().unwrap()));
+        assert!(!one.contains(&"10.0.0.6".parse::<std::net::IpAddr>().unwrap()));
+        assert!(peer_range("::1").is_some());
+        for bad in ["", "kitchen", "10.0.0.0/33", "10.0.0"] {
+            assert!(peer_range(bad).is_none(), "{bad}");
+        }
+    }
+}

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 mod kinds;
 
-pub use kinds::{Durability, ProviderKind, SafetyAction, models_dir, time_zone};
+pub use kinds::{Durability, ProviderKind, SafetyAction, models_dir, peer_range, time_zone};
 
 /// The default configuration, as shipped in `config/caal.toml`.
 pub const DEFAULT_TOML: &str = include_str!("../../../config/caal.toml");
@@ -49,10 +49,96 @@ pub struct Config {
     /// Timers and reminders.
     #[serde(default)]
     pub schedule: ScheduleConfig,
+    /// What each way in allows: agents' confirmations, the host names the
+    /// page answers to, Wyoming's peers and connections.
+    #[serde(default)]
+    pub doors: DoorsConfig,
     /// `sha256:` of the effective configuration (defaults, file and
     /// environment merged, canonical JSON): receipts name the rules they ran under.
     #[serde(skip)]
     pub hash: String,
+}
+
+/// What each door allows beyond its token.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DoorsConfig {
+    /// Whether an agent over MCP may confirm a level-3/4 command (its own);
+    /// off: a person confirms it on the page.
+    #[serde(default)]
+    pub agents_confirm: bool,
+    /// Host names the page, the API and the doors over HTTP answer to,
+    /// besides localhost, loopback addresses and the address `serve` binds
+    /// (a guard against DNS rebinding). `CAAL_HOSTS` (comma-separated) adds.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    #[serde(default)]
+    pub wyoming: WyomingConfig,
+}
+
+/// Who may talk to CAAL over Wyoming, and for how long.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WyomingConfig {
+    /// Peers (addresses or CIDR ranges: "192.168.1.20", "10.0.0.0/24")
+    /// let in by their address, as Home Assistant is (it sends no secret).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// The environment variable holding the shared secret a peer not on the
+    /// list sends first (`{"type": "caal-auth", "data": {"token": …}}`).
+    #[serde(default = "default_wyoming_token_env")]
+    pub token_env: String,
+    /// Connections served at once; more are closed on arrival.
+    #[serde(default = "default_wyoming_connections")]
+    pub max_connections: usize,
+    /// A connection that sends nothing for this long is closed.
+    #[serde(default = "default_wyoming_idle")]
+    pub idle_seconds: u64,
+}
+
+impl Default for WyomingConfig {
+    fn default() -> Self {
+        Self {
+            allow: Vec::new(),
+            token_env: default_wyoming_token_env(),
+            max_connections: default_wyoming_connections(),
+            idle_seconds: default_wyoming_idle(),
+        }
+    }
+}
+
+fn default_wyoming_token_env() -> String {
+    "CAAL_WYOMING_TOKEN".into()
+}
+
+fn default_wyoming_connections() -> usize {
+    32
+}
+
+fn default_wyoming_idle() -> u64 {
+    120
+}
+
+impl DoorsConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        for peer in &self.wyoming.allow {
+            if peer_range(peer).is_none() {
+                return Err(ConfigError::Value {
+                    key: "doors.wyoming.allow".into(),
+                    problem: format!(
+                        "{peer:?} is not an address or a CIDR range; use e.g. \"192.168.1.20\" or \"192.168.1.0/24\""
+                    ),
+                });
+            }
+        }
+        if self.wyoming.max_connections == 0 || self.wyoming.idle_seconds == 0 {
+            return Err(ConfigError::Value {
+                key: "doors.wyoming".into(),
+                problem: "max_connections and idle_seconds must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Timers and reminders that ring.
@@ -277,6 +363,16 @@ pub struct RouterConfig {
     /// gets dark, turn on the porch light"): nothing runs now.
     #[serde(default = "default_conditional_reply")]
     pub conditional_reply: String,
+    /// A backstop: the most time the layers take to understand one round
+    /// (ms); then the rest are skipped and what was said goes to the
+    /// fallback. The layers' work is bounded by words (`MAX_WORDS`), so this
+    /// is reached only by a machine far slower than expected.
+    #[serde(default = "default_understand_ms")]
+    pub understand_ms: u64,
+}
+
+fn default_understand_ms() -> u64 {
+    10_000
 }
 
 fn default_conditional_reply() -> String {
@@ -806,6 +902,12 @@ pub struct LanguageConfig {
     /// "but"), as pairs of letters.
     #[serde(default)]
     pub sound_pairs: Vec<[String; 2]>,
+    /// Prefixes that are no words of their own, typed apart from the word
+    /// they begin ("un lock the front door"): read joined to the next word
+    /// when the two make a word the sentences know ("unlock"), never as
+    /// the word without them ("lock").
+    #[serde(default)]
+    pub joined_prefixes: Vec<String>,
     /// Expansion rules (`<turn>`) set over the library's own.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,
@@ -1088,6 +1190,15 @@ impl Config {
         if let Some(tz) = env("CAAL_TIME_ZONE") {
             config.schedule.time_zone = tz;
         }
+        if let Some(hosts) = env("CAAL_HOSTS") {
+            config.doors.hosts.extend(
+                hosts
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_owned),
+            );
+        }
         if let Some(days) = env("AUDIO_RETENTION_DAYS") {
             config.voice.retention_days = days.parse().map_err(|_| ConfigError::Value {
                 key: "AUDIO_RETENTION_DAYS".into(),
@@ -1129,6 +1240,7 @@ impl Config {
             });
         }
         self.memory.check()?;
+        self.doors.check()?;
         if !["", "q8_0", "q4_0"].contains(&self.llm.local.requantize.as_str()) {
             return Err(ConfigError::Value {
                 key: "llm.local.requantize".into(),

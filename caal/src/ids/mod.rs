@@ -29,9 +29,10 @@ fn check_name(what: &'static str, value: &str) -> Result<(), InvalidId> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
     if !ok {
+        // The refused name is shown back: a secret in it is not.
         return Err(InvalidId {
             what,
-            value: value.to_owned(),
+            value: crate::safety::global().scrub(value).into_owned(),
         });
     }
     // An id is shown and stored everywhere: a credential must never become one.

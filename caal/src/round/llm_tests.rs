@@ -142,6 +142,8 @@ fn a_question_is_answered_by_the_local_tier_and_every_step_recorded() {
             "tool_call",
             "secret_ref_leak",
             "prompt_or_code",
+            "claims_change",
+            "grounded",
             "off_topic"
         ]
     );

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::{
     auth::{
-        self, AuthLevel, Pending,
+        self, AuthLevel, Client, Door, Origin, Pending,
         boundary::{Boundary, PendingChange},
     },
     config::{Config, ConfigError},
@@ -237,6 +237,16 @@ pub struct Engine {
     wake: Arc<schedule::Wake>,
 }
 
+/// Creates `dir` (and its parents) readable by its owner only: it holds
+/// every transcript, memory and pending confirmation.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
 /// What the steps of a round came to.
 struct Steps {
     reply: String,
@@ -275,7 +285,7 @@ impl Engine {
         config: Config,
         options: EngineOptions,
     ) -> Result<Self, OpenError> {
-        std::fs::create_dir_all(data_dir).map_err(|source| OpenError::DataDir {
+        private_dir(data_dir).map_err(|source| OpenError::DataDir {
             path: data_dir.display().to_string(),
             source,
         })?;
@@ -409,14 +419,35 @@ impl Engine {
             .unwrap_or_else(|| self.config.conversation.default_state.clone()))
     }
 
-    /// One typed round in `conversation`.
+    /// One typed round in `conversation`, said here (the CLI's door).
     pub fn text_round(
         &self,
         conversation: &ConversationId,
         text: &str,
         channel: Channel,
     ) -> Result<RoundResult, RoundError> {
-        self.round_with(conversation, text, channel, None, None)
+        self.round_from(&self.local_origin(), conversation, text, channel)
+    }
+
+    /// One typed round in `conversation` from a door's client.
+    pub fn round_from(
+        &self,
+        origin: &Origin,
+        conversation: &ConversationId,
+        text: &str,
+        channel: Channel,
+    ) -> Result<RoundResult, RoundError> {
+        self.round_with(origin, conversation, text, channel, None, None)
+    }
+
+    /// Who says what is said here, in this process, now.
+    pub fn local_origin(&self) -> Origin {
+        Origin::new(Client::new(Door::Local, "local"), self.now_ms())
+    }
+
+    /// A request from `door`'s `client` that arrives now.
+    pub fn origin(&self, door: Door, client: impl Into<String>) -> Origin {
+        Origin::new(Client::new(door, client), self.now_ms())
     }
 
     /// A confirmation answered from a UI: "yes" or "no" in its conversation;
@@ -425,17 +456,25 @@ impl Engine {
     /// `threshold_too_strict`), and the receipt records it.
     pub fn answer_confirmation(
         &self,
+        origin: &Origin,
         conversation: &ConversationId,
         accept: bool,
-        channel: Channel,
         override_reason: Option<OverrideReason>,
     ) -> Result<RoundResult, RoundError> {
         let text = if accept { "yes" } else { "no" };
-        self.round_with(conversation, text, channel, override_reason, None)
+        self.round_with(
+            origin,
+            conversation,
+            text,
+            Channel::Ui,
+            override_reason,
+            None,
+        )
     }
 
     fn round_with(
         &self,
+        origin: &Origin,
         conversation: &ConversationId,
         text: &str,
         channel: Channel,
@@ -460,7 +499,7 @@ impl Engine {
         let outcome = match self.run_steps(
             &round,
             text,
-            channel,
+            (channel, origin),
             &state_in,
             pending.as_ref(),
             override_reason,
@@ -481,8 +520,13 @@ impl Engine {
         } = outcome;
         let mut boundary = steps.boundary;
         boundary.state_out = boundary.state_out.filter(|s| *s != state_in);
+        // The question is given out when the round ends: a "yes" that
+        // arrived before now was not said to it.
+        if let Some(PendingChange::Set(p)) = &mut boundary.pending {
+            p.asked_at_ms = p.asked_at_ms.max(self.clock.now_ms());
+        }
         let pending_after = match &boundary.pending {
-            Some(PendingChange::Set(next)) => Some(next),
+            Some(PendingChange::Set(next)) => Some(&**next),
             Some(PendingChange::Cleared) => None,
             None => pending.as_ref(),
         };
@@ -522,14 +566,15 @@ impl Engine {
         };
         let recorded = boundary.to_json();
         auth::boundary::crash_point("round.before_end");
-        match (&result.failure_code, &result.failure_reason) {
-            (Some(code), Some(reason)) => round.fail_with(code, reason, recorded)?,
-            _ => round.complete_with(&result.state_out, recorded)?,
-        }
-        // The round is durable: now the conversation may change, all at once.
-        if !boundary.is_empty() {
+        // Once the round is durable the conversation changes, all at once,
+        // before its next round may begin.
+        let apply = || {
             self.state
-                .apply_boundary(conversation, header.round_seq, &boundary)?;
+                .apply_boundary(conversation, header.round_seq, &boundary)
+        };
+        match (&result.failure_code, &result.failure_reason) {
+            (Some(code), Some(reason)) => round.fail_with(code, reason, recorded, apply)?,
+            _ => round.complete_with(&result.state_out, recorded, apply)?,
         }
         // It may have set, moved or cancelled a timer.
         self.wake.poke();
@@ -574,14 +619,14 @@ impl Engine {
         &self,
         round: &OpenRound,
         said: &str,
-        channel: Channel,
+        (channel, origin): (Channel, &Origin),
         state_in: &str,
         pending: Option<&Pending>,
         override_reason: Option<OverrideReason>,
         voice: Option<&VoiceInput>,
     ) -> Result<Outcome, RoundError> {
         let now = self.clock.now_ms();
-        let screened = self.screen(round, said, channel, voice)?;
+        let screened = self.screen(round, said, channel, origin, voice)?;
         if let Some(incoherent) = &screened.incoherent {
             let (steps, decided) = self.ask_again(round, incoherent, state_in)?;
             return self.emit(
@@ -605,8 +650,14 @@ impl Engine {
                 Vec::new(),
             );
         }
-        let (routed, gated) =
-            self.authorize(round, routed, &screened.normalized, pending, channel, now)?;
+        let (routed, gated) = self.authorize(
+            round,
+            routed,
+            &screened.normalized,
+            pending,
+            (channel, origin),
+            now,
+        )?;
         let acted = self.act(round, routed, gated, override_reason, &screened.text, now)?;
         self.emit(
             round,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Channel, OverrideReason, tests::Home};
+use super::{OverrideReason, tests::Home};
 use crate::{
     config::Config,
     llm::{Provider, ProviderKind, Tier, Tiers},
@@ -326,11 +326,12 @@ fn a_parroted_justification_is_caught_and_an_override_is_recorded() {
     // on_check_error = escalate (the default): two confirmations.
     assert_eq!(r.pending_confirmation.unwrap().confirmations_required, 2);
     let c = "c".parse().unwrap();
+    let ui = || home.engine.origin(crate::auth::Door::Ui, "token");
     home.engine
-        .answer_confirmation(&c, true, Channel::Ui, None)
+        .answer_confirmation(&ui(), &c, true, None)
         .unwrap();
     home.engine
-        .answer_confirmation(&c, true, Channel::Ui, Some(OverrideReason::AcceptedRisk))
+        .answer_confirmation(&ui(), &c, true, Some(OverrideReason::AcceptedRisk))
         .unwrap();
     let receipt = &home.of_type("c", "receipt.issued")[0]["receipt"];
     assert_eq!(receipt["confirmation"]["override_reason"], "accepted_risk");

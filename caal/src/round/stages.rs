@@ -18,8 +18,8 @@ use super::{
 };
 use crate::{
     auth::{
-        self, CommandChain, GateAction, GateOutcome, Pending, Resolution, Utterance,
-        boundary::PendingChange,
+        self, CommandChain, DoorPolicy, GateAction, GateOutcome, Gating, Origin, Pending, Refusal,
+        Resolution, Utterance, boundary::PendingChange,
     },
     config::RouteType,
     reasoning::{Phase, RoundReasoning, Step, ToolDecision},
@@ -116,6 +116,7 @@ impl Engine {
         round: &OpenRound,
         said: &str,
         channel: Channel,
+        origin: &Origin,
         voice: Option<&VoiceInput>,
     ) -> Result<Screened, RoundError> {
         let said_chars = said.chars().count();
@@ -123,6 +124,9 @@ impl Engine {
         let mut received = InputReceived {
             raw_text: text.to_string(),
             channel: channel.as_str().into(),
+            door: Some(origin.door().as_str().into()),
+            client: Some(scrubbed(&origin.client.id)),
+            arrived_at: Some(rfc3339_ms(origin.arrived_ms)),
             ..InputReceived::default()
         };
         if let Some(v) = voice {
@@ -320,6 +324,10 @@ impl Engine {
             earlier,
             asked,
             listen: voice.and_then(|v| self.listening(v)),
+            deadline: Some(
+                std::time::Instant::now()
+                    + std::time::Duration::from_millis(self.config.router.understand_ms.max(1)),
+            ),
         };
         let mut decision = self
             .router
@@ -462,7 +470,7 @@ impl Engine {
         mut routed: Routed,
         normalized: &str,
         pending: Option<&Pending>,
-        channel: Channel,
+        (channel, origin): (Channel, &Origin),
         now: i64,
     ) -> Result<(Routed, GateOutcome), RoundError> {
         let source_rule = routed.decision.source_rule.clone();
@@ -481,14 +489,32 @@ impl Engine {
         let ttl_ms = i64::try_from(self.config.authority.confirmation_ttl_seconds)
             .unwrap_or(i64::MAX / 4)
             * 1000;
-        let gated = auth::gate(
-            pending,
-            utterance,
-            round.header().round_seq,
-            now,
+        let at = Gating {
+            round_seq: round.header().round_seq,
+            now_ms: now,
             ttl_ms,
-            || uuid::Uuid::now_v7().hyphenated().to_string(),
-        );
+            from: origin.clone(),
+            policy: DoorPolicy {
+                agents_confirm: self.config.doors.agents_confirm,
+            },
+        };
+        let gated = auth::gate(pending, utterance, &at, || {
+            uuid::Uuid::now_v7().hyphenated().to_string()
+        });
+        if let (GateAction::Refused(why), Some(p)) = (&gated.action, &gated.pending) {
+            round.append(EventDraft::new(ConfirmReceived {
+                confirmation_id: p.confirmation_id.clone(),
+                accepted: false,
+                channel: channel.as_str().into(),
+                resolution: "refused".into(),
+                chain_id: p.chain.chain_id.clone(),
+                confirmations_received: p.received,
+                confirmations_required: p.required,
+                refused: Some(why.as_str().into()),
+                door: Some(origin.door().as_str().into()),
+                client: Some(scrubbed(&origin.client.id)),
+            }))?;
+        }
         if let Some((p, resolution)) = &gated.resolved {
             let received = if *resolution == Resolution::Confirmed {
                 p.received + 1
@@ -499,6 +525,7 @@ impl Engine {
                 Resolution::Expired | Resolution::Superseded => "system",
                 _ => channel.as_str(),
             };
+            let answered = !matches!(resolution, Resolution::Expired | Resolution::Superseded);
             round.append(EventDraft::new(ConfirmReceived {
                 confirmation_id: p.confirmation_id.clone(),
                 accepted: resolution.accepted(),
@@ -507,6 +534,9 @@ impl Engine {
                 chain_id: p.chain.chain_id.clone(),
                 confirmations_received: received,
                 confirmations_required: p.required,
+                refused: None,
+                door: answered.then(|| origin.door().as_str().into()),
+                client: answered.then(|| scrubbed(&origin.client.id)),
             }))?;
             self.receipts_not_run(round, &p.chain, *resolution, p.received)?;
         }
@@ -606,10 +636,17 @@ impl Engine {
                 decisions.append(&mut steps.decisions);
                 steps
             }
+            GateAction::Refused(why) => {
+                let Some(p) = gated.pending.as_ref() else {
+                    unreachable!("a refusal carries the confirmation it leaves waiting")
+                };
+                Steps::reply(refused_reply(why, p))
+            }
         };
-        if gated.resolved.is_some() || gated.pending.is_some() {
+        let unchanged = matches!(gated.action, GateAction::Refused(_));
+        if !unchanged && (gated.resolved.is_some() || gated.pending.is_some()) {
             steps.boundary.pending = Some(match gated.pending {
-                Some(p) => PendingChange::Set(p),
+                Some(p) => PendingChange::Set(Box::new(p)),
                 None => PendingChange::Cleared,
             });
         }
@@ -638,6 +675,8 @@ impl Engine {
             expires_at: rfc3339_ms(p.expires_at_ms),
             confirmations_required: p.required,
             confirmations_received: p.received,
+            door: p.raised_by.as_ref().map(|c| c.door.as_str().into()),
+            client: p.raised_by.as_ref().map(|c| scrubbed(&c.id)),
         }))?;
         self.step(
             round,
@@ -688,6 +727,33 @@ impl Engine {
             reasoning,
         })
     }
+}
+
+/// What a "yes" or "no" that did not answer `p` is told.
+fn refused_reply(why: Refusal, p: &Pending) -> String {
+    let door = p
+        .raised_by
+        .as_ref()
+        .map_or("elsewhere", |c| c.door.as_str());
+    match why {
+        Refusal::OtherClient => format!(
+            "That confirmation was asked for from another device ({door}); only the one that asked can answer it, or CAAL's page."
+        ),
+        Refusal::AgentMayNotConfirm => format!(
+            "An agent can't confirm this: to {}, a person says yes on CAAL's page, where it waits.",
+            p.chain.summary
+        ),
+        Refusal::BeforeAsked => format!(
+            "That yes came before the question, so it doesn't count. {}",
+            p.prompt
+        ),
+        Refusal::NotHeard => format!("That yes doesn't answer what I asked last. {}", p.prompt),
+    }
+}
+
+/// A client's name as the trace keeps it: scrubbed, like everything said.
+fn scrubbed(id: &str) -> String {
+    crate::safety::global().scrub(id).into_owned()
 }
 
 /// The router's decision as recorded: who else decided (the model) sets

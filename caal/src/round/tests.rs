@@ -532,6 +532,65 @@ proptest! {
     }
 }
 
+/// Where requests take free words, and where none are expected.
+const UNICODE_FRAMES: &[&str] = &[
+    "add {x} to the shopping list",
+    "remind me to call {x}",
+    "{x}",
+    "set a {x} timer for 5 minutes",
+    "turn on the {x} lights",
+    "{x} yes",
+    "lock the {x} at the back",
+    "un {x} the front door",
+    "remember that {x} is in the drawer",
+    "{x}, turn off the kitchen lights",
+];
+
+/// Words of letters that take several bytes each (accented, Cyrillic, CJK,
+/// Arabic, full-width, emoji, combining marks).
+fn unicode_words() -> impl Strategy<Value = String> {
+    let word = prop_oneof![
+        "[\\p{L}\\p{M}]{1,8}",
+        "[а-яА-ЯёЁ]{1,8}",
+        "[\u{4e00}-\u{9fa5}]{1,4}",
+        "[\u{0621}-\u{064a}]{1,6}",
+        "[ａ-ｚＡ-Ｚ]{1,5}",
+        "[\u{1F600}-\u{1F64F}\u{1F6AA}\u{1F4A1}]{1,3}",
+        "[éèÉçñøœß]{1,3}[a-z]{0,4}",
+    ];
+    prop::collection::vec(word, 1..4).prop_map(|w| w.join(" "))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Random Unicode where requests take words, and alone: every round
+    /// ends with a reply (no layer slices inside a character), and the
+    /// chain holds.
+    #[test]
+    fn no_round_panics_on_any_unicode(
+        frame in 0..UNICODE_FRAMES.len(),
+        words in unicode_words(),
+    ) {
+        // The sentence library and the meaning layer too, where installed
+        // (`bash .ci/setup`): Home Assistant's wildcards take the words.
+        let installed = |k: &str| {
+            ["HOME", "XDG_DATA_HOME", "CAAL_MODELS_DIR", "CAAL_INTENTS_DIR"]
+                .contains(&k)
+                .then(|| std::env::var(k).ok())
+                .flatten()
+        };
+        let home = Home::with(Config::defaults().unwrap(), Arc::new(installed));
+        let said = UNICODE_FRAMES[frame].replace("{x}", &words);
+        let r = home
+            .engine
+            .text_round(&"u".parse().unwrap(), &said, Channel::Text)
+            .map_err(|e| TestCaseError::fail(format!("{said:?}: {e}")))?;
+        prop_assert!(!r.reply.trim().is_empty(), "{said:?}: no reply");
+        prop_assert!(home.engine.store().reader().verify(None).unwrap().ok);
+    }
+}
+
 #[test]
 fn injection_and_overlong_input_are_checked_recorded_and_the_round_goes_on() {
     let home = Home::new();

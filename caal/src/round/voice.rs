@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use super::{Channel, Engine, OPERATOR_CONVERSATION, RoundError, RoundResult, Steps};
+use crate::auth::Origin;
 use crate::ids::{AudioId, ConversationId};
 use crate::router::Intent;
 use crate::trace::{
@@ -221,6 +222,7 @@ impl Engine {
     /// weigh readings of a mishearing.
     pub fn voice_round(
         &self,
+        origin: &Origin,
         conversation: &ConversationId,
         transcript: &Transcript,
         audio: &AudioArtifact,
@@ -234,6 +236,7 @@ impl Engine {
             samples,
         };
         self.round_with(
+            origin,
             conversation,
             &transcript.text,
             Channel::Voice,
@@ -261,6 +264,7 @@ impl Engine {
             });
         }
         let stt = self.stt()?;
+        let origin = self.local_origin();
         // The clip is kept once, and only if something in it was speech.
         let mut kept: Option<AudioArtifact> = None;
         let mut heard = Vec::with_capacity(utterances.len());
@@ -274,6 +278,7 @@ impl Engine {
                 Ok(kept.clone().expect("kept just now"))
             };
             heard.push(self.heard(
+                &origin,
                 conversation,
                 (u.start_ms, u.end_ms),
                 transcript,
@@ -291,6 +296,7 @@ impl Engine {
     /// (`keep`) and it is run as a round; noise keeps nothing.
     pub fn heard(
         &self,
+        origin: &Origin,
         conversation: &ConversationId,
         (start_ms, end_ms): (u64, u64),
         mut transcript: Transcript,
@@ -301,7 +307,8 @@ impl Engine {
             Some(text) => {
                 transcript.text = text;
                 let artifact = keep()?;
-                let round = self.voice_round(conversation, &transcript, &artifact, samples)?;
+                let round =
+                    self.voice_round(origin, conversation, &transcript, &artifact, samples)?;
                 (Some(round), Some(artifact))
             }
             None => (None, None),
@@ -502,9 +509,14 @@ mod tests {
                 no_speech: 0.01,
             };
             let heard = engine
-                .heard(&conversation, (0, 1_000), transcript, None, &mut || {
-                    Ok(artifact.clone())
-                })
+                .heard(
+                    &engine.local_origin(),
+                    &conversation,
+                    (0, 1_000),
+                    transcript,
+                    None,
+                    &mut || Ok(artifact.clone()),
+                )
                 .unwrap();
             let round = heard.round.expect("a round");
             assert!(

@@ -92,6 +92,7 @@ pub struct Router {
     remember_leads: Vec<String>,
     remind_with: String,
     heard_fillers: Vec<String>,
+    joined_prefixes: Vec<String>,
     carried_letters: Vec<String>,
     sound_pairs: Vec<Vec<String>>,
     conditions: Vec<String>,
@@ -475,6 +476,7 @@ impl Router {
             },
             remind_with: words.remind_with.clone(),
             heard_fillers: words.heard_fillers.iter().map(|w| normalize(w)).collect(),
+            joined_prefixes: words.joined_prefixes.iter().map(|w| normalize(w)).collect(),
             carried_letters: words.carried_letters.iter().map(|w| normalize(w)).collect(),
             sound_pairs: words
                 .sound_pairs
@@ -585,6 +587,16 @@ impl Router {
     /// that is not in the home (a reply naming what is); the nearest examples
     /// in meaning; else the state's unmatched route.
     pub fn route_in(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
+        if text
+            .split_whitespace()
+            .nth(crate::understand::MAX_WORDS)
+            .is_some()
+        {
+            return self.route_long(text, state, context);
+        }
+        if let Some(joined) = self.joined_prefix(text) {
+            return self.route_in(&joined, state, context);
+        }
         if let Some(d) = self.by_earlier(text, state, context) {
             return d;
         }
@@ -662,6 +674,21 @@ impl Router {
                 d
             }
         };
+        self.unless_conditional(text, d)
+    }
+
+    /// A sentence longer than the sentence layers read (`MAX_WORDS`): a
+    /// strong rule, or its clauses (each within the bound), else the
+    /// fallback. Bounded work, however long what was sent.
+    fn route_long(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
+        if let Some((priority, d)) = self.by_rules(text)
+            && priority > self.template_priority
+        {
+            return d;
+        }
+        let d = self
+            .by_clause(text, context)
+            .unwrap_or_else(|| self.unmatched(state));
         self.unless_conditional(text, d)
     }
 

@@ -346,3 +346,34 @@ fn a_guess_from_a_word_heard_unsurely_is_asked_about_first() {
         same
     });
 }
+
+#[test]
+fn a_long_input_is_read_by_its_clauses_only_and_else_goes_to_the_fallback() {
+    let router = router();
+    // 2,000 characters of words that requests are made of, with no clause
+    // in them: no sentence layer reads it whole (the work would grow with
+    // the cube of its length), so it is the state's fallback.
+    let words = "turn on the kitchen lights and lock the front door please set a timer";
+    let long: String = words
+        .split(' ')
+        .cycle()
+        .take(600)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let long = &long[..2_000];
+    let d = router.route(&normalize(long), "default");
+    assert!(!matches!(d.intent, Intent::Chain(_)), "{d:?}");
+    assert_eq!(d.layer, "none");
+    // A request in a clause of its own is still heard, after a long story.
+    let story: String = ["we had a long day"; 15].join(" and ");
+    let said = format!("{story}. turn on the kitchen lights");
+    let d = router.route(&normalize(&said), "default");
+    let c = chain(&d);
+    assert_eq!(c.commands[0].command_id, "lights.set", "{d:?}");
+    // More clauses than a request has is no request.
+    let many = ["turn on the kitchen lights"; 13].join(", ");
+    assert!(!matches!(
+        router.route(&normalize(&many), "default").intent,
+        Intent::Chain(_)
+    ));
+}

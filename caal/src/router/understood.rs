@@ -12,7 +12,7 @@ use super::{Choice, Intent, RouteDecision, Router, normalize};
 use crate::{
     auth::{AuthLevel, CommandChain},
     config::{ConfigError, ExampleConfig, IntentMapConfig, SemanticConfig},
-    understand::{Context, Lang, Understood, home::value_names, sounds::SoundMatch},
+    understand::{Context, Lang, MAX_WORDS, Understood, home::value_names, sounds::SoundMatch},
 };
 
 /// The model layer's way out: the sentence is none of the meanings offered.
@@ -307,6 +307,13 @@ fn padded_words(text: &str) -> String {
 
 /// A sentence's clauses, at a clause mark followed by a space or the end
 /// ("21.5" and "1,000" are numbers, not clauses).
+/// The most clauses a sentence is read in; more is no request (a list
+/// read out, a pasted text).
+const MAX_CLAUSES: usize = 12;
+
+/// The longest sentence a run of half of it may be the request in.
+const SPAN_WORDS: usize = 24;
+
 fn clauses(text: &str) -> Vec<&str> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
@@ -1275,16 +1282,57 @@ impl Router {
     /// it is"). Never in a sentence that says "not": the run could leave it
     /// out; nor in a question of whether it is or was so ("did I lock the
     /// back door" asks about locking it).
+    /// `text` with a prefix typed apart from its word joined to it ("un
+    /// lock the front door": "unlock …"), when the prefix is no word the
+    /// sentences know and the two together are; `None` when nothing joins.
+    /// The vocabulary is consulted only when a prefix stands alone.
+    pub(super) fn joined_prefix(&self, text: &str) -> Option<String> {
+        let words: Vec<&str> = text.split(' ').collect();
+        let alone = |w: &str| self.joined_prefixes.iter().any(|p| p == w);
+        if !words[..words.len().saturating_sub(1)]
+            .iter()
+            .any(|w| alone(w))
+        {
+            return None;
+        }
+        let vocabulary = self.vocabulary.get_or_init(|| vocabulary_of(self));
+        let mut out: Vec<String> = Vec::with_capacity(words.len());
+        let mut joined = false;
+        let mut rest = words.iter().peekable();
+        while let Some(w) = rest.next() {
+            if alone(w)
+                && !vocabulary.contains_key(*w)
+                && let Some(next) = rest.peek()
+            {
+                let whole = format!("{w}{next}");
+                if vocabulary.contains_key(&whole) {
+                    out.push(whole);
+                    rest.next();
+                    joined = true;
+                    continue;
+                }
+            }
+            out.push((*w).to_owned());
+        }
+        joined.then(|| out.join(" "))
+    }
+
     pub(super) fn by_span(&self, text: &str, context: &Context) -> Option<RouteDecision> {
         if self.says_not(text) || self.asks_whether(text) {
             return None;
         }
         let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
         let n = words.len();
-        if n < 3 {
+        // Half the sentence is the request: a request is a few words, so a
+        // longer sentence is no request in a story (and its runs, about n²/8
+        // of them, would each be matched against every template).
+        if !(3..=SPAN_WORDS).contains(&n) {
             return None;
         }
         for len in (n.div_ceil(2).max(2)..n).rev() {
+            if context.out_of_time() {
+                return None;
+            }
             for start in 0..=n - len {
                 // A run right after an article is not a clause of its own:
                 // "the activate the lights" is a mishearing of "deactivate".
@@ -1324,7 +1372,10 @@ impl Router {
     /// the front door"). Never in a sentence that says "not", nor in a story.
     pub(super) fn by_clause(&self, text: &str, context: &Context) -> Option<RouteDecision> {
         let clauses = clauses(text);
-        if clauses.len() < 2 || self.says_not(text) || self.tells_a_story(text) {
+        if !(2..=MAX_CLAUSES).contains(&clauses.len())
+            || self.says_not(text)
+            || self.tells_a_story(text)
+        {
             return None;
         }
         // Each command with the part (clause understood) it came from.
@@ -1335,6 +1386,13 @@ impl Router {
         // ("dim the bedroom a bit" is 30%), and another said a number.
         let (mut level_fixed, mut number_aside) = (false, false);
         for (i, clause) in clauses.iter().enumerate() {
+            if context.out_of_time() {
+                return None;
+            }
+            // A clause longer than a sentence is read (see MAX_WORDS) is no request.
+            if clause.split_whitespace().nth(MAX_WORDS).is_some() {
+                continue;
+            }
             let (mut said, mut referent) = match self.resolve_reference(clause, &clauses[..i]) {
                 Some((resolved, referent)) => (resolved, Some(referent)),
                 None => (clause.to_string(), None),
@@ -1469,6 +1527,7 @@ impl Router {
             earlier: Vec::new(),
             asked: None,
             listen: context.listen.clone(),
+            deadline: context.deadline,
         };
         let d = self.route_in(&said, state, &here);
         answered_with(d, "earlier", json!({"said": said, "referent": referent}))

@@ -61,12 +61,19 @@ pub fn load_or_create(data_dir: &Path, explicit: Option<&str>) -> Result<String,
     }
 }
 
-/// True if the `Authorization` header carries exactly `token`.
+/// True if the `Authorization` header carries exactly `token` (the scheme
+/// is matched case-insensitively, as RFC 9110 says: `bearer` too).
 pub fn authorized(header: Option<&str>, token: &str) -> bool {
-    let Some(given) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
+    let Some((scheme, given)) = header.and_then(|h| h.trim_start().split_once(' ')) else {
         return false;
     };
-    given.trim().as_bytes().ct_eq(token.as_bytes()).into()
+    scheme.eq_ignore_ascii_case("bearer") && same_secret(given.trim(), token)
+}
+
+/// Whether two secrets are the same, in time that does not depend on where
+/// they differ.
+pub fn same_secret(given: &str, secret: &str) -> bool {
+    given.as_bytes().ct_eq(secret.as_bytes()).into()
 }
 
 #[cfg(test)]
@@ -93,12 +100,16 @@ mod tests {
             "given-token-123456"
         );
         assert!(authorized(Some(&format!("Bearer {token}")), &token));
+        assert!(authorized(Some(&format!("bearer {token}")), &token));
+        assert!(authorized(Some(&format!("BEARER  {token}")), &token));
         for bad in [
             None,
             Some("Bearer "),
             Some("bearer x"),
             Some(token.as_str()),
             Some("Bearer nope"),
+            Some(&format!("Basic {token}")),
+            Some(&format!("Bearer{token}")),
         ] {
             assert!(!authorized(bad, &token), "{bad:?}");
         }

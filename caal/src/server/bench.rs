@@ -82,9 +82,11 @@ impl Running {
                         .await
                         .map_err(|e| e.to_string())?;
                     let at = door.local_addr().map_err(|e| e.to_string())?;
+                    // On loopback with no secret set: loopback peers are let in.
                     tokio::spawn(crate::server::protocols::wyoming::serve(
                         door,
                         state.clone(),
+                        Default::default(),
                     ));
                     Some(at)
                 } else {

@@ -29,6 +29,10 @@ pub enum AppError {
         message: String,
     },
     TooLarge,
+    /// The request's `Host` is a name the service was not told it answers to.
+    MisdirectedHost {
+        host: String,
+    },
     /// Something broke inside; the details are logged, not sent.
     Internal(String),
 }
@@ -62,6 +66,13 @@ impl IntoResponse for AppError {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "body.too_large",
                 format!("the request body is over {} bytes", super::MAX_BODY_BYTES),
+            ),
+            AppError::MisdirectedHost { host } => (
+                StatusCode::MISDIRECTED_REQUEST,
+                "host.not_served",
+                format!(
+                    "this service does not answer to the host {host:?}; reach it by its address or localhost, or add the name to [doors] hosts (or CAAL_HOSTS)"
+                ),
             ),
             AppError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");

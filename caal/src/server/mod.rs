@@ -7,11 +7,18 @@
 
 pub mod auth;
 pub mod bench;
+pub(crate) mod conns;
 mod error;
 pub mod protocols;
 mod voice;
 
-use std::{convert::Infallible, future::Future, io, sync::Arc, time::Instant};
+use std::{
+    convert::Infallible,
+    future::Future,
+    io,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use axum::{
     Json, Router,
@@ -28,11 +35,17 @@ use axum::{
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::{net::TcpListener, sync::watch};
+use tokio::{
+    net::TcpListener,
+    sync::{Semaphore, watch},
+};
 
+pub(crate) use conns::Backoff;
+pub use conns::raise_descriptor_limit;
 pub use error::AppError;
 
 use crate::{
+    auth::Door,
     ids::{BucketId, ConversationId},
     memory::{ItemRef, Match},
     round::{
@@ -44,6 +57,10 @@ use crate::{
 /// Largest request body accepted; more is refused with 413.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+/// A peer has this long to send a request's headers; a keep-alive
+/// connection with no next request is closed after it too.
+pub const HEADER_WITHIN: Duration = Duration::from_secs(10);
+
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
@@ -54,6 +71,13 @@ pub struct AppState {
     started: Instant,
     /// LiveKit's keys (`LIVEKIT_API_KEY`, `LIVEKIT_API_SECRET`), for its webhooks.
     livekit: Option<Arc<crate::voice::livekit::Keys>>,
+    /// Host names the service answers to beyond IP literals and localhost.
+    hosts: Arc<Vec<String>>,
+    /// HTTP connections served at once.
+    http_connections: usize,
+    /// Speech to or from text for the doors, one job per core at a time
+    /// (the rest wait their turn rather than crowd the cores and memory).
+    pub(crate) speech: Arc<Semaphore>,
 }
 
 impl AppState {
@@ -64,6 +88,15 @@ impl AppState {
         engine.store().on_commit(move |id| {
             tx.send_replace(id);
         });
+        let hosts = engine
+            .config()
+            .doors
+            .hosts
+            .iter()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .collect();
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        let wyoming = engine.config().doors.wyoming.max_connections;
         Self {
             engine,
             token: Arc::new(token),
@@ -73,6 +106,18 @@ impl AppState {
             livekit: crate::voice::livekit::Keys::from_env(&|k| std::env::var(k).ok())
                 .ok()
                 .map(Arc::new),
+            hosts: Arc::new(hosts),
+            http_connections: conns::http_cap(conns::descriptor_limit(), wyoming),
+            speech: Arc::new(Semaphore::new(cores)),
+        }
+    }
+
+    /// Serve at most `n` HTTP connections at once (tests; by default the
+    /// share of the descriptor limit the doors leave, at most 2,048).
+    pub fn with_http_connections(self, n: usize) -> Self {
+        Self {
+            http_connections: n.max(1),
+            ..self
         }
     }
 }
@@ -141,23 +186,125 @@ pub fn app(state: AppState) -> Router {
         .route("/voice", get(voice_page))
         .fallback(not_found)
         .layer(middleware::from_fn(log_request))
+        .layer(middleware::from_fn_with_state(state.clone(), guard_host))
         .with_state(state)
 }
 
+/// Every answer may not be framed by another page (clickjacking the
+/// confirm button) and is not sniffed; a request whose `Host` names a
+/// domain the service was not told it answers to is refused (DNS
+/// rebinding: a page elsewhere whose name points at 127.0.0.1).
+async fn guard_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned);
+    let mut response = match host {
+        Some(host) if !host_allowed(&host, &state.hosts) => {
+            tracing::warn!(host = %crate::safety::global().scrub(&host), "request refused: Host not served");
+            AppError::MisdirectedHost {
+                host: crate::safety::global().scrub(&host).into_owned(),
+            }
+            .into_response()
+        }
+        _ => next.run(request).await,
+    };
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, "frame-ancestors 'none'"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ] {
+        headers.insert(name, header::HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// An IP literal, localhost (and its subdomains), or a configured name; the port is ignored.
+fn host_allowed(host: &str, configured: &[String]) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    let name = match host.strip_prefix('[') {
+        // [::1]:8377
+        Some(v6) => {
+            return v6
+                .split(']')
+                .next()
+                .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+        }
+        None => host.rsplit_once(':').map_or(host.as_str(), |(name, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                name
+            } else {
+                host.as_str()
+            }
+        }),
+    };
+    name.parse::<std::net::IpAddr>().is_ok()
+        || name == "localhost"
+        || name.ends_with(".localhost")
+        || configured.iter().any(|c| c == name)
+}
+
 /// Serves until `shutdown` resolves; in-flight requests finish, live streams end.
+/// Connections are bounded (`conns`): at most `http_connections` at once, a
+/// newcomer at the cap taking the place of the longest idle one, headers
+/// within [`HEADER_WITHIN`].
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let closing = state.closing.clone();
-    let shutdown = async move {
-        shutdown.await;
-        closing.send_replace(true);
-    };
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let slots = conns::Slots::new(state.http_connections);
+    let app = app(state);
+    // Each connection's task holds a receiver; when all are gone, all ended.
+    let (ended_tx, ended_rx) = watch::channel(());
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut backoff = Backoff::default();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    backoff.reset();
+                    stream
+                }
+                Err(e) if conns::passing(&e) => continue,
+                Err(e) => {
+                    backoff.wait(&format!("cannot accept a connection: {e}")).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let held = match slots.admit() {
+            conns::Admitted::Yes { held, evicted } => {
+                if evicted {
+                    backoff.note(
+                        "at the connection cap: the longest idle connection gave way to a new one",
+                    );
+                }
+                held
+            }
+            conns::Admitted::Full => {
+                backoff.note("at the connection cap with every connection busy: a new one was closed on arrival");
+                continue;
+            }
+        };
+        tokio::spawn(conns::serve_http(
+            stream,
+            app.clone(),
+            held,
+            closing.subscribe(),
+            ended_rx.clone(),
+        ));
+    }
+    closing.send_replace(true);
+    drop(listener);
+    drop(ended_rx);
+    ended_tx.closed().await;
+    Ok(())
 }
 
 /// Whether a request carries the service's bearer token.
@@ -227,12 +374,23 @@ async fn chat(
     State(state): State<AppState>,
     body: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Result<Json<RoundResult>, AppError> {
+    let origin = state.engine.origin(Door::Api, "token");
     let request = json_body(body)?;
     let conversation = conversation(request.conversation_id.as_deref().unwrap_or("default"))?;
+    if let Some(door) = Door::owning(conversation.as_str()) {
+        return Err(AppError::bad_request(
+            "conversation_id.reserved",
+            format!(
+                "conversations that begin with {:?} belong to the {door} door; name another one (e.g. \"kitchen\")",
+                door.namespace().unwrap_or_default()
+            ),
+        ));
+    }
     let engine = state.engine.clone();
-    let result =
-        blocking(move || Ok(engine.text_round(&conversation, &request.text, Channel::Api)?))
-            .await?;
+    let result = blocking(move || {
+        Ok(engine.round_from(&origin, &conversation, &request.text, Channel::Api)?)
+    })
+    .await?;
     Ok(Json(result))
 }
 
@@ -672,6 +830,7 @@ async fn decide(
     accept: bool,
     override_reason: Option<OverrideReason>,
 ) -> Result<Json<RoundResult>, AppError> {
+    let origin = state.engine.origin(Door::Ui, "token");
     let engine = state.engine.clone();
     let result = blocking(move || {
         let found = engine
@@ -687,7 +846,7 @@ async fn decide(
         let conversation = conversation
             .parse()
             .map_err(|e: crate::ids::InvalidId| AppError::Internal(e.to_string()))?;
-        Ok(engine.answer_confirmation(&conversation, accept, Channel::Ui, override_reason)?)
+        Ok(engine.answer_confirmation(&origin, &conversation, accept, override_reason)?)
     })
     .await?;
     Ok(Json(result))

@@ -247,12 +247,20 @@ async fn utterance(
     tts_voice: &str,
 ) -> bool {
     let ended = Instant::now();
+    // Said when the speech ended, whatever the transcription takes.
+    let origin = state.engine.origin(crate::auth::Door::VoiceSocket, "token");
     let (engine, stt, conversation) = (state.engine.clone(), stt.clone(), conversation.clone());
+    // One transcription per core at a time, across every door.
+    let Ok(turn) = state.speech.clone().acquire_owned().await else {
+        return false;
+    };
     let done = tokio::task::spawn_blocking(move || -> Result<_, crate::round::VoiceError> {
+        let _turn = turn;
         let transcript = stt.transcribe(&u.samples)?;
         let samples: std::sync::Arc<[f32]> = std::sync::Arc::from(u.samples);
         let mut keep = || engine.keep_streamed(&samples);
         engine.heard(
+            &origin,
             &conversation,
             (u.start_ms, u.end_ms),
             transcript,

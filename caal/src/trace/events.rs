@@ -52,6 +52,16 @@ pub struct InputReceived {
     pub audio_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript: Option<Heard>,
+    /// The door it came in by (`api`, `wyoming`, `mcp`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door: Option<String>,
+    /// The door's name for the client behind it (a Wyoming peer's address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// When it reached the door, before it waited for its conversation: a
+    /// "yes" counts only if it arrived after the question was given out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrived_at: Option<String>,
 }
 
 /// `input.normalized`.
@@ -260,6 +270,12 @@ pub struct ConfirmRequested {
     pub confirmations_required: u8,
     #[serde(default)]
     pub confirmations_received: u8,
+    /// The door and client that asked: only they (or the operator on the
+    /// page) may answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 /// `confirm.received`.
@@ -277,6 +293,14 @@ pub struct ConfirmReceived {
     pub confirmations_received: u8,
     #[serde(default)]
     pub confirmations_required: u8,
+    /// Why a yes or no did not answer it (`resolution` "refused").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// The door and client that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 /// `command.executed`.

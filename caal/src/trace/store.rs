@@ -683,15 +683,24 @@ impl OpenRound {
     }
 
     /// Ends the round with `round.completed` carrying the state changes it
-    /// makes (`boundary`, applied once this is durable, and again on the
-    /// next open should the process stop in between), and waits until durable.
-    pub fn complete_with(self, state_out: &str, boundary: Option<Value>) -> Result<(), StoreError> {
+    /// makes (`boundary`), waits until durable, then applies them (`apply`;
+    /// again on the next open should the process stop in between). A round
+    /// that changes state frees its conversation only once they are
+    /// applied: the next round of it (a "yes" sent at the same moment) must
+    /// read the confirmation this one left, not the one before.
+    pub fn complete_with(
+        self,
+        state_out: &str,
+        boundary: Option<Value>,
+        apply: impl FnOnce() -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let changes = boundary.is_some();
         let completed = RoundCompleted {
             status: "ok".into(),
             state_out: state_out.into(),
             boundary,
         };
-        self.finish(EventDraft::new(completed), true)?.wait()
+        self.finish_applying(EventDraft::new(completed), changes, apply)
     }
 
     /// Ends the round with `round.failed` carrying its state changes, as `complete_with`.
@@ -700,9 +709,29 @@ impl OpenRound {
         failure_code: &str,
         failure_reason: &str,
         boundary: Option<Value>,
+        apply: impl FnOnce() -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        self.finish(failure_draft(failure_code, failure_reason, boundary), true)?
-            .wait()
+        let changes = boundary.is_some();
+        self.finish_applying(
+            failure_draft(failure_code, failure_reason, boundary),
+            changes,
+            apply,
+        )
+    }
+
+    /// The terminal event, durable; then `apply` when it records state
+    /// changes, with the conversation held until they are applied.
+    fn finish_applying(
+        self,
+        draft: EventDraft,
+        changes: bool,
+        apply: impl FnOnce() -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let (durable, held) = self.finish_holding(draft, changes)?;
+        durable.wait()?;
+        let applied = if changes { apply() } else { Ok(()) };
+        drop(held);
+        applied
     }
 
     /// Ends the round with `round.completed`; the returned ticket waits for durability.
@@ -723,7 +752,26 @@ impl OpenRound {
         self.finish(failure_draft(failure_code, failure_reason, None), true)
     }
 
-    fn finish(mut self, draft: EventDraft, wait: bool) -> Result<Durable, StoreError> {
+    fn finish(self, draft: EventDraft, wait: bool) -> Result<Durable, StoreError> {
+        Ok(self.finish_holding_with(draft, wait, false)?.0)
+    }
+
+    /// `finish`, waiting for durability, the conversation held (when
+    /// `hold`) until the returned guard drops.
+    fn finish_holding(
+        self,
+        draft: EventDraft,
+        hold: bool,
+    ) -> Result<(Durable, Option<Held>), StoreError> {
+        self.finish_holding_with(draft, true, hold)
+    }
+
+    fn finish_holding_with(
+        mut self,
+        draft: EventDraft,
+        wait: bool,
+        hold: bool,
+    ) -> Result<(Durable, Option<Held>), StoreError> {
         let event = draft.prepare()?;
         self.finished = true;
         let (done, rx) = if wait {
@@ -740,8 +788,33 @@ impl OpenRound {
             event: Box::new(event),
             done,
         });
-        self.store.release_slot(&self.header.conversation_id, head);
-        sent.map(|()| Durable(rx))
+        let held = Held {
+            store: self.store.clone(),
+            conversation: self.header.conversation_id.clone(),
+            head,
+        };
+        let held = if hold && sent.is_ok() {
+            Some(held)
+        } else {
+            drop(held);
+            None
+        };
+        sent.map(|()| (Durable(rx), held))
+    }
+}
+
+/// A conversation whose last round has ended but whose state changes are
+/// still being applied: freed for its next round when this drops.
+struct Held {
+    store: TraceStore,
+    conversation: ConversationId,
+    head: Option<String>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.store
+            .release_slot(&self.conversation, self.head.take());
     }
 }
 

@@ -315,6 +315,7 @@ pub fn run_suite(
             listen: spoken
                 .and_then(|s| s.listen)
                 .and_then(|listen| listen(&case.text)),
+            deadline: None,
         };
         let text = normalize(&heard);
         let started = Instant::now();

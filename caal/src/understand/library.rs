@@ -453,6 +453,9 @@ impl Library {
             }
         }
         for s in &self.sentences {
+            if context.out_of_time() {
+                break;
+            }
             if !wanted(s)
                 || !s
                     .required

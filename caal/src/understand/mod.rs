@@ -172,6 +172,23 @@ pub struct Context {
     /// For speech, how well other words fit the audio: readings of a
     /// mishearing are weighed against what was heard.
     pub listen: Option<Listen>,
+    /// When the round's time to understand runs out: the layers still to
+    /// run are skipped and what was said goes to the fallback.
+    pub deadline: Option<std::time::Instant>,
+}
+
+/// A sentence of more words than this is not read whole by the sentence
+/// layers (templates, spans, sounds, meaning): only its clauses are, each
+/// within this bound, so the work per round stays bounded whatever is sent
+/// (the longest request in any suite here is 12 words).
+pub const MAX_WORDS: usize = 48;
+
+impl Context {
+    /// Whether the round's time to understand has run out.
+    pub fn out_of_time(&self) -> bool {
+        self.deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+    }
 }
 
 /// A question the conversation's last round asked back.

@@ -488,32 +488,47 @@ fn fill_slot(
             }
         }
         SlotList::Duration => {
-            let mut end = start;
-            while end < b.len() {
-                end = input[end + 1..].find(' ').map_or(b.len(), |i| end + 1 + i);
+            for end in word_ends(input, start).take(SPOKEN_AMOUNT_WORDS) {
                 if let Some(seconds) = numbers::parse_duration(scope.lang, &input[start..end]) {
                     bind(end, Value::from(seconds), None, false);
                 }
             }
         }
         SlotList::TimeOfDay => {
-            let mut end = start;
-            while end < b.len() {
-                end = input[end + 1..].find(' ').map_or(b.len(), |i| end + 1 + i);
+            for end in word_ends(input, start).take(SPOKEN_AMOUNT_WORDS) {
                 if let Some(t) = super::clock::parse(&input[start..end]) {
                     bind(end, Value::String(t.to_string()), None, false);
                 }
             }
         }
         SlotList::Wildcard => {
-            // Every run of whole words from here.
-            let mut end = start;
-            while end < b.len() {
-                end = input[end + 1..].find(' ').map_or(b.len(), |i| end + 1 + i);
+            // Every run of whole words from here, up to a bound.
+            for end in word_ends(input, start).take(WILDCARD_WORDS) {
                 bind(end, Value::String(input[start..end].to_owned()), None, true);
             }
         }
     }
+}
+
+/// The most words a length of time or a time of day is said in ("two
+/// hours and thirty five minutes", "a quarter past seven in the evening").
+const SPOKEN_AMOUNT_WORDS: usize = 8;
+
+/// The most words a wildcard (a name, an item, what to be reminded of)
+/// takes: bounds the readings of a long input (each slot would otherwise
+/// try every run of words to the end).
+const WILDCARD_WORDS: usize = 24;
+
+/// Where each run of whole words that begins at `start` ends: at every
+/// space after it, then at the end of the input. The offsets come from the
+/// matcher, so a word that begins with a letter of several bytes ("émincé",
+/// "Élodie", "ｙｅｓ") is never cut inside it.
+fn word_ends(input: &str, start: usize) -> impl Iterator<Item = usize> + '_ {
+    input[start..]
+        .match_indices(' ')
+        .map(move |(i, _)| start + i)
+        .filter(move |&end| end > start)
+        .chain(std::iter::once(input.len()))
 }
 
 /// Whole numbers as integers, so "50" is `50`, not `50.0`.

@@ -12,6 +12,44 @@ pub enum TtsError {
     Failed(String),
 }
 
+/// The most text one request may have spoken (about four minutes of
+/// speech); more is refused by name rather than buffered.
+pub const MAX_CHARS: usize = 4_000;
+
+/// A piece of speech is at most this many characters.
+const PIECE_CHARS: usize = 300;
+
+/// `text` in the pieces it is spoken in, one after another, so a long text
+/// never becomes one long buffer: its sentences, and a sentence longer than
+/// a piece cut before a word that would take it over. Offsets come from
+/// `char_indices`, so no piece ends inside a character.
+pub fn pieces(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut last_space = None;
+    for (i, c) in text.char_indices() {
+        let end = i + c.len_utf8();
+        if c.is_whitespace() {
+            last_space = Some(i);
+        }
+        let sentence_ends = matches!(c, '.' | '!' | '?' | ';' | '\n')
+            && text[end..].chars().next().is_none_or(char::is_whitespace);
+        if sentence_ends {
+            out.push(&text[start..end]);
+            start = end;
+            last_space = None;
+        } else if end - start > PIECE_CHARS {
+            let cut = last_space.filter(|&s| s > start).unwrap_or(i);
+            out.push(&text[start..cut]);
+            start = cut;
+            last_space = None;
+        }
+    }
+    out.push(&text[start..]);
+    out.retain(|p| !p.trim().is_empty());
+    out
+}
+
 /// `text` spoken by espeak-ng in `voice`, as WAV bytes. The text is passed
 /// as an argument after `--`, never through a shell.
 pub fn speak(text: &str, voice: &str) -> Result<Vec<u8>, TtsError> {
@@ -51,4 +89,31 @@ fn fix_sizes(mut wav: Vec<u8>) -> Vec<u8> {
         at += 8 + size + (size & 1);
     }
     wav
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_spoken_in_bounded_pieces_that_keep_every_word() {
+        let said = "The kitchen lights are on. Is that all? ";
+        assert_eq!(
+            pieces(said),
+            ["The kitchen lights are on.", " Is that all?"]
+        );
+        assert_eq!(pieces("3.5 degrees"), ["3.5 degrees"]);
+        // No full stop in 20,000 characters of words, some of several bytes.
+        let long = "émincé ｙｅｓ kitchen ".repeat(1_000);
+        let cut = pieces(&long);
+        assert!(cut.len() > 60, "{}", cut.len());
+        assert!(
+            cut.iter().all(|p| p.len() <= PIECE_CHARS + 4),
+            "a piece too long"
+        );
+        assert_eq!(cut.concat().trim_end(), long.trim_end());
+        // One word longer than a piece is cut inside it, at a character.
+        let word = "ж".repeat(1_000);
+        assert_eq!(pieces(&word).concat(), word);
+    }
 }

@@ -3,8 +3,10 @@
 //! `caal serve` serves it at `/mcp` (streamable HTTP, behind the same bearer
 //! token as `/api`). Built on `rmcp`, the protocol's official Rust SDK.
 //!
-//! Tools: `say` (a round; a level-3/4 command asks, and the next `say` of
-//! "yes" in the same conversation confirms it), `trace_search`,
+//! Tools: `say` (a round in the door's own namespace, `mcp:…`; a level-3/4
+//! command asks, and a person confirms it on CAAL's page; an agent's own
+//! "yes" confirms it only where `[doors] agents_confirm` allows, and only in
+//! the MCP session that asked), `trace_search`,
 //! `trace_verify`, `round_show`, `bucket_search`, `remember`. Resources: each
 //! conversation (`caal://conversations/{id}`, its rounds) and each round
 //! (`caal://rounds/{round_id}`, its events). Arguments that do not fit a
@@ -31,18 +33,21 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::{
+    auth::Door,
     ids::{BucketId, ConversationId},
     round::{Channel, Engine, OperatorWrite},
 };
 
-/// The conversation `say` uses when none is named.
-pub const DEFAULT_CONVERSATION: &str = "mcp";
+/// The conversation `say` uses when none is named (in the `mcp:` namespace).
+pub const DEFAULT_CONVERSATION: &str = "default";
 
-/// CAAL's MCP server: the engine, and the tools it offers.
+/// CAAL's MCP server: the engine, the tools it offers, and the session's
+/// name as the door's client (`stdio`, or `session-…` over HTTP).
 #[derive(Clone)]
 pub struct CaalMcp {
     engine: Engine,
     tool_router: ToolRouter<Self>,
+    client: String,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -50,7 +55,8 @@ pub struct CaalMcp {
 pub struct Say {
     /// What to say, as a person would ("turn on the kitchen lights", "yes").
     pub text: String,
-    /// The conversation (default "mcp"); a confirmation is answered in it.
+    /// The conversation (default "default"; kept as "mcp:default", in the
+    /// MCP door's own namespace); a confirmation is answered in it.
     pub conversation_id: Option<String>,
 }
 
@@ -130,38 +136,74 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-fn conversation(id: Option<&str>) -> Result<ConversationId, String> {
-    let id = id.unwrap_or(DEFAULT_CONVERSATION);
+/// A conversation named by the agent, as it is (to read the trace); the
+/// refusal names it scrubbed.
+fn conversation(id: &str) -> Result<ConversationId, String> {
     id.parse()
-        .map_err(|e: crate::ids::InvalidId| format!("conversation_id {id:?}: {e}"))
+        .map_err(|e: crate::ids::InvalidId| format!("conversation_id: {e}"))
+}
+
+/// The conversation `say` talks in: the one named (or the default) in the
+/// door's own namespace, `mcp:…`.
+fn own_conversation(id: Option<&str>) -> Result<ConversationId, String> {
+    let id = id.unwrap_or(DEFAULT_CONVERSATION);
+    let namespace = Door::Mcp.namespace().unwrap_or_default();
+    if id.starts_with(namespace) {
+        conversation(id)
+    } else {
+        conversation(&format!("{namespace}{id}"))
+    }
 }
 
 /// An optional `conversation_id` argument: none means every conversation.
 fn only_conversation(id: Option<&str>) -> Result<Option<ConversationId>, String> {
-    id.map(|c| conversation(Some(c))).transpose()
+    id.map(conversation).transpose()
 }
 
 #[tool_router]
 impl CaalMcp {
-    pub fn new(engine: Engine) -> Self {
+    /// The door's client behind a call: its MCP session over HTTP (named
+    /// by a digest of the session id, which the trace does not keep), else
+    /// the transport's (`token`, `stdio`).
+    fn client_of(&self, context: &RequestContext<RoleServer>) -> String {
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(|session| {
+                let digest = crate::crypto::sha256_tagged(session.as_bytes());
+                format!("session-{}", &digest.trim_start_matches("sha256:")[..12])
+            })
+            .unwrap_or_else(|| self.client.clone())
+    }
+
+    /// The server; `client` names its transport in the trace.
+    pub fn new(engine: Engine, client: impl Into<String>) -> Self {
         Self {
             engine,
             tool_router: Self::tool_router(),
+            client: client.into(),
         }
     }
 
     #[tool(
-        description = "Say something to CAAL, as a person would: one round, understood, gated by its authority level, run and recorded. A level-3 or 4 command asks for confirmation; say \"yes\" in the same conversation to confirm it (\"no\" cancels). Returns the reply, the round id and what was decided."
+        description = "Say something to CAAL, as a person would: one round, understood, gated by its authority level, run and recorded. A level-3 or 4 command asks for confirmation, which a person gives on CAAL's page (an agent's own \"yes\" counts only where the owner allows it); \"no\" in the same conversation cancels. Returns the reply, the round id and what was decided."
     )]
-    async fn say(&self, Parameters(a): Parameters<Say>) -> Result<CallToolResult, ErrorData> {
-        let id = match conversation(a.conversation_id.as_deref()) {
+    async fn say(
+        &self,
+        Parameters(a): Parameters<Say>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let id = match own_conversation(a.conversation_id.as_deref()) {
             Ok(c) => c,
             Err(e) => return Ok(refused(e)),
         };
+        let origin = self.engine.origin(Door::Mcp, self.client_of(&context));
         let engine = self.engine.clone();
         let round = blocking(move || {
             engine
-                .text_round(&id, &a.text, Channel::Api)
+                .round_from(&origin, &id, &a.text, Channel::Api)
                 .map_err(|e| e.to_string())
         })
         .await?;
@@ -466,8 +508,8 @@ impl ServerHandler for CaalMcp {
         let uri = request.uri.clone();
         let engine = self.engine.clone();
         let found: Option<Value> = if let Some(id) = uri.strip_prefix(CONVERSATIONS) {
-            let conversation = conversation(Some(id))
-                .map_err(|e| ErrorData::invalid_params(scrubbed(&e), None))?;
+            let conversation =
+                conversation(id).map_err(|e| ErrorData::invalid_params(scrubbed(&e), None))?;
             blocking(move || {
                 let rounds = engine
                     .store()
@@ -516,7 +558,9 @@ pub fn http_service(
         // send; so any Host is accepted, as for the rest of the API.
         .disable_allowed_hosts();
     rmcp::transport::StreamableHttpService::new(
-        move || Ok(CaalMcp::new(engine.clone())),
+        // Each session its own client (`client_of`): a confirmation it
+        // asked for is answered in it or on the page, never in another.
+        move || Ok(CaalMcp::new(engine.clone(), "token")),
         Arc::new(Default::default()),
         config,
     )
@@ -525,7 +569,7 @@ pub fn http_service(
 /// Serves MCP on stdin/stdout until the client closes it.
 pub async fn serve_stdio(engine: Engine) -> Result<(), String> {
     use rmcp::ServiceExt;
-    let running = CaalMcp::new(engine)
+    let running = CaalMcp::new(engine, "stdio")
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| e.to_string())?;

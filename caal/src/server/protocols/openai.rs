@@ -4,14 +4,18 @@
 //! conversation integrations, LiveKit Agents and every OpenAI SDK can talk
 //! to CAAL.
 //!
-//! The last user message is a round (channel `api`); what came before it is
-//! the client's copy of the conversation, which CAAL already holds. The
-//! conversation is the `user` field, else the `X-CAAL-Conversation` header,
-//! else derived from the thread's first user message (a client that resends
-//! its history lands in the same conversation); it is returned in that header
-//! and in the body's `caal` object with the round id. A pending confirmation
-//! is answered by the next message ("yes"), as in any conversation. Errors
-//! come in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
+//! The last user message is a round (channel `api`, door `openai`); what
+//! came before it is the client's copy of the conversation, which CAAL
+//! already holds. The conversation is in the door's own namespace
+//! (`openai:…`): the `user` field, else the `X-CAAL-Conversation` header,
+//! else derived from the thread's first user message under a key only this
+//! server holds (a client that resends its history lands in the same
+//! conversation; nobody can work out another's); it is returned in that
+//! header and in the body's `caal` object with the round id. A pending
+//! confirmation is answered by the next message ("yes"), and only when the
+//! thread's last assistant message is the question: another thread that
+//! opened with the same words cannot confirm it. Errors come in OpenAI's
+//! shape: `{"error": {"message", "type", "param", "code"}}`.
 
 use std::convert::Infallible;
 
@@ -32,6 +36,7 @@ use serde_json::{Value, json};
 
 use crate::server::{AppError, AppState, blocking, token_holds};
 use crate::{
+    auth::Door,
     ids::ConversationId,
     round::{Channel, RoundResult},
 };
@@ -205,12 +210,16 @@ pub async fn chat_completions(
             Some("messages"),
         ));
     }
-    let conversation = conversation_of(&request.user, &headers, &messages)?;
+    let origin = state
+        .engine
+        .origin(Door::OpenAi, "token")
+        .heard(last_heard(&messages));
+    let conversation = conversation_of(&state, &request.user, &headers, &messages)?;
     let model = request.model.unwrap_or_else(|| MODEL.to_owned());
     let engine = state.engine.clone();
     let id = conversation.clone();
     let result: RoundResult =
-        blocking(move || Ok(engine.text_round(&id, &text, Channel::Api)?)).await?;
+        blocking(move || Ok(engine.round_from(&origin, &id, &text, Channel::Api)?)).await?;
     let created = unix_seconds(&state);
     let caal = json!({
         "conversation_id": result.conversation_id,
@@ -264,13 +273,28 @@ pub async fn chat_completions(
     Ok(response)
 }
 
-/// The conversation a request continues: `user`, the header, or derived
-/// from the thread's first user message.
+/// What the thread shows CAAL said last: the assistant message just before
+/// the last user message (None when the client sent no history).
+fn last_heard(messages: &[Message]) -> Option<String> {
+    let (_, before) = messages.split_last()?;
+    before
+        .iter()
+        .rev()
+        .find(|m| m.role == "assistant")
+        .and_then(|m| m.content.as_ref())
+        .map(Content::text)
+}
+
+/// The conversation a request continues, in the door's namespace: `user`,
+/// the header (its `openai:` kept, not doubled), or derived from the
+/// thread's first user message under this server's key.
 fn conversation_of(
+    state: &AppState,
     user: &Option<String>,
     headers: &HeaderMap,
     messages: &[Message],
 ) -> Result<ConversationId, OpenAiError> {
+    let namespace = Door::OpenAi.namespace().unwrap_or_default();
     let given = user.clone().filter(|u| !u.trim().is_empty()).or_else(|| {
         headers
             .get(CONVERSATION_HEADER)
@@ -278,9 +302,16 @@ fn conversation_of(
             .map(str::to_owned)
     });
     if let Some(id) = given {
-        return id.trim().parse().map_err(|e: crate::ids::InvalidId| {
+        let id = id.trim();
+        let named = if id.starts_with(namespace) {
+            id.to_owned()
+        } else {
+            format!("{namespace}{id}")
+        };
+        return named.parse().map_err(|e: crate::ids::InvalidId| {
+            let said = crate::safety::global().scrub(id).into_owned();
             OpenAiError::invalid(
-                format!("the conversation {id:?} (from `user` or {CONVERSATION_HEADER}) is not usable: {e}"),
+                format!("the conversation {said:?} (from `user` or {CONVERSATION_HEADER}) is not usable: {e}"),
                 Some("user"),
             )
         });
@@ -291,9 +322,12 @@ fn conversation_of(
         .and_then(|m| m.content.as_ref())
         .map(Content::text)
         .unwrap_or_default();
-    let hash = crate::crypto::sha256_tagged(first.trim().as_bytes());
-    let hex = hash.trim_start_matches("sha256:");
-    format!("openai-{}", &hex[..16])
+    let digest = crate::crypto::private_digest(
+        state.engine.receipt_key(),
+        "openai-thread",
+        first.trim().as_bytes(),
+    );
+    format!("{namespace}{}", &digest[..16])
         .parse()
         .map_err(|e: crate::ids::InvalidId| OpenAiError::invalid(e.to_string(), None))
 }

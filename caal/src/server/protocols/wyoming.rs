@@ -20,13 +20,28 @@
 //! - `synthesize` → `audio-start`, `audio-chunk`…, `audio-stop` (espeak-ng);
 //! - `ping` → `pong`. Other events are dropped, as the protocol asks.
 //!
-//! Wyoming has no authentication: bind it to loopback or a network you
-//! trust (Home Assistant's). A malformed event gets an `error` event, is
-//! logged (scrubbed), and closes that connection only; the framing cannot
-//! be trusted after it.
+//! Wyoming itself has no authentication, so the door lets peers in by
+//! their address (`[doors.wyoming] allow`: Home Assistant's) or by a shared
+//! secret they send first (`{"type": "caal-auth", "data": {"token": …}}`,
+//! the secret in `CAAL_WYOMING_TOKEN`); with no secret set, loopback peers
+//! too. `caal serve` refuses a non-loopback address with neither. Each peer
+//! is a client of its own: its conversations are `wyoming:…` (no other door
+//! reaches them), a confirmation it was asked is answered only by it (or on
+//! the page), and speech it sent links only to its own text.
+//!
+//! Bounded: at most `max_connections` at once (a newcomer at the cap takes
+//! the place of the connection idle longest; with every one busy it is
+//! closed on arrival), a connection silent for `idle_seconds` is closed, accept errors (out of
+//! descriptors) are waited out with growing pauses, a transcription takes a
+//! minute of audio at most, speech to and from text runs one job per spare
+//! core, and `synthesize` speaks a piece at a time (at most
+//! `tts::MAX_CHARS`). A malformed event gets an `error` event, is logged
+//! (scrubbed), and closes that connection only; the framing cannot be
+//! trusted after it.
 
 use std::{
     collections::VecDeque,
+    net::{IpAddr, SocketAddr},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -34,14 +49,22 @@ use std::{
 use serde_json::{Map, Value, json};
 use tokio::{
     io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
-    net::{TcpListener, TcpStream},
+    net::{
+        TcpListener, TcpStream,
+        tcp::{OwnedReadHalf, OwnedWriteHalf},
+    },
 };
 
 use crate::{
+    auth::Door as AuthDoor,
+    config::WyomingConfig,
     ids::ConversationId,
     round::{Channel, Engine, RoundResult},
-    server::AppState,
-    voice::{AudioArtifact, Transcript, audio},
+    server::{
+        AppState,
+        conns::{Admitted, Slot, Slots},
+    },
+    voice::{AudioArtifact, Transcript, audio, tts},
 };
 
 /// The `wyoming` package version whose events these were checked against.
@@ -51,8 +74,10 @@ pub const PROTOCOL_VERSION: &str = "1.10.2";
 const MAX_HEADER: u64 = 64 * 1024;
 const MAX_DATA: usize = 1024 * 1024;
 const MAX_PAYLOAD: usize = 4 * 1024 * 1024;
-/// Five minutes of 16 kHz mono: longer audio is refused.
-const MAX_SAMPLES: usize = audio::RATE as usize * 300;
+/// A minute of 16 kHz mono (a request, not a dictation): longer audio is refused.
+const MAX_SAMPLES: usize = audio::RATE as usize * 60;
+/// How long a peer not let in by its address has to send the secret.
+const AUTH_WITHIN: Duration = Duration::from_secs(10);
 /// How long a transcription waits for its text to come back for handling.
 const LINK_WITHIN: Duration = Duration::from_secs(120);
 /// Samples per `audio-chunk` of synthesized speech (64 ms at 16 kHz).
@@ -210,6 +235,8 @@ pub async fn read_event<R: tokio::io::AsyncBufRead + Unpin>(
 
 /// Speech transcribed here, waiting for its text to come back for handling.
 struct Heard {
+    /// The client it was heard from: only its own text links to it.
+    client: String,
     text: String,
     transcript: Transcript,
     audio: AudioArtifact,
@@ -217,11 +244,75 @@ struct Heard {
     at: Instant,
 }
 
-/// The door: the engine, and what was heard lately.
+/// Who may use the door: peers on the allow-list by their address, a peer
+/// that sends the shared secret first, and (with no secret set) loopback.
+#[derive(Clone, Debug, Default)]
+pub struct Admission {
+    allow: Vec<ipnet::IpNet>,
+    token: Option<Arc<String>>,
+}
+
+/// The event a peer not let in by its address sends first, with the secret.
+pub const AUTH_EVENT: &str = "caal-auth";
+
+impl Admission {
+    /// From `[doors.wyoming]` and the secret in its `token_env`.
+    pub fn new(config: &WyomingConfig, env: &dyn Fn(&str) -> Option<String>) -> Self {
+        Self {
+            allow: config
+                .allow
+                .iter()
+                .filter_map(|p| crate::config::peer_range(p))
+                .collect(),
+            token: env(&config.token_env)
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+                .map(Arc::new),
+        }
+    }
+
+    /// A door bound at `addr` serves only if it can tell its peers apart:
+    /// loopback, or a list or a secret to let them in by.
+    pub fn check_bind(&self, addr: SocketAddr, token_env: &str) -> Result<(), String> {
+        if addr.ip().is_loopback() || !self.allow.is_empty() || self.token.is_some() {
+            return Ok(());
+        }
+        Err(format!(
+            "refusing to serve Wyoming on {addr}: anyone who reaches it could unlock the doors. \
+             Name the peers that may connect ([doors.wyoming] allow = [\"192.168.1.20\"], \
+             Home Assistant's address), or set {token_env} to a long random secret that \
+             satellites send first, or bind 127.0.0.1"
+        ))
+    }
+
+    /// Let in by address alone.
+    fn by_address(&self, peer: IpAddr) -> bool {
+        self.allow.iter().any(|range| range.contains(&peer))
+            || (self.token.is_none() && peer.is_loopback())
+    }
+
+    /// The secret, compared in constant time.
+    fn by_token(&self, given: Option<&str>) -> bool {
+        match (&self.token, given) {
+            (Some(token), Some(given)) => {
+                crate::server::auth::same_secret(given.trim(), token.as_str())
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The door: the engine, who may use it, what was heard lately, and the
+/// limits that keep one peer from exhausting the service.
 #[derive(Clone)]
 struct Door {
     state: AppState,
+    admission: Admission,
     heard: Arc<Mutex<VecDeque<Heard>>>,
+    /// Connections served at once.
+    connections: Arc<Slots>,
+    /// A connection silent this long is closed.
+    idle: Duration,
 }
 
 impl Door {
@@ -234,12 +325,15 @@ impl Door {
         }
     }
 
-    /// The audio a text to handle was heard in, if it was heard here lately.
-    fn heard_as(&self, text: &str) -> Option<Heard> {
+    /// The audio a text to handle was heard in, if this client's speech was
+    /// heard here lately.
+    fn heard_as(&self, client: &str, text: &str) -> Option<Heard> {
         let key = key_of(text);
         let mut recent = self.heard.lock().unwrap_or_else(|p| p.into_inner());
         recent.retain(|h| h.at.elapsed() < LINK_WITHIN);
-        let at = recent.iter().rposition(|h| h.text == key)?;
+        let at = recent
+            .iter()
+            .rposition(|h| h.client == client && h.text == key)?;
         recent.remove(at)
     }
 }
@@ -251,24 +345,52 @@ fn key_of(text: &str) -> String {
         .to_lowercase()
 }
 
-/// Serves Wyoming on `listener` until the service closes.
-pub async fn serve(listener: TcpListener, state: AppState) {
+/// Serves Wyoming on `listener` until the service closes; `admission`
+/// says who may use it.
+pub async fn serve(listener: TcpListener, state: AppState, admission: Admission) {
     let mut closing = state.closing.subscribe();
+    let limits = state.engine.config().doors.wyoming.clone();
     let door = Door {
         state,
+        admission,
         heard: Arc::new(Mutex::new(VecDeque::new())),
+        connections: Slots::new(limits.max_connections),
+        idle: Duration::from_secs(limits.idle_seconds),
     };
+    let mut backoff = crate::server::Backoff::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    backoff.reset();
+                    // At the cap, the connection idle longest gives way; with
+                    // every one busy, the new one is closed at once.
+                    let held = match door.connections.admit() {
+                        Admitted::Yes { held, evicted } => {
+                            if evicted {
+                                backoff.note("wyoming: at the connection cap: the longest idle connection gave way to a new one");
+                            }
+                            held
+                        }
+                        Admitted::Full => {
+                            backoff.note("wyoming: at the connection cap with every connection busy: a new one was closed on arrival");
+                            continue;
+                        }
+                    };
                     let door = door.clone();
                     tokio::spawn(async move {
                         let _ = stream.set_nodelay(true);
-                        connection(door, stream, peer).await;
+                        let slot = held.slot.clone();
+                        tokio::select! {
+                            () = connection(door, stream, peer, &slot) => {}
+                            () = slot.evicted() => {}
+                        }
+                        drop(held);
                     });
                 }
-                Err(e) => tracing::warn!(error = %e, "wyoming: cannot accept a connection"),
+                // Out of descriptors (or another passing failure): wait a
+                // little longer each time rather than spin, and say so once.
+                Err(e) => backoff.wait(&format!("wyoming: cannot accept a connection: {e}")).await,
             },
             _ = closing.changed() => {
                 if *closing.borrow() {
@@ -288,22 +410,71 @@ struct Listening {
     language: Option<String>,
 }
 
-async fn connection(door: Door, stream: TcpStream, peer: std::net::SocketAddr) {
+/// Whether the peer may go on: by its address, or by the secret in its
+/// first event (which is then answered by nothing, as the protocol drops
+/// events it does not know).
+async fn admitted(
+    door: &Door,
+    reader: &mut BufReader<OwnedReadHalf>,
+    write: &mut OwnedWriteHalf,
+    peer: SocketAddr,
+) -> bool {
+    if door.admission.by_address(peer.ip()) {
+        return true;
+    }
+    let first = tokio::time::timeout(AUTH_WITHIN, read_event(reader)).await;
+    let token = match &first {
+        Ok(Ok(Some(e))) if e.kind == AUTH_EVENT => e.data.get("token").and_then(Value::as_str),
+        _ => None,
+    };
+    if door.admission.by_token(token) {
+        return true;
+    }
+    let (code, text) = if token.is_some() {
+        ("auth.failed", "the secret is wrong".to_owned())
+    } else {
+        (
+            "auth.required",
+            format!(
+                "{} may not use CAAL's Wyoming door: add it to [doors.wyoming] allow, or send \
+                 {{\"type\": \"{AUTH_EVENT}\", \"data\": {{\"token\": …}}}} first with the shared secret",
+                peer.ip()
+            ),
+        )
+    };
+    tracing::warn!(peer = %peer.ip(), code, "wyoming: peer refused");
+    let _ = send(write, &error(code, &text)).await;
+    false
+}
+
+async fn connection(door: Door, stream: TcpStream, peer: SocketAddr, slot: &Arc<Slot>) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
+    if !admitted(&door, &mut reader, &mut write, peer).await {
+        return;
+    }
+    let client = peer.ip().to_string();
     let mut listening: Option<Listening> = None;
     let mut language: Option<String> = None;
     loop {
-        let event = match read_event(&mut reader).await {
-            Ok(Some(e)) => e,
-            Ok(None) => return,
-            Err(e) => {
+        let event = match tokio::time::timeout(door.idle, read_event(&mut reader)).await {
+            Ok(Ok(Some(e))) => e,
+            Ok(Ok(None)) => return,
+            // Silent (or a byte at a time) for longer than the door waits.
+            Err(_) => {
+                tracing::debug!(%peer, "wyoming: idle connection closed");
+                return;
+            }
+            Ok(Err(e)) => {
                 let said = crate::safety::global().scrub(&e.to_string()).into_owned();
                 tracing::warn!(%peer, code = e.code(), error = %said, "wyoming: malformed event");
                 let _ = send(&mut write, &error(e.code(), &said)).await;
                 return;
             }
         };
+        // Busy while the event is answered: only a connection waiting for
+        // its next event gives way to a newcomer.
+        let _busy = slot.busy();
         let answers = match event.kind.as_str() {
             "describe" => vec![info(&door.state.engine)],
             "ping" => vec![Event::new(
@@ -346,12 +517,17 @@ async fn connection(door: Door, stream: TcpStream, peer: std::net::SocketAddr) {
             "audio-stop" => match listening.take() {
                 Some(l) => {
                     language = None;
-                    vec![transcribe(&door, l).await]
+                    vec![transcribe(&door, &client, l).await]
                 }
                 None => Vec::new(),
             },
-            "transcript" => vec![handle(&door, &event.data).await],
-            "synthesize" => synthesize(&door.state.engine, &event.data).await,
+            "transcript" => vec![handle(&door, &client, &event.data).await],
+            "synthesize" => {
+                if synthesize(&door, &event.data, &mut write).await.is_err() {
+                    return;
+                }
+                Vec::new()
+            }
             _ => Vec::new(),
         };
         for answer in &answers {
@@ -362,7 +538,7 @@ async fn connection(door: Door, stream: TcpStream, peer: std::net::SocketAddr) {
     }
 }
 
-async fn send(write: &mut tokio::net::tcp::OwnedWriteHalf, event: &Event) -> std::io::Result<()> {
+async fn send(write: &mut OwnedWriteHalf, event: &Event) -> std::io::Result<()> {
     write.write_all(&event.encode()).await?;
     write.flush().await
 }
@@ -408,15 +584,22 @@ impl Listening {
             .collect();
         let resampled = audio::resample(&mono, self.rate, audio::RATE);
         if self.samples.len() + resampled.len() > MAX_SAMPLES {
-            return Err("more than five minutes of audio in one transcription".into());
+            return Err(
+                "more than a minute of audio in one transcription; send one request at a time"
+                    .into(),
+            );
         }
         self.samples.extend(resampled);
         Ok(())
     }
 }
 
-/// Whisper hears what was sent; speech is kept and remembered for handling.
-async fn transcribe(door: &Door, l: Listening) -> Event {
+/// Whisper hears what was sent (one transcription at a time per spare
+/// core: `AppState::speech`); speech is kept and remembered for handling.
+async fn transcribe(door: &Door, client: &str, l: Listening) -> Event {
+    let Ok(_turn) = door.state.speech.clone().acquire_owned().await else {
+        return error("stt.failed", "the service is closing");
+    };
     let engine = door.state.engine.clone();
     let samples: std::sync::Arc<[f32]> = std::sync::Arc::from(l.samples);
     let heard_in = samples.clone();
@@ -437,6 +620,7 @@ async fn transcribe(door: &Door, l: Listening) -> Event {
             if let Some(audio) = kept {
                 transcript.text = text.clone();
                 door.remember(Heard {
+                    client: client.to_owned(),
                     text: key_of(&text),
                     transcript,
                     audio,
@@ -455,8 +639,11 @@ async fn transcribe(door: &Door, l: Listening) -> Event {
     }
 }
 
-/// A text to handle is a round; heard here lately, a voice round with its audio.
-async fn handle(door: &Door, data: &Map<String, Value>) -> Event {
+/// A text to handle is a round of this client's; heard from it here
+/// lately, a voice round with its audio.
+async fn handle(door: &Door, client: &str, data: &Map<String, Value>) -> Event {
+    // Arrived now, whatever the round waits for.
+    let origin = door.state.engine.origin(AuthDoor::Wyoming, client);
     let Some(text) = data.get("text").and_then(Value::as_str) else {
         return error(
             "transcript.invalid",
@@ -468,19 +655,19 @@ async fn handle(door: &Door, data: &Map<String, Value>) -> Event {
         .and_then(|c| c.get("conversation_id"))
         .and_then(Value::as_str)
         .filter(|c| !c.trim().is_empty());
-    let conversation = match conversation_of(given) {
+    let conversation = match conversation_of(given, client) {
         Ok(c) => c,
         Err(message) => return error("conversation_id.invalid", &message),
     };
-    let heard = door.heard_as(text);
+    let heard = door.heard_as(client, text);
     let (engine, text, id) = (
         door.state.engine.clone(),
         text.to_owned(),
         conversation.clone(),
     );
     let done = tokio::task::spawn_blocking(move || match heard {
-        Some(h) => engine.voice_round(&id, &h.transcript, &h.audio, Some(h.samples)),
-        None => engine.text_round(&id, &text, Channel::Api),
+        Some(h) => engine.voice_round(&origin, &id, &h.transcript, &h.audio, Some(h.samples)),
+        None => engine.round_from(&origin, &id, &text, Channel::Api),
     })
     .await;
     match done {
@@ -494,21 +681,27 @@ async fn handle(door: &Door, data: &Map<String, Value>) -> Event {
     }
 }
 
-/// The conversation Home Assistant names (its ULID, kept as CAAL's id when
-/// it is one), else `wyoming`.
-fn conversation_of(given: Option<&str>) -> Result<ConversationId, String> {
+/// The conversation, in the door's own namespace: the one Home Assistant
+/// names (its ULID, as `wyoming:01J…`), else this client's own.
+fn conversation_of(given: Option<&str>, client: &str) -> Result<ConversationId, String> {
+    let namespace = AuthDoor::Wyoming.namespace().unwrap_or_default();
     let Some(id) = given else {
-        return Ok("wyoming".parse().expect("a valid conversation id"));
+        return format!("{namespace}{client}")
+            .parse()
+            .map_err(|e: crate::ids::InvalidId| e.to_string());
     };
     let id = id.trim();
-    id.parse::<ConversationId>().or_else(|_| {
-        // Characters CAAL's ids do not take: the same conversation under a
-        // derived name.
-        let hash = crate::crypto::sha256_tagged(id.as_bytes());
-        format!("wyoming-{}", &hash.trim_start_matches("sha256:")[..16])
-            .parse()
-            .map_err(|e: crate::ids::InvalidId| e.to_string())
-    })
+    let id = id.strip_prefix(namespace).unwrap_or(id);
+    format!("{namespace}{id}")
+        .parse::<ConversationId>()
+        .or_else(|_| {
+            // Characters CAAL's ids do not take: the same conversation under a
+            // derived name.
+            let hash = crate::crypto::sha256_tagged(id.as_bytes());
+            format!("{namespace}h-{}", &hash.trim_start_matches("sha256:")[..16])
+                .parse()
+                .map_err(|e: crate::ids::InvalidId| e.to_string())
+        })
 }
 
 /// Routes that mean CAAL did not understand: Home Assistant is told so
@@ -530,37 +723,63 @@ fn answered(round: &RoundResult, conversation: &ConversationId) -> Event {
     )
 }
 
-/// espeak-ng speaks the text; sent as 16 kHz mono 16-bit chunks.
-async fn synthesize(engine: &Engine, data: &Map<String, Value>) -> Vec<Event> {
-    let Some(text) = data.get("text").and_then(Value::as_str).map(str::to_owned) else {
-        return vec![error("synthesize.invalid", "synthesize needs \"text\"")];
+/// espeak-ng speaks the text, a piece at a time (`tts::pieces`), each sent
+/// as 16 kHz mono 16-bit chunks as soon as it is spoken: a long text never
+/// becomes one long buffer. Text over `tts::MAX_CHARS` is refused by name.
+/// `Err` when the peer went away.
+async fn synthesize(
+    door: &Door,
+    data: &Map<String, Value>,
+    write: &mut OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let Some(text) = data.get("text").and_then(Value::as_str) else {
+        return send(
+            write,
+            &error("synthesize.invalid", "synthesize needs \"text\""),
+        )
+        .await;
     };
+    let chars = text.chars().count();
+    if chars > tts::MAX_CHARS {
+        let said = format!(
+            "the text to speak is {chars} characters; at most {} are spoken at once, so send it in parts",
+            tts::MAX_CHARS
+        );
+        return send(write, &error("synthesize.too_long", &said)).await;
+    }
+    let engine = &door.state.engine;
     let voice = data
         .get("voice")
         .and_then(|v| v.get("name"))
         .and_then(Value::as_str)
         .map(str::to_owned)
         .unwrap_or_else(|| tts_voice(engine));
-    let spoken = tokio::task::spawn_blocking(move || -> Result<Vec<f32>, String> {
-        let wav = crate::voice::tts::speak(&text, &voice).map_err(|e| e.to_string())?;
-        let clip = audio::decode_wav(&wav, "espeak-ng").map_err(|e| e.to_string())?;
-        Ok(clip.samples)
-    })
-    .await;
-    let samples = match spoken {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return vec![error("tts.failed", &e)],
-        Err(e) => return vec![error("tts.failed", &e.to_string())],
-    };
     let format = json!({"rate": audio::RATE, "width": 2, "channels": 1});
-    let mut events = vec![Event::new("audio-start", format.clone())];
-    for chunk in samples.chunks(CHUNK_SAMPLES) {
-        let mut e = Event::new("audio-chunk", format.clone());
-        e.payload = audio::f32_to_pcm16(chunk);
-        events.push(e);
+    send(write, &Event::new("audio-start", format.clone())).await?;
+    for piece in tts::pieces(text) {
+        let Ok(turn) = door.state.speech.clone().acquire_owned().await else {
+            break;
+        };
+        let (piece, voice) = (piece.to_owned(), voice.clone());
+        let spoken = tokio::task::spawn_blocking(move || -> Result<Vec<f32>, String> {
+            let _turn = turn;
+            let wav = tts::speak(&piece, &voice).map_err(|e| e.to_string())?;
+            let clip = audio::decode_wav(&wav, "espeak-ng").map_err(|e| e.to_string())?;
+            Ok(clip.samples)
+        })
+        .await;
+        let samples = match spoken {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return send(write, &error("tts.failed", &e)).await,
+            Err(e) => return send(write, &error("tts.failed", &e.to_string())).await,
+        };
+        for chunk in samples.chunks(CHUNK_SAMPLES) {
+            let mut e = Event::new("audio-chunk", format.clone());
+            e.payload = audio::f32_to_pcm16(chunk);
+            send(write, &e).await?;
+        }
     }
-    events.push(Event::new("audio-stop", json!({})));
-    events
+    send(write, &Event::new("audio-stop", json!({}))).await
 }
 
 fn tts_voice(engine: &Engine) -> String {
@@ -717,19 +936,68 @@ mod tests {
     }
 
     #[test]
-    fn home_assistants_conversation_ids_are_kept_or_mapped() {
-        assert_eq!(conversation_of(None).unwrap().as_str(), "wyoming");
+    fn home_assistants_conversation_ids_are_kept_or_mapped_in_the_doors_namespace() {
+        let peer = "192.168.1.20";
         assert_eq!(
-            conversation_of(Some("01JD5Z7KXQ8M3V2N6R4T9W0ABC"))
+            conversation_of(None, peer).unwrap().as_str(),
+            "wyoming:192.168.1.20"
+        );
+        assert_eq!(
+            conversation_of(Some("01JD5Z7KXQ8M3V2N6R4T9W0ABC"), peer)
                 .unwrap()
                 .as_str(),
-            "01JD5Z7KXQ8M3V2N6R4T9W0ABC"
+            "wyoming:01JD5Z7KXQ8M3V2N6R4T9W0ABC"
         );
-        let mapped = conversation_of(Some("kitchen satellite #1")).unwrap();
-        assert!(mapped.as_str().starts_with("wyoming-"), "{mapped:?}");
+        // No peer reaches another door's conversations by naming them.
+        for other in ["default", "openai:ab12cd", "mcp:default"] {
+            let named = conversation_of(Some(other), peer).unwrap();
+            assert_eq!(named.as_str(), format!("wyoming:{other}"));
+        }
+        assert_eq!(
+            conversation_of(Some("wyoming:abc"), peer).unwrap().as_str(),
+            "wyoming:abc"
+        );
+        let mapped = conversation_of(Some("kitchen satellite #1"), peer).unwrap();
+        assert!(mapped.as_str().starts_with("wyoming:h-"), "{mapped:?}");
         assert_eq!(
             mapped,
-            conversation_of(Some("kitchen satellite #1")).unwrap()
+            conversation_of(Some("kitchen satellite #1"), peer).unwrap()
         );
+    }
+
+    #[test]
+    fn peers_are_let_in_by_list_by_secret_or_on_loopback_without_one() {
+        let config = |allow: &[&str]| WyomingConfig {
+            allow: allow.iter().map(|a| a.to_string()).collect(),
+            ..WyomingConfig::default()
+        };
+        let ip = |a: &str| a.parse::<IpAddr>().unwrap();
+        let open = Admission::new(&config(&[]), &|_| None);
+        assert!(open.by_address(ip("127.0.0.1")) && open.by_address(ip("::1")));
+        assert!(!open.by_address(ip("192.168.1.20")));
+        let lan: SocketAddr = "0.0.0.0:10300".parse().unwrap();
+        let refused = open.check_bind(lan, "CAAL_WYOMING_TOKEN").unwrap_err();
+        assert!(
+            refused.contains("allow") && refused.contains("CAAL_WYOMING_TOKEN"),
+            "{refused}"
+        );
+        assert!(
+            open.check_bind("127.0.0.1:10300".parse().unwrap(), "X")
+                .is_ok()
+        );
+
+        let listed = Admission::new(&config(&["192.168.1.0/24"]), &|_| None);
+        assert!(listed.by_address(ip("192.168.1.20")) && !listed.by_address(ip("10.0.0.1")));
+        assert!(listed.check_bind(lan, "X").is_ok());
+
+        let secret = Admission::new(&config(&[]), &|k| {
+            (k == "CAAL_WYOMING_TOKEN").then(|| "a-long-shared-secret".to_owned())
+        });
+        // With a secret set, loopback sends it too.
+        assert!(!secret.by_address(ip("127.0.0.1")));
+        assert!(secret.by_token(Some("a-long-shared-secret")));
+        assert!(!secret.by_token(Some("a-long-shared-secreT")) && !secret.by_token(None));
+        assert!(!open.by_token(Some("anything")));
+        assert!(secret.check_bind(lan, "X").is_ok());
     }
 }
