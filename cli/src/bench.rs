@@ -195,6 +195,17 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The voice that speaks replies: from a reply to its first audio, the
+    /// real-time factor, load time and memory of the Piper voice, beside
+    /// espeak-ng (its fallback).
+    Speak {
+        /// Times each of five replies is spoken.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// `caal say` as a whole process (start, open, round, durable, exit).
     Say {
         /// Timed runs, after three untimed warm-up runs.
@@ -220,6 +231,10 @@ pub fn run(
             bench_trace(data_dir, events, fsync_seconds, json)?;
         }
         BenchCommand::Say { runs, json } => bench_say(data_dir, runs, json)?,
+        BenchCommand::Speak { runs, json } => {
+            let report = crate::bench_speak::run(&load_config()?, runs)?;
+            figures(&report, crate::bench_speak::print, json)?;
+        }
         BenchCommand::Attack { runs, json } => {
             let report = crate::bench_attack::run(&load_config()?, data_dir, runs)?;
             figures(&report, crate::bench_attack::print, json)?;

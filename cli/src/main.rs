@@ -6,6 +6,7 @@
 
 mod bench;
 mod bench_attack;
+mod bench_speak;
 mod bucket;
 mod config;
 mod engine;

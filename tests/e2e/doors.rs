@@ -101,7 +101,8 @@ fn the_wyoming_package_transcribes_handles_confirms_and_speaks_through_caal() {
     assert_eq!(seen["asr_languages"], serde_json::json!(["en"]));
     assert_eq!(seen["handle"], serde_json::json!(["caal"]));
     assert_eq!(seen["home_control"], true);
-    assert_eq!(seen["tts"], serde_json::json!(["espeak-ng"]));
+    // The Piper voice speaks; espeak-ng is its fallback.
+    assert_eq!(seen["tts"], serde_json::json!(["piper", "espeak-ng"]));
 
     // Speech transcribed, then handled in the conversation Home Assistant named.
     let heard = seen["heard"].as_str().unwrap().to_lowercase();
@@ -132,7 +133,8 @@ fn the_wyoming_package_transcribes_handles_confirms_and_speaks_through_caal() {
     );
     assert!(!seen["nothing"]["text"].as_str().unwrap().is_empty());
 
-    // Speech synthesized: 16 kHz 16-bit mono, about as long as the sentence.
+    // Speech synthesized by the Piper voice: 22,050 Hz 16-bit mono, about
+    // as long as the sentence.
     let spoken = &seen["spoken"];
     assert_eq!(
         (
@@ -140,7 +142,7 @@ fn the_wyoming_package_transcribes_handles_confirms_and_speaks_through_caal() {
             spoken["width"].as_u64(),
             spoken["channels"].as_u64()
         ),
-        (Some(16_000), Some(2), Some(1))
+        (Some(22_050), Some(2), Some(1))
     );
     let seconds = spoken["seconds"].as_f64().unwrap();
     assert!((0.8..5.0).contains(&seconds), "{seen}");

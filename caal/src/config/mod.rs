@@ -250,7 +250,15 @@ pub struct VoiceConfig {
     pub retention_days: u32,
     /// Where audio files go; empty: `audio/` in the data dir.
     pub audio_dir: String,
-    /// Spoken replies over the voice socket: an espeak-ng voice, or empty for none.
+    /// The Piper voice that speaks replies: a model in the models dir or
+    /// a path, its JSON beside it; empty: espeak-ng speaks.
+    #[serde(default)]
+    pub piper: String,
+    /// ONNX Runtime's library (Piper runs on it): in the models dir or a path.
+    #[serde(default)]
+    pub onnxruntime: String,
+    /// espeak-ng's voice where no Piper voice can be had; empty (with
+    /// `piper` empty): no spoken replies.
     pub tts_voice: String,
     /// While someone speaks, a partial transcript this often (0: none).
     pub partial_every_ms: u32,
@@ -261,6 +269,13 @@ pub struct VoiceConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VadConfig {
+    /// Silero VAD's model (in the models dir, or a path): it judges speech
+    /// where installed; empty: energy alone.
+    #[serde(default)]
+    pub model: String,
+    /// Silero's probability from which a chunk is speech.
+    #[serde(default = "default_vad_threshold")]
+    pub threshold: f32,
     /// A frame quieter than this (dBFS) is never speech.
     pub threshold_db: f32,
     /// Speech is this many dB above the noise floor.
@@ -369,6 +384,10 @@ pub struct RouterConfig {
     /// is reached only by a machine far slower than expected.
     #[serde(default = "default_understand_ms")]
     pub understand_ms: u64,
+}
+
+fn default_vad_threshold() -> f32 {
+    0.5
 }
 
 fn default_understand_ms() -> u64 {

@@ -15,7 +15,9 @@ use crate::trace::{
     EventDraft, EventStatus, OpenRound, StoreError,
     events::{AudioRetention, LivekitWebhook, OutputEmitted, ValidatorRan},
 };
-use crate::voice::{AudioArtifact, Clip, Stt, SttError, Transcript, audio, store, stt, vad};
+use crate::voice::{
+    AudioArtifact, Clip, Stt, SttError, Transcript, audio, store, stt, tts::Speaker, vad,
+};
 
 /// Why a voice round could not run.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +75,10 @@ pub(crate) struct VoiceParts {
     audio_dir: PathBuf,
     pub(crate) models_dir: PathBuf,
     stt: Mutex<Option<Arc<Stt>>>,
+    /// Who speaks replies, loaded the first time one is spoken.
+    speaker: std::sync::OnceLock<Arc<Speaker>>,
+    /// What judges speech, loaded the first time audio is heard.
+    detector: std::sync::OnceLock<vad::Detector>,
 }
 
 impl VoiceParts {
@@ -81,7 +87,18 @@ impl VoiceParts {
             audio_dir,
             models_dir,
             stt: Mutex::new(None),
+            speaker: std::sync::OnceLock::new(),
+            detector: std::sync::OnceLock::new(),
         }
+    }
+}
+
+/// A path as configured: absolute as it is, else in the models dir; empty stays empty.
+fn in_models(models_dir: &Path, configured: &str) -> PathBuf {
+    if configured.is_empty() {
+        PathBuf::new()
+    } else {
+        models_dir.join(configured)
     }
 }
 
@@ -136,6 +153,52 @@ impl Engine {
 
     /// The whisper model, loaded on first use (converted first from the
     /// fetched CTranslate2 model if it is not there yet).
+    /// Who speaks replies: the Piper voice where it is installed, else
+    /// espeak-ng (loaded once, the first time a reply is spoken).
+    pub fn speaker(&self) -> Arc<Speaker> {
+        self.voice
+            .speaker
+            .get_or_init(|| {
+                let cfg = &self.config.voice;
+                let models = &self.voice.models_dir;
+                Arc::new(Speaker::load(
+                    &in_models(models, &cfg.piper),
+                    &in_models(models, &cfg.onnxruntime),
+                    &cfg.tts_voice,
+                    cfg.threads.max(1),
+                ))
+            })
+            .clone()
+    }
+
+    /// What judges speech in audio: Silero VAD where installed, else
+    /// energy (why Silero could not be had is logged once).
+    pub fn vad_detector(&self) -> vad::Detector {
+        self.voice
+            .detector
+            .get_or_init(|| {
+                let cfg = &self.config.voice;
+                let model = in_models(&self.voice.models_dir, &cfg.vad.model);
+                if model.as_os_str().is_empty() {
+                    return vad::Detector::Energy;
+                }
+                let library = in_models(&self.voice.models_dir, &cfg.onnxruntime);
+                match crate::voice::silero::Silero::load(&model, &library) {
+                    Ok(silero) => vad::Detector::Silero(Arc::new(silero)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "Silero VAD is not at hand; speech is found by energy");
+                        vad::Detector::Energy
+                    }
+                }
+            })
+            .clone()
+    }
+
+    /// A detector of speech for one stream.
+    pub fn vad(&self) -> vad::Vad {
+        vad::Vad::with(self.config.voice.vad.clone(), self.vad_detector())
+    }
+
     pub fn stt(&self) -> Result<Arc<Stt>, SttError> {
         let mut slot = self.voice.stt.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(stt) = slot.as_ref() {
@@ -256,7 +319,7 @@ impl Engine {
         let clip = audio::decode_wav(bytes, what)?;
         let mut cfg = self.config.voice.vad.clone();
         cfg.silence_ms = cfg.file_silence_ms.max(cfg.silence_ms);
-        let utterances = vad::split(&clip.samples, &cfg);
+        let utterances = vad::split_with(&clip.samples, &cfg, self.vad_detector());
         if utterances.is_empty() {
             return Ok(Listened {
                 audio: None,

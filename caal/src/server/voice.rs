@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 
 use super::{AppError, AppState, auth};
 use crate::ids::ConversationId;
-use crate::voice::{Stt, Vad, VadEvent, audio};
+use crate::voice::{Stt, VadEvent, audio, tts::Speaker};
 
 /// Longest a client may wait before sending `start`.
 const START_WITHIN: Duration = Duration::from_secs(10);
@@ -128,6 +128,16 @@ async fn session(state: AppState, mut socket: WebSocket) {
         Ok(Err(e)) => return refuse(socket, "stt.unavailable", &e.to_string()).await,
         Err(e) => return refuse(socket, "stt.unavailable", &e.to_string()).await,
     };
+    // The voice is loaded while the person speaks (its first use waits for
+    // it then), not before "ready": the microphone is already on.
+    let engine = state.engine.clone();
+    let mut speaker = Voice::Loading(tokio::task::spawn_blocking(move || {
+        if start.tts {
+            engine.speaker()
+        } else {
+            Arc::new(Speaker::Silent)
+        }
+    }));
     let cfg = state.engine.config().voice.clone();
     if !send(
         &mut socket,
@@ -137,7 +147,11 @@ async fn session(state: AppState, mut socket: WebSocket) {
     {
         return;
     }
-    let mut vad = Vad::new(cfg.vad.clone());
+    let mut vad = state.engine.vad();
+    // A transcription started when the speaker paused.
+    let mut guess: Option<Guess> = None;
+    // One resampler for the whole stream: frames join as the audio was.
+    let mut resampler = audio::Resampler::new(rate, audio::RATE);
     let mut heard_ms = 0u64;
     let mut last_partial_ms = 0u64;
     let mut rang = state.engine.notifications();
@@ -151,7 +165,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
             n = rang.recv() => {
                 if let Ok(n) = n
                     && n.conversation_id == conversation.as_str()
-                    && !ring(&mut socket, &n, start.tts, &cfg.tts_voice).await
+                    && !ring(&mut socket, &n, start.tts, &mut speaker).await
                 {
                     return;
                 }
@@ -160,7 +174,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
         };
         let events = match message {
             Message::Binary(bytes) => {
-                let samples = audio::resample(&audio::pcm16_to_f32(&bytes), rate, audio::RATE);
+                let samples = resampler.push(&audio::pcm16_to_f32(&bytes));
                 heard_ms += samples.len() as u64 * 1000 / u64::from(audio::RATE);
                 vad.push(&samples)
             }
@@ -169,7 +183,12 @@ async fn session(state: AppState, mut socket: WebSocket) {
                 .and_then(|v| v["type"].as_str().map(str::to_owned))
                 .as_deref()
             {
-                Some("end") => vad.finish().map(VadEvent::Ended).into_iter().collect(),
+                Some("end") => {
+                    let mut events = vad.push(&resampler.finish());
+                    resampler = audio::Resampler::new(rate, audio::RATE);
+                    events.extend(vad.finish().map(VadEvent::Ended));
+                    events
+                }
                 _ => {
                     if !send(&mut socket, json!({"type": "error", "code": "message.unknown", "message": "send PCM frames, or {\"type\":\"end\"}"})).await {
                         return;
@@ -195,11 +214,11 @@ async fn session(state: AppState, mut socket: WebSocket) {
                     utterance(
                         &state,
                         &mut socket,
-                        &stt,
+                        (&stt, guess.take()),
                         &conversation,
                         u,
                         start.tts,
-                        &cfg.tts_voice,
+                        &mut speaker,
                     )
                     .await
                 }
@@ -207,6 +226,25 @@ async fn session(state: AppState, mut socket: WebSocket) {
             if !ok {
                 return;
             }
+        }
+        // The speaker paused: transcribe what was said so far now, while
+        // the silence that may end the utterance runs (200 ms); if it ends,
+        // the transcript is (nearly) ready. Speech again drops the guess.
+        if vad.pausing() {
+            if guess.is_none()
+                && let Some(so_far) = vad.current().map(<[f32]>::to_vec)
+                && let Ok(turn) = state.speech.clone().try_acquire_owned()
+            {
+                let samples: Arc<[f32]> = Arc::from(so_far);
+                let (stt, heard) = (stt.clone(), samples.clone());
+                let job = tokio::task::spawn_blocking(move || {
+                    let _turn = turn;
+                    stt.transcribe(&heard)
+                });
+                guess = Some(Guess { samples, job });
+            }
+        } else if vad.in_speech() {
+            guess = None;
         }
         // While someone speaks, now and then what was heard so far; not
         // once they have paused: the utterance may be about to end, and its
@@ -231,33 +269,75 @@ async fn session(state: AppState, mut socket: WebSocket) {
         }
     }
     // The stream closed mid-utterance: what was said still counts.
-    if let Some(u) = vad.finish() {
-        utterance(&state, &mut socket, &stt, &conversation, u, false, "").await;
+    let tail = resampler.finish();
+    let mut ended: Vec<crate::voice::Utterance> = vad
+        .push(&tail)
+        .into_iter()
+        .filter_map(|e| match e {
+            VadEvent::Ended(u) => Some(u),
+            _ => None,
+        })
+        .collect();
+    ended.extend(vad.finish());
+    for u in ended {
+        utterance(
+            &state,
+            &mut socket,
+            (&stt, None),
+            &conversation,
+            u,
+            false,
+            &mut speaker,
+        )
+        .await;
     }
 }
 
-/// An utterance ended: transcribe, keep the audio, run the round, answer.
+/// A transcription started when the speaker paused (of what was said until
+/// then): the utterance's, if the pause ends it.
+struct Guess {
+    samples: Arc<[f32]>,
+    job: tokio::task::JoinHandle<Result<crate::voice::Transcript, crate::voice::SttError>>,
+}
+
+/// An utterance ended: transcribe (or take the transcript started at the
+/// pause that ended it), keep the audio, run the round, answer.
 async fn utterance(
     state: &AppState,
     socket: &mut WebSocket,
-    stt: &Arc<Stt>,
+    (stt, guess): (&Arc<Stt>, Option<Guess>),
     conversation: &ConversationId,
     u: crate::voice::Utterance,
     tts: bool,
-    tts_voice: &str,
+    speaker: &mut Voice,
 ) -> bool {
     let ended = Instant::now();
     // Said when the speech ended, whatever the transcription takes.
     let origin = state.engine.origin(crate::auth::Door::VoiceSocket, "token");
     let (engine, stt, conversation) = (state.engine.clone(), stt.clone(), conversation.clone());
+    // The transcript started at the pause, with the speech it heard (the
+    // utterance less part of its trailing silence).
+    let guessed = match guess {
+        Some(g) => match g.job.await {
+            Ok(Ok(transcript)) => Some((transcript, g.samples)),
+            _ => None,
+        },
+        None => None,
+    };
     // One transcription per core at a time, across every door.
-    let Ok(turn) = state.speech.clone().acquire_owned().await else {
-        return false;
+    let turn = match &guessed {
+        Some(_) => None,
+        None => match state.speech.clone().acquire_owned().await {
+            Ok(turn) => Some(turn),
+            Err(_) => return false,
+        },
     };
     let done = tokio::task::spawn_blocking(move || -> Result<_, crate::round::VoiceError> {
         let _turn = turn;
-        let transcript = stt.transcribe(&u.samples)?;
-        let samples: std::sync::Arc<[f32]> = std::sync::Arc::from(u.samples);
+        let (transcript, samples) = match guessed {
+            Some(guessed) => guessed,
+            None => (stt.transcribe(&u.samples)?, Arc::from(u.samples)),
+        };
         let mut keep = || engine.keep_streamed(&samples);
         engine.heard(
             &origin,
@@ -302,16 +382,19 @@ async fn utterance(
     {
         return false;
     }
-    if tts && !tts_voice.is_empty() && !reply.is_empty() {
-        return speak(socket, reply, tts_voice).await;
+    if tts && !reply.is_empty() {
+        let speaker = speaker.get().await;
+        if !matches!(*speaker, Speaker::Silent) {
+            return speak(socket, reply, &speaker).await;
+        }
     }
     true
 }
 
 /// `reply_audio`, then `text` spoken as one binary WAV message.
-async fn speak(socket: &mut WebSocket, text: String, tts_voice: &str) -> bool {
-    let voice = tts_voice.to_owned();
-    match tokio::task::spawn_blocking(move || crate::voice::tts::speak(&text, &voice)).await {
+async fn speak(socket: &mut WebSocket, text: String, speaker: &Arc<Speaker>) -> bool {
+    let speaker = speaker.clone();
+    match tokio::task::spawn_blocking(move || speaker.speak_wav(&text)).await {
         Ok(Ok(wav)) => {
             if !send(
                 socket,
@@ -340,15 +423,38 @@ async fn ring(
     socket: &mut WebSocket,
     n: &crate::round::Notification,
     tts: bool,
-    tts_voice: &str,
+    speaker: &mut Voice,
 ) -> bool {
     if !send(socket, json!({"type": "notification", "notification": n})).await {
         return false;
     }
-    if tts && !tts_voice.is_empty() {
-        return speak(socket, n.text.clone(), tts_voice).await;
+    if tts {
+        let speaker = speaker.get().await;
+        if !matches!(*speaker, Speaker::Silent) {
+            return speak(socket, n.text.clone(), &speaker).await;
+        }
     }
     true
+}
+
+/// The voice that speaks a socket's replies, loading in the background
+/// until a reply first needs it.
+enum Voice {
+    Loading(tokio::task::JoinHandle<Arc<Speaker>>),
+    Ready(Arc<Speaker>),
+}
+
+impl Voice {
+    async fn get(&mut self) -> Arc<Speaker> {
+        if let Voice::Loading(loading) = self {
+            let speaker = loading.await.unwrap_or_else(|_| Arc::new(Speaker::Silent));
+            *self = Voice::Ready(speaker);
+        }
+        match self {
+            Voice::Ready(speaker) => speaker.clone(),
+            Voice::Loading(_) => Arc::new(Speaker::Silent),
+        }
+    }
 }
 
 /// `POST /livekit/webhook`: a room event from LiveKit, recorded once its

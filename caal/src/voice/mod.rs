@@ -4,7 +4,8 @@
 //! `audio` decodes and resamples, `vad` finds utterances, `stt` transcribes
 //! (whisper.cpp, cargo feature `whisper`), `convert` turns the CTranslate2
 //! model the setup fetches into whisper.cpp's ggml file, `store` keeps the
-//! clips, `tts` speaks with espeak-ng, `livekit` mints room tokens and checks
+//! clips, `tts` speaks (the Piper voice, `piper`, on ONNX Runtime, `onnx`;
+//! espeak-ng as the fallback), `livekit` mints room tokens and checks
 //! LiveKit's webhooks. `Engine::voice_round` (round/voice.rs) runs a round
 //! from what was heard.
 
@@ -13,6 +14,9 @@ pub mod audio;
 pub mod bench;
 pub mod convert;
 pub mod livekit;
+pub mod onnx;
+pub mod piper;
+pub mod silero;
 pub mod store;
 pub mod stt;
 pub mod tts;

@@ -82,6 +82,75 @@ fn downsampling_removes_what_16k_cannot_hold() {
 }
 
 #[test]
+fn streamed_audio_resamples_as_the_whole_clip_does() {
+    // A voice with harmonics and a little noise, 2.3 s.
+    let voice = |rate: u32| -> Vec<f32> {
+        let mut seed = 0x5EED_u32;
+        (0..(rate as usize * 23 / 10))
+            .map(|i| {
+                let t = i as f32 / rate as f32;
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                let noise = (seed as f32 / u32::MAX as f32 - 0.5) * 0.02;
+                0.4 * (2.0 * std::f32::consts::PI * 180.0 * t).sin()
+                    + 0.2 * (2.0 * std::f32::consts::PI * 540.0 * t).sin()
+                    + noise
+            })
+            .collect()
+    };
+    for rate in [48_000, 22_050, 44_100] {
+        let clip = voice(rate);
+        let whole = audio::resample(&clip, rate, RATE);
+        // The page's 4,096-sample frames, and frames of every size.
+        let mut sizes = vec![4_096usize; clip.len() / 4_096 + 1];
+        let mut odd = [1usize, 7, 160, 333, 4_096, 10_000, 2, 999]
+            .into_iter()
+            .cycle();
+        sizes.extend(std::iter::from_fn(|| odd.next()).take(400));
+        for frames in [
+            &sizes[..clip.len() / 4_096 + 1],
+            &sizes[clip.len() / 4_096 + 1..],
+        ] {
+            let mut r = audio::Resampler::new(rate, RATE);
+            let (mut streamed, mut at) = (Vec::new(), 0);
+            for &n in frames.iter().cycle() {
+                if at >= clip.len() {
+                    break;
+                }
+                let end = (at + n).min(clip.len());
+                streamed.extend(r.push(&clip[at..end]));
+                at = end;
+            }
+            streamed.extend(r.finish());
+            assert_eq!(streamed.len(), whole.len(), "{rate} Hz");
+            let worst = streamed
+                .iter()
+                .zip(&whole)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(worst <= 1e-3, "{rate} Hz: off by {worst}");
+        }
+    }
+    // Frame by frame with the old per-frame padding, the first sample of
+    // each frame was off: one frame of a 48 kHz stream is no clip of its own.
+    let clip = voice(48_000);
+    let per_frame: Vec<f32> = clip
+        .chunks(4_096)
+        .flat_map(|f| audio::resample(f, 48_000, RATE))
+        .collect();
+    let whole = audio::resample(&clip, 48_000, RATE);
+    assert!(
+        per_frame.len() != whole.len()
+            || per_frame
+                .iter()
+                .zip(&whole)
+                .any(|(a, b)| (a - b).abs() > 1e-2),
+        "resampling each frame alone should differ from the whole"
+    );
+}
+
+#[test]
 fn bad_wav_files_are_named_and_refused() {
     let err = audio::decode_wav(b"this is plain text, not audio", "notes.txt").unwrap_err();
     assert!(matches!(err, audio::AudioError::NotWav { .. }), "{err}");
@@ -266,6 +335,110 @@ fn vad_says_when_speech_under_way_has_paused() {
     assert!(!v.pausing(), "speaking again");
 }
 
+/// Silero VAD as installed by the setup: speech found whole, in quiet and
+/// in noise at 10 dB SNR, its end found after `silence_ms` (200 ms) of
+/// quiet and Silero's lag; loud noise alone is no speech.
+#[test]
+fn silero_finds_speech_whole_in_noise_and_its_end_soon_after() {
+    let cfg = Config::defaults().unwrap().voice;
+    let models = crate::llm::tiers::models_dir(&|k| std::env::var(k).ok());
+    let model = crate::voice::silero::Silero::load(
+        &models.join(&cfg.vad.model),
+        &models.join(&cfg.onnxruntime),
+    )
+    .expect("`bash .ci/setup` installs Silero VAD and ONNX Runtime");
+    let detector = vad::Detector::Silero(std::sync::Arc::new(model));
+    let speech = audio::decode_wav(
+        &espeak("turn on the kitchen lights and lock the front door"),
+        "espeak",
+    )
+    .unwrap()
+    .samples;
+    // espeak-ng's own silence before and after is no speech: quiet is
+    // below the level the detector calls quiet (`threshold_db`).
+    let quiet = 10f32.powf(cfg.vad.threshold_db / 20.0);
+    let loud = |s: &&f32| s.abs() > quiet;
+    let first = speech.iter().position(|s| loud(&s)).unwrap();
+    let last = speech.len() - speech.iter().rev().position(|s| loud(&s)).unwrap();
+    let speech = speech[first..last].to_vec();
+    let second = RATE as usize;
+    let mut noise_state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut noise = |n: usize, rms: f32| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                noise_state ^= noise_state << 13;
+                noise_state ^= noise_state >> 7;
+                noise_state ^= noise_state << 17;
+                // Uniform in ±√3·rms has that RMS.
+                ((noise_state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * rms * 3f32.sqrt()
+            })
+            .collect()
+    };
+    let speech_rms = (speech.iter().map(|s| s * s).sum::<f32>() / speech.len() as f32).sqrt();
+    for (name, floor) in [
+        ("quiet", 0.0f32),
+        ("10 dB SNR", speech_rms / 10f32.powf(0.5)),
+    ] {
+        let mut clip = noise(second, floor);
+        let starts = clip.len();
+        for (s, n) in speech.iter().zip(noise(speech.len(), floor)) {
+            clip.push(s + n);
+        }
+        let ends = clip.len();
+        clip.extend(noise(second, floor));
+        // Streamed in 20 ms frames, as the voice socket hears it.
+        let mut v = vad::Vad::with(cfg.vad.clone(), detector.clone());
+        let mut found = Vec::new();
+        let mut heard = 0usize;
+        let mut ended_at = None;
+        for frame in clip.chunks(320) {
+            heard += frame.len();
+            for e in v.push(frame) {
+                if let vad::VadEvent::Ended(u) = e {
+                    ended_at.get_or_insert(heard);
+                    found.push(u);
+                }
+            }
+        }
+        found.extend(v.finish());
+        assert_eq!(
+            found.len(),
+            1,
+            "{name}: {:?}",
+            found
+                .iter()
+                .map(|u| (u.start_ms, u.end_ms))
+                .collect::<Vec<_>>()
+        );
+        let u = &found[0];
+        let (start_ms, end_ms) = (starts as u64 * 1000 / 16_000, ends as u64 * 1000 / 16_000);
+        assert!(
+            u.start_ms <= start_ms + 100,
+            "{name}: started at {} ms, speech at {start_ms}",
+            u.start_ms
+        );
+        let kept_ms = u.samples.len() as u64 * 1000 / 16_000;
+        assert!(
+            kept_ms + 150 >= end_ms - start_ms,
+            "{name}: {kept_ms} ms kept of {} ms",
+            end_ms - start_ms
+        );
+        // The end is found after `silence_ms` of quiet, counted in whole
+        // 32 ms chunks (the last one holding the end of the word), and
+        // Silero's own lag: a chunk or two in quiet, about five in noise
+        // (measured: 270 ms and 370 ms after the last sound).
+        let late_ms = (ended_at.expect("ended while streaming") - ends) as u64 * 1000 / 16_000;
+        eprintln!("silero: {name}: the end found {late_ms} ms after the speech");
+        assert!(
+            late_ms <= u64::from(cfg.vad.silence_ms) + 200,
+            "{name}: ended {late_ms} ms after speech"
+        );
+    }
+    // Loud noise alone: no speech.
+    let hiss = noise(3 * second, 0.2);
+    assert!(vad::split_with(&hiss, &cfg.vad, detector).is_empty());
+}
+
 #[test]
 fn mel_filters_are_slaney_triangles() {
     let f = super::convert::mel_filters(80);
@@ -408,6 +581,89 @@ mod whisper {
         assert_eq!(heard.text, kept.transcribe(&clip.samples).unwrap().text);
         let after = long.score(&clip.samples, &texts).unwrap();
         assert!((after[0] - a[0]).abs() < 0.1, "{after:?} vs {a:?}");
+    }
+
+    /// The Piper voice, as installed by the setup, speaks what it is given:
+    /// whisper hears its words back, its sentence is as long as speech of
+    /// it is, and espeak-ng speaks where the voice cannot be had.
+    #[test]
+    fn the_piper_voice_speaks_words_whisper_hears_back() {
+        let cfg = Config::defaults().unwrap().voice;
+        let models = crate::llm::tiers::models_dir(&|k| std::env::var(k).ok());
+        let speaker = crate::voice::tts::Speaker::load(
+            &models.join(&cfg.piper),
+            &models.join(&cfg.onnxruntime),
+            "en-us",
+            2,
+        );
+        let crate::voice::tts::Speaker::Piper(voice) = &speaker else {
+            panic!("`bash .ci/setup` installs the Piper voice and ONNX Runtime");
+        };
+        assert_eq!(
+            (voice.name.as_str(), speaker.rate()),
+            ("en_US-joe-medium", 22_050)
+        );
+        // The ids Piper's own phonemizer gives the voice for this sentence.
+        assert_eq!(
+            voice.ids("Hello, world!").unwrap(),
+            [
+                1, 0, 20, 0, 59, 0, 24, 0, 120, 0, 27, 0, 100, 0, 8, 0, 3, 0, 35, 0, 120, 0, 62, 0,
+                122, 0, 24, 0, 17, 0, 4, 0, 2
+            ]
+        );
+        let stt = model();
+        for said in [
+            "The kitchen lights are on.",
+            "Lock the front door? Say yes to confirm.",
+            "The timer for the pasta has four minutes left.",
+        ] {
+            let spoken = speaker.speak(said).unwrap();
+            let seconds = spoken.len() as f32 / 22_050.0;
+            assert!((0.8..6.0).contains(&seconds), "{said}: {seconds} s");
+            assert!(spoken.iter().all(|s| s.abs() <= 1.0));
+            // The voice samples its prosody (VITS's noise), so each time it
+            // speaks a little differently, and whisper tiny.en may mishear a
+            // word: most of the words come back.
+            let heard = stt
+                .transcribe(&audio::resample(&spoken, 22_050, RATE))
+                .unwrap();
+            let heard_words = crate::router::normalize(&heard.text);
+            let said_words = crate::router::normalize(said);
+            let said_words: Vec<&str> = said_words.split(' ').collect();
+            let back = said_words
+                .iter()
+                .filter(|w| {
+                    heard_words
+                        .split(' ')
+                        .any(|h| h.trim_matches('.') == w.trim_matches('.'))
+                })
+                .count();
+            assert!(
+                back * 4 >= said_words.len() * 3,
+                "{said}: heard {:?}",
+                heard.text
+            );
+        }
+        // A WAV of several pieces at the voice's rate.
+        let wav = speaker
+            .speak_wav("The garage door is opening. It will be open in a moment.")
+            .unwrap();
+        let clip = audio::decode_wav(&wav, "piper").unwrap();
+        assert_eq!(clip.source_rate, 22_050);
+        // No voice where it is said to be: espeak-ng speaks.
+        let fallback = crate::voice::tts::Speaker::load(
+            &models.join("no-such-voice.onnx"),
+            &models.join(&cfg.onnxruntime),
+            "en-us",
+            2,
+        );
+        assert_eq!(fallback.name(), ("espeak-ng", "en-us"));
+        assert!(
+            !fallback
+                .speak("The kitchen lights are on.")
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

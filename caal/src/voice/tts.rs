@@ -1,6 +1,95 @@
-//! Spoken replies: espeak-ng, as a WAV.
+//! Spoken replies: the Piper voice (`piper`) where it is installed, else
+//! espeak-ng; a piece at a time (`pieces`), so the first audio goes out
+//! while the rest is still being spoken and a long text is never one long
+//! buffer.
 
-use std::process::{Command, Stdio};
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+};
+
+use super::piper;
+
+/// Who speaks CAAL's replies.
+pub enum Speaker {
+    /// The Piper voice (natural speech, 22,050 Hz for the default voice).
+    Piper(piper::Voice),
+    /// espeak-ng in this voice (22,050 Hz), when no Piper voice can be had.
+    Espeak(String),
+    /// Nobody: `voice.tts_voice` and `voice.piper` are both empty.
+    Silent,
+}
+
+impl Speaker {
+    /// The Piper voice at `model` (a path in or under the models dir) on
+    /// ONNX Runtime at `library`, else espeak-ng in `espeak_voice` (the
+    /// fallback; why the voice could not be had is logged once).
+    pub fn load(model: &Path, library: &Path, espeak_voice: &str, threads: usize) -> Self {
+        if !model.as_os_str().is_empty() {
+            match piper::Voice::load(model, library, threads) {
+                Ok(voice) => return Speaker::Piper(voice),
+                Err(e) => {
+                    let said = crate::safety::global().scrub(&e.to_string()).into_owned();
+                    tracing::warn!(error = %said, "the Piper voice is not at hand; replies are spoken by espeak-ng");
+                }
+            }
+        }
+        if espeak_voice.is_empty() {
+            Speaker::Silent
+        } else {
+            Speaker::Espeak(espeak_voice.to_owned())
+        }
+    }
+
+    /// What speaks, as its Wyoming program and voice are named.
+    pub fn name(&self) -> (&'static str, &str) {
+        match self {
+            Speaker::Piper(v) => ("piper", v.name.as_str()),
+            Speaker::Espeak(voice) => ("espeak-ng", voice.as_str()),
+            Speaker::Silent => ("none", ""),
+        }
+    }
+
+    /// Samples per second of what it speaks.
+    pub fn rate(&self) -> u32 {
+        match self {
+            Speaker::Piper(v) => v.rate(),
+            _ => ESPEAK_RATE,
+        }
+    }
+
+    /// One piece (see `pieces`) spoken, at `rate()`.
+    pub fn speak(&self, piece: &str) -> Result<Vec<f32>, TtsError> {
+        match self {
+            Speaker::Piper(v) => v.speak(piece).map_err(|e| TtsError::Failed(e.to_string())),
+            Speaker::Espeak(voice) => samples_of(&speak(piece, voice)?),
+            Speaker::Silent => Ok(Vec::new()),
+        }
+    }
+
+    /// All of `text`, piece by piece, as one WAV at `rate()`.
+    pub fn speak_wav(&self, text: &str) -> Result<Vec<u8>, TtsError> {
+        let mut samples = Vec::new();
+        for piece in pieces(text) {
+            samples.extend(self.speak(piece)?);
+        }
+        Ok(super::audio::encode_wav_at(&samples, self.rate()))
+    }
+}
+
+/// espeak-ng's rate.
+const ESPEAK_RATE: u32 = 22_050;
+
+/// A 16-bit WAV's samples as they are (no resampling).
+fn samples_of(wav: &[u8]) -> Result<Vec<f32>, TtsError> {
+    let reader = hound::WavReader::new(std::io::Cursor::new(wav))
+        .map_err(|e| TtsError::Failed(format!("espeak-ng's WAV: {e}")))?;
+    reader
+        .into_samples::<i16>()
+        .map(|s| s.map(|s| f32::from(s) / 32_768.0))
+        .collect::<Result<_, _>>()
+        .map_err(|e| TtsError::Failed(format!("espeak-ng's WAV: {e}")))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TtsError {

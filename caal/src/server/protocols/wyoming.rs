@@ -2,7 +2,7 @@
 //! peer-to-peer protocol of Home Assistant's voice pipeline and its
 //! satellites, so Home Assistant can add CAAL as a Wyoming integration for
 //! speech to text (CAAL's whisper), conversation (CAAL's rounds) and text to
-//! speech (espeak-ng).
+//! speech (the Piper voice, espeak-ng as its fallback).
 //!
 //! An event is a JSON line (`type`, and `data_length` / `payload_length`
 //! when data or a binary payload follow it), then that many bytes of JSON
@@ -17,7 +17,8 @@
 //! - `transcript` (text to handle; `context.conversation_id` names the
 //!   conversation, as Home Assistant sends it) → `handled` with the reply, or
 //!   `not-handled` when CAAL did not understand or the round failed;
-//! - `synthesize` → `audio-start`, `audio-chunk`…, `audio-stop` (espeak-ng);
+//! - `synthesize` → `audio-start`, `audio-chunk`…, `audio-stop` (the Piper
+//!   voice at its rate, else espeak-ng);
 //! - `ping` → `pong`. Other events are dropped, as the protocol asks.
 //!
 //! Wyoming itself has no authentication, so the door lets peers in by
@@ -403,9 +404,10 @@ pub async fn serve(listener: TcpListener, state: AppState, admission: Admission)
 
 /// Audio being received for a transcription.
 struct Listening {
-    rate: u32,
     width: u16,
     channels: u16,
+    /// Its chunks join as the audio was (one resampler for the stream).
+    resampler: audio::Resampler,
     samples: Vec<f32>,
     language: Option<String>,
 }
@@ -492,7 +494,7 @@ async fn connection(door: Door, stream: TcpStream, peer: SocketAddr, slot: &Arc<
             "audio-start" => match audio_format(&event.data) {
                 Ok((rate, width, channels)) => {
                     listening = Some(Listening {
-                        rate,
+                        resampler: audio::Resampler::new(rate, audio::RATE),
                         width,
                         channels,
                         samples: Vec::new(),
@@ -515,7 +517,9 @@ async fn connection(door: Door, stream: TcpStream, peer: SocketAddr, slot: &Arc<
                 None => Vec::new(),
             },
             "audio-stop" => match listening.take() {
-                Some(l) => {
+                Some(mut l) => {
+                    let tail = l.resampler.finish();
+                    l.samples.extend(tail);
                     language = None;
                     vec![transcribe(&door, &client, l).await]
                 }
@@ -582,7 +586,7 @@ impl Listening {
             .chunks_exact(channels)
             .map(|f| f.iter().sum::<f32>() / channels as f32)
             .collect();
-        let resampled = audio::resample(&mono, self.rate, audio::RATE);
+        let resampled = self.resampler.push(&mono);
         if self.samples.len() + resampled.len() > MAX_SAMPLES {
             return Err(
                 "more than a minute of audio in one transcription; send one request at a time"
@@ -723,9 +727,10 @@ fn answered(round: &RoundResult, conversation: &ConversationId) -> Event {
     )
 }
 
-/// espeak-ng speaks the text, a piece at a time (`tts::pieces`), each sent
-/// as 16 kHz mono 16-bit chunks as soon as it is spoken: a long text never
-/// becomes one long buffer. Text over `tts::MAX_CHARS` is refused by name.
+/// The speaker (the Piper voice, else espeak-ng) speaks the text, a piece
+/// at a time (`tts::pieces`), each sent as mono 16-bit chunks at its rate
+/// as soon as it is spoken: a long text never becomes one long buffer.
+/// Text over `tts::MAX_CHARS` is refused by name.
 /// `Err` when the peer went away.
 async fn synthesize(
     door: &Door,
@@ -748,24 +753,37 @@ async fn synthesize(
         return send(write, &error("synthesize.too_long", &said)).await;
     }
     let engine = &door.state.engine;
-    let voice = data
+    // The configured speaker (the Piper voice, else espeak-ng); a voice
+    // named that is not its own is espeak-ng's, as before Piper.
+    let mut speaker = engine.speaker();
+    if let Some(named) = data
         .get("voice")
         .and_then(|v| v.get("name"))
         .and_then(Value::as_str)
-        .map(str::to_owned)
-        .unwrap_or_else(|| tts_voice(engine));
-    let format = json!({"rate": audio::RATE, "width": 2, "channels": 1});
+        .filter(|n| *n != speaker.name().1)
+    {
+        speaker = Arc::new(tts::Speaker::Espeak(named.to_owned()));
+    }
+    if matches!(*speaker, tts::Speaker::Silent) {
+        return send(
+            write,
+            &error(
+                "tts.unavailable",
+                "no voice is configured (voice.piper and voice.tts_voice are empty)",
+            ),
+        )
+        .await;
+    }
+    let format = json!({"rate": speaker.rate(), "width": 2, "channels": 1});
     send(write, &Event::new("audio-start", format.clone())).await?;
     for piece in tts::pieces(text) {
         let Ok(turn) = door.state.speech.clone().acquire_owned().await else {
             break;
         };
-        let (piece, voice) = (piece.to_owned(), voice.clone());
-        let spoken = tokio::task::spawn_blocking(move || -> Result<Vec<f32>, String> {
+        let (piece, speaker) = (piece.to_owned(), speaker.clone());
+        let spoken = tokio::task::spawn_blocking(move || {
             let _turn = turn;
-            let wav = tts::speak(&piece, &voice).map_err(|e| e.to_string())?;
-            let clip = audio::decode_wav(&wav, "espeak-ng").map_err(|e| e.to_string())?;
-            Ok(clip.samples)
+            speaker.speak(&piece).map_err(|e| e.to_string())
         })
         .await;
         let samples = match spoken {
@@ -782,13 +800,36 @@ async fn synthesize(
     send(write, &Event::new("audio-stop", json!({}))).await
 }
 
-fn tts_voice(engine: &Engine) -> String {
-    let configured = &engine.config().voice.tts_voice;
-    if configured.is_empty() {
-        "en-us".into()
-    } else {
-        configured.clone()
+/// Who speaks: the Piper voice when it is loaded, and espeak-ng (its
+/// fallback, and any espeak-ng voice a request names).
+fn tts_programs(engine: &Engine, language: &str) -> Value {
+    let espeak = json!({"name": "eSpeak NG", "url": "https://github.com/espeak-ng/espeak-ng"});
+    let mut programs = Vec::new();
+    let speaker = engine.speaker();
+    if let tts::Speaker::Piper(voice) = &*speaker {
+        let piper = json!({"name": "Piper", "url": "https://github.com/OHF-Voice/piper1-gpl"});
+        programs.push(json!({
+            "name": "piper", "description": "Piper, CAAL's natural voice (ONNX Runtime), a sentence at a time",
+            "attribution": piper, "installed": true, "version": null,
+            "voices": [{"name": voice.name, "description": "Piper voice", "attribution": piper,
+                        "installed": true, "version": null, "languages": [language]}],
+            "supports_synthesize_streaming": false,
+        }));
     }
+    let fallback = &engine.config().voice.tts_voice;
+    let fallback = if fallback.is_empty() {
+        "en-us"
+    } else {
+        fallback
+    };
+    programs.push(json!({
+        "name": "espeak-ng", "description": "espeak-ng, CAAL's fallback voice",
+        "attribution": espeak, "installed": true, "version": null,
+        "voices": [{"name": fallback, "description": "espeak-ng voice", "attribution": espeak,
+                    "installed": true, "version": null, "languages": [language]}],
+        "supports_synthesize_streaming": false,
+    }));
+    Value::Array(programs)
 }
 
 /// What CAAL offers: speech to text, handling, text to speech.
@@ -828,18 +869,7 @@ fn info(engine: &Engine) -> Event {
                 "supports_handled_streaming": false,
                 "supports_home_control": true,
             }],
-            "tts": [{
-                "name": "espeak-ng",
-                "description": "espeak-ng, CAAL's spoken replies",
-                "attribution": {"name": "eSpeak NG", "url": "https://github.com/espeak-ng/espeak-ng"},
-                "installed": true, "version": null,
-                "voices": [{
-                    "name": tts_voice(engine), "description": "espeak-ng voice",
-                    "attribution": {"name": "eSpeak NG", "url": "https://github.com/espeak-ng/espeak-ng"},
-                    "installed": true, "version": null, "languages": [language],
-                }],
-                "supports_synthesize_streaming": false,
-            }],
+            "tts": tts_programs(engine, &language),
         }),
     )
 }
@@ -924,7 +954,7 @@ mod tests {
                 .contains("channels")
         );
         let mut l = Listening {
-            rate: 16000,
+            resampler: audio::Resampler::new(16000, audio::RATE),
             width: 2,
             channels: 2,
             samples: Vec::new(),
