@@ -736,6 +736,16 @@ pub struct SoundsConfig {
     /// more than this much worse (whisper's log-likelihood) than the words
     /// it wrote.
     pub listen_margin: f64,
+    /// A spoken request that says one word of an opposite pair ("pause",
+    /// "on", "unlock") is asked about first when the request with the
+    /// other word fits the audio no more than this much worse (whisper's
+    /// log-likelihood): hearing which side was said is in doubt. 0: never.
+    #[serde(default = "default_doubt_margin")]
+    pub doubt_margin: f64,
+}
+
+fn default_doubt_margin() -> f64 {
+    2.0
 }
 
 impl Default for SoundsConfig {
@@ -748,6 +758,7 @@ impl Default for SoundsConfig {
             listen: true,
             listen_threshold: 0.3,
             listen_margin: 4.5,
+            doubt_margin: default_doubt_margin(),
         }
     }
 }

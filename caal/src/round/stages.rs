@@ -335,6 +335,9 @@ impl Engine {
         let bar = self.config.voice.min_guess_word;
         if let Some(v) = voice {
             decision = self.router.heard(decision, v.transcript.least, bar);
+            decision = self
+                .router
+                .doubted(decision, &screened.normalized, &context);
         }
         let policy = self.router.state(state_in);
         round.append(EventDraft::new(RouteSelected {

@@ -377,3 +377,52 @@ fn a_long_input_is_read_by_its_clauses_only_and_else_goes_to_the_fallback() {
         Intent::Chain(_)
     ));
 }
+
+#[test]
+fn a_side_of_an_opposite_pair_the_audio_leaves_in_doubt_is_asked_about() {
+    let config = Config::defaults().unwrap();
+    // The sound layer (its dictionary installed by the setup) holds the margin.
+    let (router, _) = Router::configured(&config, &|k| std::env::var(k).ok()).unwrap();
+    let heard = normalize("pause the timer");
+    let scored = |pause: f32, resume: f32| {
+        crate::understand::Listen::new(move |texts: &[String]| {
+            Some(
+                texts
+                    .iter()
+                    .map(|t| {
+                        if t.starts_with("pause") {
+                            pause
+                        } else {
+                            resume
+                        }
+                    })
+                    .collect(),
+            )
+        })
+    };
+    let spoken = |listen| crate::understand::Context {
+        spoken: true,
+        listen: Some(listen),
+        ..Default::default()
+    };
+    let decided = router.route_in(&heard, "default", &spoken(scored(-5.0, -30.0)));
+    assert_eq!(decided.auth_level, AuthLevel::RUN, "{decided:?}");
+    // Clearly "pause": it runs.
+    let d = router.doubted(decided.clone(), &heard, &spoken(scored(-5.0, -30.0)));
+    assert_eq!(d.auth_level, AuthLevel::RUN);
+    // "Resume" fits about as well: asked first, and why is recorded.
+    let d = router.doubted(decided.clone(), &heard, &spoken(scored(-5.0, -6.0)));
+    assert_eq!(d.auth_level, AuthLevel::CONFIRM);
+    assert_eq!(chain(&d).chain_level, AuthLevel::CONFIRM);
+    let doubt = &d.understood.as_ref().unwrap()["doubt"];
+    assert!(
+        doubt["other"].as_str().unwrap().contains("timer"),
+        "{doubt}"
+    );
+    // Typed (no audio) nothing is weighed.
+    let typed = crate::understand::Context::default();
+    assert_eq!(
+        router.doubted(decided, &heard, &typed).auth_level,
+        AuthLevel::RUN
+    );
+}

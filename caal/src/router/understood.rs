@@ -307,6 +307,31 @@ fn padded_words(text: &str) -> String {
 
 /// A sentence's clauses, at a clause mark followed by a space or the end
 /// ("21.5" and "1,000" are numbers, not clauses).
+/// `said` with each word of an opposite pair it holds put as the other
+/// ("pause the timer": "unpause the timer", "resume the timer").
+fn opposite_readings(pairs: &[[String; 2]], said: &str) -> Vec<String> {
+    let words: Vec<&str> = said.split(' ').collect();
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        for [a, b] in pairs {
+            let other = if w == a {
+                b
+            } else if w == b {
+                a
+            } else {
+                continue;
+            };
+            let mut swapped = words.clone();
+            swapped[i] = other;
+            let text = swapped.join(" ");
+            if !out.contains(&text) {
+                out.push(text);
+            }
+        }
+    }
+    out
+}
+
 /// The most clauses a sentence is read in; more is no request (a list
 /// read out, a pasted text).
 const MAX_CLAUSES: usize = 12;
@@ -1176,6 +1201,66 @@ impl Router {
                 u.insert("heard".into(), heard);
             }
             other => *other = Some(json!({"layer": d.layer, "heard": heard})),
+        }
+        d
+    }
+
+    /// A spoken request run at level 1 or 2 whose words say one side of an
+    /// opposite pair ("pause the timer", "lights off") is asked about
+    /// first when the same words with the other side fit the audio about
+    /// as well (within `doubt_margin` of whisper's log-likelihood): a
+    /// mishearing there would run the opposite of what was said. The
+    /// words are the reading the sound layer took, else what was heard.
+    pub fn doubted(&self, mut d: RouteDecision, heard: &str, context: &Context) -> RouteDecision {
+        let Some(sounds) = self.sounds.as_ref() else {
+            return d;
+        };
+        let margin = sounds.config.doubt_margin;
+        let Some(listen) = context.listen.as_ref().filter(|_| margin > 0.0) else {
+            return d;
+        };
+        let Intent::Chain(chain) = &d.intent else {
+            return d;
+        };
+        if chain.chain_level >= AuthLevel::CONFIRM {
+            return d;
+        }
+        let said = d
+            .understood
+            .as_ref()
+            .and_then(|u| u.get("read_as"))
+            .and_then(Value::as_str)
+            .map(normalize)
+            .unwrap_or_else(|| heard.to_owned());
+        let others = opposite_readings(&self.opposites, &said);
+        if others.is_empty() {
+            return d;
+        }
+        let mut texts = vec![said.clone()];
+        texts.extend(others.iter().cloned());
+        let Some(scores) = listen.score(&texts) else {
+            return d;
+        };
+        let (best, fit) = scores[1..]
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, s)| (i, f64::from(scores[0] - s)))
+            .unwrap_or((0, f64::INFINITY));
+        if fit > margin {
+            return d;
+        }
+        if let Intent::Chain(chain) = &mut d.intent {
+            chain.chain_level = AuthLevel::CONFIRM;
+        }
+        d.auth_level = AuthLevel::CONFIRM;
+        let doubt = json!({"other": others[best], "fits_better_by": (fit * 100.0).round() / 100.0,
+                           "margin": margin});
+        match &mut d.understood {
+            Some(Value::Object(u)) => {
+                u.insert("doubt".into(), doubt);
+            }
+            other => *other = Some(json!({"layer": d.layer, "doubt": doubt})),
         }
         d
     }

@@ -328,6 +328,7 @@ pub fn run_suite(
         }
         if let (Some(spoken), Some(least)) = (spoken, least) {
             decision = router.heard(decision, least, spoken.min_guess_word);
+            decision = router.doubted(decision, &text, &context);
         }
         // What no layer understood goes to the model as a round would send it.
         let chatted = match (chat, &decision.intent) {

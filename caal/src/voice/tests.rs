@@ -41,7 +41,6 @@ fn power_at(samples: &[f32], freq: f32, rate: u32) -> f32 {
 }
 
 /// A WAV espeak-ng says (22,050 Hz mono).
-#[cfg(feature = "whisper")]
 pub(crate) fn espeak(text: &str) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("say.wav");
