@@ -138,9 +138,20 @@ pub enum BenchCommand {
         /// ("command": "-" for no command).
         #[arg(long)]
         suite: Option<PathBuf>,
-        /// Say each line with espeak-ng and transcribe it with whisper first.
+        /// Say each line with espeak-ng (or --voice) and transcribe it with
+        /// whisper first.
         #[arg(long)]
         spoken: bool,
+        /// With --spoken (and --heard, whose readings are weighed against the
+        /// line said again): who says the lines: espeak-ng, or piper (the
+        /// voice replies are spoken in, voice.piper).
+        #[arg(long, value_enum, default_value = "espeak-ng")]
+        voice: SpokenBy,
+        /// With --spoken (and --heard): white noise mixed in this many dB
+        /// below the speech (10: a loud room), the speech then found by
+        /// Silero VAD as the voice socket finds it.
+        #[arg(long, value_name = "DB")]
+        snr: Option<f32>,
         /// With --spoken: keep what whisper heard of each line in FILE (JSON
         /// lines {"text", "heard", "least"}), to route again with --heard.
         #[arg(long, value_name = "FILE", requires = "spoken")]
@@ -206,6 +217,20 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The speech models' word error rate on recorded human speech (the
+    /// labelled clips of Debian's pocketsphinx-testdata), heard as voice
+    /// rounds hear.
+    Hear {
+        /// The speech models to measure (`caal model list`); all by default.
+        #[arg(long = "model", value_name = "NAME")]
+        models: Vec<String>,
+        /// Where the clips and their transcripts are.
+        #[arg(long, default_value = "/usr/share/pocketsphinx/test/data")]
+        data: PathBuf,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// `caal say` as a whole process (start, open, round, durable, exit).
     Say {
         /// Timed runs, after three untimed warm-up runs.
@@ -231,6 +256,18 @@ pub fn run(
             bench_trace(data_dir, events, fsync_seconds, json)?;
         }
         BenchCommand::Say { runs, json } => bench_say(data_dir, runs, json)?,
+        BenchCommand::Hear { models, data, json } => {
+            #[cfg(feature = "whisper")]
+            {
+                let report = crate::bench_hear::run(&load_config()?, &data, &models)?;
+                figures(&report, crate::bench_hear::print, json)?;
+            }
+            #[cfg(not(feature = "whisper"))]
+            {
+                let _ = (models, data, json);
+                return Err(caal::voice::SttError::NotBuilt.into());
+            }
+        }
         BenchCommand::Speak { runs, json } => {
             let report = crate::bench_speak::run(&load_config()?, runs)?;
             figures(&report, crate::bench_speak::print, json)?;
@@ -335,6 +372,8 @@ pub fn run(
         BenchCommand::Understand {
             suite,
             spoken,
+            voice,
+            snr,
             save_heard,
             heard,
             model,
@@ -426,7 +465,7 @@ pub fn run(
                     .map_err(anyhow::Error::msg)?;
                 let hear = |said: &str| kept.hear(said);
                 #[cfg(feature = "whisper")]
-                let ear = ear(&config, &env)?;
+                let ear = ear(&config, &env, voice, snr)?;
                 #[cfg(feature = "whisper")]
                 let listener = |said: &str| ear.as_ref().map(|e| e.listen(said));
                 #[cfg(feature = "whisper")]
@@ -443,8 +482,12 @@ pub fn run(
                 #[cfg(feature = "whisper")]
                 {
                     let models = caal::llm::tiers::models_dir(&env);
-                    let ear = caal::voice::bench::Ear::new(&config, &models)
-                        .map_err(anyhow::Error::msg)?;
+                    let ear = caal::voice::bench::Ear::with(
+                        &config,
+                        &models,
+                        mouth(voice, snr, &config, &models)?,
+                    )
+                    .map_err(anyhow::Error::msg)?;
                     let saved = match &save_heard {
                         Some(path) => Some(std::cell::RefCell::new(fs::File::create(path).map_err(
                             |e| anyhow::anyhow!("cannot write the transcripts to {}: {e}", path.display()),
@@ -475,7 +518,7 @@ pub fn run(
                 }
                 #[cfg(not(feature = "whisper"))]
                 {
-                    let _ = save_heard;
+                    let _ = (save_heard, voice, snr);
                     return Err(caal::voice::SttError::NotBuilt.into());
                 }
             } else {
@@ -501,13 +544,45 @@ pub fn run(
 fn ear(
     config: &caal::config::Config,
     env: &dyn Fn(&str) -> Option<String>,
+    voice: SpokenBy,
+    snr: Option<f32>,
 ) -> Result<Option<caal::voice::bench::Ear>> {
     if !config.understand.sounds.listen {
         return Ok(None);
     }
     let models = caal::llm::tiers::models_dir(env);
-    let ear = caal::voice::bench::Ear::new(config, &models).map_err(anyhow::Error::msg)?;
+    let mouth = mouth(voice, snr, config, &models)?;
+    let ear = caal::voice::bench::Ear::with(config, &models, mouth).map_err(anyhow::Error::msg)?;
     Ok(Some(ear))
+}
+
+/// Who says `--spoken` lines (`--voice`), in what noise (`--snr`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum SpokenBy {
+    EspeakNg,
+    Piper,
+}
+
+#[cfg(feature = "whisper")]
+fn mouth(
+    voice: SpokenBy,
+    snr: Option<f32>,
+    config: &caal::config::Config,
+    models: &Path,
+) -> Result<caal::voice::bench::Mouth> {
+    use caal::voice::bench::Mouth;
+    let mouth = match voice {
+        SpokenBy::EspeakNg => Mouth::espeak(),
+        SpokenBy::Piper => Mouth::piper(config, models).map_err(anyhow::Error::msg)?,
+    };
+    let mouth = match snr {
+        Some(db) => mouth
+            .in_noise(db, config, models)
+            .map_err(anyhow::Error::msg)?,
+        None => mouth,
+    };
+    eprintln!("said by {}", mouth.name());
+    Ok(mouth)
 }
 
 /// One line through a whole round, and what the model decided in it: the

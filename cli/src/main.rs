@@ -6,6 +6,8 @@
 
 mod bench;
 mod bench_attack;
+#[cfg(feature = "whisper")]
+mod bench_hear;
 mod bench_speak;
 mod bucket;
 mod config;

@@ -691,6 +691,15 @@ pub fn print_voice_bench(r: &caal::voice::bench::VoiceBenchReport) {
         "  the same speech over Wyoming: audio-stop to transcript p50 {:.0} ms; the voice socket's end of speech to its final transcript p50 {:.0} ms (the silence that ends an utterance in it): {:.2}× (goal ≤ 1.1×)",
         r.wyoming_stop_to_transcript_p50_ms, r.end_to_final_p50_ms, r.wyoming_ratio
     );
+    println!(
+        "  barge-in, the utterance said again over its spoken reply ({}): first sample of speech sent to the reply stopped p50 {:.0} ms, worst {:.0} ms (goal ≤ 150 ms; the server's own count, onset to stop in the audio received, {:.0} ms); heard whole {} of {}",
+        r.reply_voice,
+        r.barge_in_p50_ms,
+        r.barge_in_max_ms,
+        r.barge_in_detected_p50_ms,
+        r.barged_heard_whole,
+        r.runs
+    );
 }
 
 /// `caal replay`: the counts, then each changed round, before → after.

@@ -62,13 +62,23 @@ pub enum AudioCommand {
 
 #[derive(Subcommand)]
 pub enum ModelCommand {
-    /// Convert the fetched CTranslate2 Whisper model (voice.model_source) into
-    /// the ggml file whisper.cpp loads (voice.model); nothing to do if it is there.
+    /// Convert a fetched CTranslate2 Whisper model into the ggml file
+    /// whisper.cpp loads; nothing to do if it is there.
     Install {
+        /// The speech model (`caal model list`: tiny.en, base); without it,
+        /// the configured one (voice.model, from voice.model_source).
+        name: Option<String>,
         /// Convert again even if the model is there.
         #[arg(long)]
         force: bool,
         /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The speech models known: size, licence, languages, whether fetched
+    /// and converted, and which one is configured.
+    List {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -251,16 +261,27 @@ pub fn audio(data_dir: &Path, config: Config, command: AudioCommand) -> Result<(
 }
 
 pub fn model(config: &Config, command: ModelCommand) -> Result<()> {
-    let ModelCommand::Install { force, json } = command;
+    use caal::voice::stt;
     let models = caal::llm::tiers::models_dir(&|k| std::env::var(k).ok());
-    let target = caal::voice::stt::model_path(&config.voice, &models);
-    let done = caal::voice::stt::install(&config.voice, &models, force)?;
+    let (name, force, json) = match command {
+        ModelCommand::Install { name, force, json } => (name, force, json),
+        ModelCommand::List { json } => return model_list(config, &models, json),
+    };
+    let cfg = match &name {
+        Some(name) => stt::with_model(&config.voice, stt::speech_model(name)?),
+        None => config.voice.clone(),
+    };
+    let target = stt::model_path(&cfg, &models);
+    let source = stt::source_path(&cfg, &models);
+    let done = stt::install(&cfg, &models, force)?;
+    let configured = stt::model_path(&config.voice, &models) == target;
     if json {
         let doc = serde_json::json!({
             "model": target,
             "converted": done.is_some(),
-            "source": caal::voice::stt::source_path(&config.voice, &models),
+            "source": source,
             "details": done,
+            "configured": configured,
         });
         println!("{doc}");
         return Ok(());
@@ -269,13 +290,67 @@ pub fn model(config: &Config, command: ModelCommand) -> Result<()> {
         None => println!("{} is installed", target.display()),
         Some(done) => println!(
             "converted {} into {} ({} tensors, {} tokens, {} + {} layers)",
-            caal::voice::stt::source_path(&config.voice, &models).display(),
+            source.display(),
             target.display(),
             done.tensors,
             done.n_vocab,
             done.audio_layers,
             done.text_layers
         ),
+    }
+    if !configured {
+        println!(
+            "voice rounds use {}; to use this one, set [voice] model = {:?} in the configuration",
+            config.voice.model, cfg.model
+        );
+    }
+    Ok(())
+}
+
+fn model_list(config: &Config, models: &Path, json: bool) -> Result<()> {
+    use caal::voice::stt;
+    let configured = stt::model_path(&config.voice, models);
+    let rows: Vec<serde_json::Value> = stt::SPEECH_MODELS
+        .iter()
+        .map(|m| {
+            let cfg = stt::with_model(&config.voice, m);
+            let file = stt::model_path(&cfg, models);
+            let source = stt::source_path(&cfg, models);
+            serde_json::json!({
+                "name": m.name, "file": file, "source": source,
+                "fetched": source.join("model.bin").is_file(),
+                "installed": file.is_file(),
+                "bytes": std::fs::metadata(&file).map(|f| f.len()).ok(),
+                "configured": file == configured,
+                "parameters": m.parameters, "languages": m.languages,
+                "license": m.license, "package": m.package,
+            })
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::Value::Array(rows));
+        return Ok(());
+    }
+    for r in &rows {
+        let state = match (r["installed"].as_bool(), r["fetched"].as_bool()) {
+            (Some(true), _) => "installed",
+            (_, Some(true)) => "fetched; `caal model install NAME` converts it",
+            _ => "not fetched; `bash .ci/setup` fetches it",
+        };
+        println!(
+            "{}{:<8} {} parameters, {}, {}; {} ({})",
+            if r["configured"].as_bool() == Some(true) {
+                "* "
+            } else {
+                "  "
+            },
+            r["name"].as_str().unwrap_or_default(),
+            r["parameters"].as_str().unwrap_or_default(),
+            r["languages"].as_str().unwrap_or_default(),
+            r["license"].as_str().unwrap_or_default(),
+            state,
+            r["package"].as_str().unwrap_or_default(),
+        );
     }
     Ok(())
 }

@@ -270,25 +270,30 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
     assert_eq!(pending["pending"], json!([]));
 }
 
-#[test]
-fn the_voice_page_streams_the_microphone_and_shows_the_round() {
-    let sb = Sandbox::new();
-    // The fake microphone: espeak-ng speech with quiet before and after.
-    let said = crate::voice::espeak(sb.path(), "said.wav", "turn on the kitchen lights");
+/// The voice page listening in Chromium to a fake microphone: `said` by
+/// espeak-ng after half a second of quiet and before `quiet_after` seconds
+/// of it (Chrome plays the file again and again), at 48 kHz.
+fn voice_page(
+    sb: &Sandbox,
+    said: &str,
+    quiet_after: &str,
+    conversation: &str,
+) -> (crate::support::Served, Killed, Browser) {
+    let spoken = crate::voice::espeak(sb.path(), "said.wav", said);
     let mic = sb.path().join("mic.wav");
     assert!(
         Command::new("sox")
-            .arg(&said)
+            .arg(&spoken)
             .args(["-r", "48000", "-c", "1"])
             .arg(&mic)
-            .args(["pad", "0.5", "2.5"])
+            .args(["pad", "0.5", quiet_after])
             .status()
             .unwrap()
             .success()
     );
     let served = sb.serve(&[("CAAL_API_TOKEN", TOKEN)]);
     let url = served.url.clone();
-    let (_driver, browser) = Browser::launch(&[
+    let (driver, browser) = Browser::launch(&[
         "--use-fake-ui-for-media-stream".into(),
         "--use-fake-device-for-media-stream".into(),
         format!("--use-file-for-fake-audio-capture={}", mic.display()),
@@ -297,8 +302,16 @@ fn the_voice_page_streams_the_microphone_and_shows_the_round() {
     browser.command(
         "POST",
         "/url",
-        json!({"url": format!("{url}/voice#token={TOKEN}&conversation=browser&autostart=1")}),
+        json!({"url": format!("{url}/voice#token={TOKEN}&conversation={conversation}&autostart=1")}),
     );
+    (served, driver, browser)
+}
+
+#[test]
+fn the_voice_page_streams_the_microphone_and_shows_the_round() {
+    let sb = Sandbox::new();
+    let (_served, _driver, browser) =
+        voice_page(&sb, "turn on the kitchen lights", "2.5", "browser");
     let found = browser.wait_for(
         "the round from the microphone",
         "return window.caal && window.caal.results.length > 0 && JSON.stringify({results: window.caal.results, finals: window.caal.finals})",
@@ -321,6 +334,36 @@ fn the_voice_page_streams_the_microphone_and_shows_the_round() {
         "return document.getElementById('turns').textContent.includes('Okay, the kitchen lights are on.')",
     );
     browser.wait_for("the spoken reply", "return window.caal.replyAudio > 0");
+    let errors = browser.script("return window.caal.errors");
+    assert_eq!(errors, json!([]), "{errors}");
+}
+
+/// The page plays a reply piece by piece and stops it when the person
+/// speaks over it: the fake microphone says the request again (Chrome
+/// loops the file) while the two-sentence reply still plays.
+#[test]
+fn the_voice_page_stops_a_reply_the_person_speaks_over() {
+    let sb = Sandbox::new();
+    let (_served, _driver, browser) = voice_page(&sb, "unlock the front door", "1.2", "barge");
+    let found = browser.wait_for(
+        "the reply stopped by speech",
+        "return window.caal && window.caal.bargeIns.length > 0 && JSON.stringify({barge: window.caal.bargeIns[0], results: window.caal.results, audio: window.caal.replyAudio, playing: queued.length})",
+    );
+    let seen: Value = serde_json::from_str(found.as_str().unwrap()).unwrap();
+    let asked = &seen["results"][0];
+    assert_eq!(
+        asked["reply"], "Unlock the front door? Say yes to confirm.",
+        "{seen}"
+    );
+    assert_eq!(seen["barge"]["round_id"], asked["round_id"], "{seen}");
+    // Nothing of the stopped reply plays on, pieces decoded late included.
+    thread::sleep(Duration::from_millis(500));
+    let playing = browser.script("return window.caal.bargeIns.length === 1 ? queued.length : 0");
+    assert_eq!(
+        playing,
+        json!(0),
+        "nothing plays on after the barge-in: {seen}"
+    );
     let errors = browser.script("return window.caal.errors");
     assert_eq!(errors, json!([]), "{errors}");
 }

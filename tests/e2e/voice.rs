@@ -764,3 +764,122 @@ fn a_reading_of_a_mishearing_is_weighed_against_the_audio() {
     let (_, route) = route_of(&status, Some(&deaf));
     assert_ne!(route["layer"], "sounds", "{route}");
 }
+
+/// Frames of `path` sent as fast as the socket takes them, then `quiet`
+/// tenths of a second of silence.
+fn say_frames(socket: &mut WebSocket<MaybeTlsStream<TcpStream>>, path: &Path, quiet: usize) {
+    let (rate, frames) = pcm_frames(path);
+    for f in &frames {
+        socket.send(Message::binary(f.clone())).unwrap();
+    }
+    let silence = vec![0u8; rate as usize / 10 * 2];
+    for _ in 0..quiet {
+        socket.send(Message::binary(silence.clone())).unwrap();
+    }
+}
+
+/// Messages until one of `kind` (binary ones as {"binary", "wav"}).
+fn until(socket: &mut WebSocket<MaybeTlsStream<TcpStream>>, kind: &str) -> Vec<Value> {
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let m = next_json(socket);
+        assert!(m["type"] != "error", "{m}");
+        let done = m["type"] == kind;
+        seen.push(m);
+        if done {
+            return seen;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no {kind}; saw {seen:?}"
+        );
+    }
+}
+
+#[test]
+fn speech_over_a_spoken_reply_stops_it_and_is_heard_whole() {
+    let sb = Sandbox::new();
+    let token = "barge-in-token-0123456789abcdef";
+    let served = sb.serve(&[("CAAL_API_TOKEN", token)]);
+    let unlock = espeak(sb.path(), "unlock.wav", "unlock the front door");
+    let lights = espeak(sb.path(), "lights.wav", "turn off the kitchen lights");
+    let mut socket = connect(&served.url);
+    let (rate, _) = pcm_frames(&unlock);
+    socket
+        .send(Message::text(
+            json!({"type": "start", "token": token, "conversation_id": "hall",
+                   "sample_rate": rate, "tts": true})
+            .to_string(),
+        ))
+        .unwrap();
+    assert_eq!(next_json(&mut socket)["type"], "ready");
+
+    // A reply of two sentences is spoken piece by piece: the first piece
+    // comes, announced, before the second is sent.
+    say_frames(&mut socket, &unlock, 10);
+    let asked = until(&mut socket, "result").pop().unwrap();
+    let asked_round = asked["round"]["round_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        asked["round"]["reply"], "Unlock the front door? Say yes to confirm.",
+        "{asked}"
+    );
+    let first = next_json(&mut socket);
+    assert_eq!(first["type"], "reply_audio", "{first}");
+    assert_eq!(
+        (first["piece"].as_u64(), first["pieces"].as_u64()),
+        (Some(0), Some(2))
+    );
+    assert_eq!(first["round_id"], asked_round.as_str());
+    let wav = next_json(&mut socket);
+    assert_eq!(
+        (wav["wav"].as_bool(), &wav["binary"]),
+        (Some(true), &first["bytes"])
+    );
+
+    // Speech while it plays stops it: barge_in, naming the reply stopped,
+    // then the new utterance, heard whole and run.
+    say_frames(&mut socket, &lights, 10);
+    let seen = until(&mut socket, "result");
+    let kinds: Vec<&str> = seen
+        .iter()
+        .map(|m| m["type"].as_str().unwrap_or("binary"))
+        .collect();
+    let barged = kinds
+        .iter()
+        .position(|k| *k == "barge_in")
+        .expect("a barge_in");
+    assert_eq!(seen[barged]["round_id"], asked_round.as_str(), "{seen:?}");
+    assert!(
+        seen[barged]["played_ms"].as_u64().unwrap() <= seen[barged]["reply_ms"].as_u64().unwrap(),
+        "{seen:?}"
+    );
+    assert!(
+        kinds[barged + 1..].starts_with(&["speech_started"]),
+        "the reply is stopped before the speech is reported: {kinds:?}"
+    );
+    // At most the piece already on its way when the speech began follows.
+    let pieces_after = seen[barged + 1..]
+        .iter()
+        .filter(|m| m["type"] == "reply_audio")
+        .count();
+    assert_eq!(pieces_after, 0, "{kinds:?}");
+    let result = seen.last().unwrap();
+    assert_eq!(result["round"]["command_id"], "lights.set", "{result}");
+    assert_eq!(
+        result["round"]["reply"],
+        "Okay, the kitchen lights are off."
+    );
+    let stopping_round = result["round"]["round_id"].as_str().unwrap().to_owned();
+    socket.close(None).ok();
+    let (status, _) = served.terminate();
+    assert!(status.success());
+
+    // The round of the speech that stopped the reply records it.
+    let received = &events_of(&sb, &stopping_round, "input.received")[0];
+    let interrupted = &received["interrupted"];
+    assert_eq!(interrupted["round_id"], asked_round.as_str(), "{received}");
+    assert!(interrupted["stopped_in_ms"].as_f64().unwrap() >= 0.0);
+    assert!(interrupted["reply_ms"].as_u64().unwrap() > 0, "{received}");
+    sb.run(&["trace", "verify"]).ok();
+}

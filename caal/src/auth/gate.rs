@@ -62,6 +62,9 @@ pub enum Refusal {
     BeforeAsked,
     /// What the client shows it heard last is not the question.
     NotHeard,
+    /// The second "yes" of a level-4 chain was said over its restatement,
+    /// which stopped before it was heard out.
+    Interrupted,
 }
 
 impl Refusal {
@@ -71,6 +74,7 @@ impl Refusal {
             Refusal::AgentMayNotConfirm => "agent_may_not_confirm",
             Refusal::BeforeAsked => "before_asked",
             Refusal::NotHeard => "not_heard",
+            Refusal::Interrupted => "interrupted",
         }
     }
 }
@@ -154,6 +158,16 @@ fn refusal(p: &Pending, confirm: bool, at: &Gating) -> Option<Refusal> {
         .is_some_and(|h| words(h) != words(&p.prompt))
     {
         return Some(Refusal::NotHeard);
+    }
+    // A level-4 restatement is heard out before its "yes" counts; a first
+    // question may be answered over ("Turn on all the lights? Say y–" "yes").
+    if p.received >= 1
+        && from
+            .interrupted
+            .as_ref()
+            .is_some_and(|i| i.round_seq == Some(p.asked_in_round))
+    {
+        return Some(Refusal::Interrupted);
     }
     None
 }
@@ -475,6 +489,50 @@ mod tests {
                 chain_level_confirmations: 2
             }
         );
+    }
+
+    #[test]
+    fn a_second_yes_said_over_the_restatement_does_not_count() {
+        let c = chain(&[4]);
+        let mut id = ids();
+        let socket = Client::new(Door::VoiceSocket, "token");
+        let p = gate(
+            None,
+            Utterance::Chain(&c),
+            &by(socket.clone(), 1, 0),
+            &mut id,
+        )
+        .pending
+        .unwrap();
+        let over = |seq: i64, asked_in: i64| {
+            let mut g = by(socket.clone(), seq, 20);
+            g.from.interrupted = Some(crate::trace::events::Interruption {
+                round_id: "r".into(),
+                round_seq: Some(asked_in),
+                played_ms: 300,
+                reply_ms: 2_000,
+                stopped_in_ms: 90.0,
+            });
+            g
+        };
+        // The first yes may be said over the question: it only restates.
+        let first = gate(Some(&p), Utterance::Confirm, &over(2, 1), &mut id);
+        assert_eq!(first.action, GateAction::Ask);
+        let restated = first.pending.unwrap();
+        // The second, said over the restatement, does not count and leaves
+        // it waiting; over another round's reply, or heard out, it does.
+        let out = gate(Some(&restated), Utterance::Confirm, &over(3, 2), &mut id);
+        assert_eq!(out.action, GateAction::Refused(Refusal::Interrupted));
+        assert_eq!(out.pending.as_ref(), Some(&restated));
+        for g in [over(3, 1), by(socket.clone(), 3, 20)] {
+            let out = gate(Some(&restated), Utterance::Confirm, &g, &mut id);
+            assert_eq!(
+                out.action,
+                GateAction::Execute {
+                    chain_level_confirmations: 2
+                }
+            );
+        }
     }
 
     #[test]

@@ -111,6 +111,8 @@ pub struct Origin {
     /// carries it (an OpenAI thread's last assistant message); a "yes" after
     /// something other than the question does not answer it.
     pub heard: Option<String>,
+    /// The spoken reply this input stopped by starting over it (barge-in).
+    pub interrupted: Option<crate::trace::events::Interruption>,
 }
 
 impl Origin {
@@ -119,6 +121,15 @@ impl Origin {
             client,
             arrived_ms,
             heard: None,
+            interrupted: None,
+        }
+    }
+
+    /// Said over the reply of an earlier round, which stopped it.
+    pub fn interrupting(self, interrupted: Option<crate::trace::events::Interruption>) -> Self {
+        Self {
+            interrupted,
+            ..self
         }
     }
 

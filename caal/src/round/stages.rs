@@ -127,6 +127,7 @@ impl Engine {
             door: Some(origin.door().as_str().into()),
             client: Some(scrubbed(&origin.client.id)),
             arrived_at: Some(rfc3339_ms(origin.arrived_ms)),
+            interrupted: origin.interrupted.clone(),
             ..InputReceived::default()
         };
         if let Some(v) = voice {
@@ -751,6 +752,10 @@ fn refused_reply(why: Refusal, p: &Pending) -> String {
             p.prompt
         ),
         Refusal::NotHeard => format!("That yes doesn't answer what I asked last. {}", p.prompt),
+        Refusal::Interrupted => format!(
+            "Hear me out before the second yes, it was said over the question. {}",
+            p.prompt
+        ),
     }
 }
 

@@ -12,11 +12,17 @@
 //! The server answers `ready`, then per utterance `speech_started`,
 //! `partial` transcripts while it goes on, `final` (text, confidence, audio
 //! id and hash), `result` (the round, as `POST /api/chat` returns it) or
-//! `no_speech`, and with `tts` a `reply_audio` message followed by the
-//! spoken reply as one binary WAV message. When a timer or reminder of the
+//! `no_speech`, and with `tts` the spoken reply sentence by sentence: per
+//! piece a `reply_audio` message (`piece`, `pieces`, `ms`, `round_id`)
+//! followed by the piece as one binary WAV message, the first sent as soon
+//! as it is spoken, for the client to play one after another. Speech that
+//! starts while a reply is playing stops it (barge-in): no more pieces are
+//! sent, a `barge_in` message tells the client to stop what it plays, and
+//! the new utterance is heard whole, its round recording the reply it
+//! stopped (`input.received.interrupted`). When a timer or reminder of the
 //! conversation rings, a `notification` message (and with `tts` its
-//! `reply_audio` and WAV) comes unasked. Errors are `error` messages with
-//! a code; a bad start closes the socket.
+//! spoken pieces) comes unasked. Errors are `error` messages with a code;
+//! a bad start closes the socket.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +41,7 @@ use serde_json::{Value, json};
 
 use super::{AppError, AppState, auth};
 use crate::ids::ConversationId;
+use crate::trace::events::Interruption;
 use crate::voice::{Stt, VadEvent, audio, tts::Speaker};
 
 /// Longest a client may wait before sending `start`.
@@ -155,6 +162,9 @@ async fn session(state: AppState, mut socket: WebSocket) {
     let mut heard_ms = 0u64;
     let mut last_partial_ms = 0u64;
     let mut rang = state.engine.notifications();
+    // The reply being spoken, and the one speech stopped (for its round).
+    let mut playing: Option<Playing> = None;
+    let mut barged: Option<Interruption> = None;
     loop {
         let message = tokio::select! {
             m = socket.recv() => match m {
@@ -165,7 +175,21 @@ async fn session(state: AppState, mut socket: WebSocket) {
             n = rang.recv() => {
                 if let Ok(n) = n
                     && n.conversation_id == conversation.as_str()
-                    && !ring(&mut socket, &n, start.tts, &mut speaker).await
+                {
+                    if !send(&mut socket, json!({"type": "notification", "notification": n})).await {
+                        return;
+                    }
+                    if start.tts {
+                        let rang = (n.round_id.clone(), None);
+                        playing = Playing::start(speaker.get().await, n.text.clone(), rang);
+                    }
+                }
+                continue;
+            }
+            // The next piece of the reply is spoken: send it.
+            piece = next_piece(&mut playing) => {
+                if let Some(p) = playing.as_mut()
+                    && !p.send(&mut socket, piece).await
                 {
                     return;
                 }
@@ -203,7 +227,22 @@ async fn session(state: AppState, mut socket: WebSocket) {
             let ok = match event {
                 VadEvent::Started { at_ms } => {
                     last_partial_ms = heard_ms;
-                    send(
+                    // Speech over a reply stops it (barge-in).
+                    let mut ok = true;
+                    if let Some(p) = playing.take_if(|p| p.audible()) {
+                        // The detector's start keeps its pre-roll before the onset.
+                        let onset = at_ms + u64::from(cfg.vad.pre_roll_ms);
+                        let stopped = p.stop(heard_ms.saturating_sub(onset) as f64);
+                        ok = send(
+                            &mut socket,
+                            json!({"type": "barge_in", "round_id": stopped.round_id,
+                            "played_ms": stopped.played_ms, "reply_ms": stopped.reply_ms,
+                            "stopped_in_ms": stopped.stopped_in_ms}),
+                        )
+                        .await;
+                        barged = Some(stopped);
+                    }
+                    ok && send(
                         &mut socket,
                         json!({"type": "speech_started", "at_ms": at_ms}),
                     )
@@ -211,16 +250,27 @@ async fn session(state: AppState, mut socket: WebSocket) {
                 }
                 VadEvent::Dropped { .. } => send(&mut socket, json!({"type": "no_speech"})).await,
                 VadEvent::Ended(u) => {
-                    utterance(
+                    match utterance(
                         &state,
                         &mut socket,
                         (&stt, guess.take()),
                         &conversation,
                         u,
-                        start.tts,
-                        &mut speaker,
+                        barged.take(),
                     )
                     .await
+                    {
+                        None => false,
+                        Some(Some(round)) if start.tts && !round.reply.is_empty() => {
+                            playing = Playing::start(
+                                speaker.get().await,
+                                round.reply.clone(),
+                                (round.round_id.clone(), Some(round.round_seq)),
+                            );
+                            true
+                        }
+                        Some(_) => true,
+                    }
                 }
             };
             if !ok {
@@ -286,8 +336,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
             (&stt, None),
             &conversation,
             u,
-            false,
-            &mut speaker,
+            barged.take(),
         )
         .await;
     }
@@ -301,19 +350,22 @@ struct Guess {
 }
 
 /// An utterance ended: transcribe (or take the transcript started at the
-/// pause that ended it), keep the audio, run the round, answer.
+/// pause that ended it), keep the audio, run the round, answer with its
+/// result; the round, if there was one (None: the socket is gone).
 async fn utterance(
     state: &AppState,
     socket: &mut WebSocket,
     (stt, guess): (&Arc<Stt>, Option<Guess>),
     conversation: &ConversationId,
     u: crate::voice::Utterance,
-    tts: bool,
-    speaker: &mut Voice,
-) -> bool {
+    interrupted: Option<Interruption>,
+) -> Option<Option<crate::round::RoundResult>> {
     let ended = Instant::now();
     // Said when the speech ended, whatever the transcription takes.
-    let origin = state.engine.origin(crate::auth::Door::VoiceSocket, "token");
+    let origin = state
+        .engine
+        .origin(crate::auth::Door::VoiceSocket, "token")
+        .interrupting(interrupted);
     let (engine, stt, conversation) = (state.engine.clone(), stt.clone(), conversation.clone());
     // The transcript started at the pause, with the speech it heard (the
     // utterance less part of its trailing silence).
@@ -327,10 +379,7 @@ async fn utterance(
     // One transcription per core at a time, across every door.
     let turn = match &guessed {
         Some(_) => None,
-        None => match state.speech.clone().acquire_owned().await {
-            Ok(turn) => Some(turn),
-            Err(_) => return false,
-        },
+        None => Some(state.speech.clone().acquire_owned().await.ok()?),
     };
     let done = tokio::task::spawn_blocking(move || -> Result<_, crate::round::VoiceError> {
         let _turn = turn;
@@ -349,92 +398,162 @@ async fn utterance(
         )
     })
     .await;
+    let failed =
+        |message: String| json!({"type": "error", "code": "voice.failed", "message": message});
     let heard = match done {
         Ok(Ok(h)) => h,
         Ok(Err(e)) => {
-            return send(socket, json!({"type": "error", "code": "voice.failed", "message": crate::safety::global().scrub(&e.to_string())})).await;
+            let message = crate::safety::global().scrub(&e.to_string()).into_owned();
+            return send(socket, failed(message)).await.then_some(None);
         }
-        Err(e) => {
-            return send(
-                socket,
-                json!({"type": "error", "code": "voice.failed", "message": e.to_string()}),
-            )
-            .await;
-        }
+        Err(e) => return send(socket, failed(e.to_string())).await.then_some(None),
     };
     let t = &heard.transcript;
     let final_msg = json!({"type": "final", "text": crate::safety::global().scrub(&t.text), "confidence": t.confidence,
         "language": t.language, "model": t.model, "stt_ms": t.stt_ms, "start_ms": heard.start_ms, "end_ms": heard.end_ms,
         "audio_id": heard.audio_id, "audio_sha256": heard.audio_sha256});
     if !send(socket, final_msg).await {
-        return false;
+        return None;
     }
     let Some(round) = heard.round else {
-        return send(socket, json!({"type": "no_speech"})).await;
+        return send(socket, json!({"type": "no_speech"}))
+            .await
+            .then_some(None);
     };
-    let reply = round.reply.clone();
     let after_end_ms = ended.elapsed().as_secs_f64() * 1000.0;
-    if !send(
+    send(
         socket,
         json!({"type": "result", "round": round, "ms_after_speech_ended": after_end_ms}),
     )
     .await
-    {
-        return false;
-    }
-    if tts && !reply.is_empty() {
-        let speaker = speaker.get().await;
-        if !matches!(*speaker, Speaker::Silent) {
-            return speak(socket, reply, &speaker).await;
-        }
-    }
-    true
+    .then_some(Some(round))
 }
 
-/// `reply_audio`, then `text` spoken as one binary WAV message.
-async fn speak(socket: &mut WebSocket, text: String, speaker: &Arc<Speaker>) -> bool {
-    let speaker = speaker.clone();
-    match tokio::task::spawn_blocking(move || speaker.speak_wav(&text)).await {
-        Ok(Ok(wav)) => {
-            if !send(
-                socket,
-                json!({"type": "reply_audio", "format": "wav", "bytes": wav.len()}),
-            )
-            .await
-            {
-                return false;
+/// A piece of a reply, spoken: its WAV and length, or why it could not be.
+type Piece = Result<(Vec<u8>, u64), String>;
+
+/// A reply being spoken to the client: its pieces (`tts::pieces`, a
+/// sentence or so each) spoken one after another in the background and
+/// sent as each is ready; the client plays them back to back from the
+/// first. Dropped, it stops speaking.
+struct Playing {
+    /// The round it speaks for, and its number if it answered the speaker.
+    round: (String, Option<i64>),
+    pieces: tokio::sync::mpsc::Receiver<Piece>,
+    task: tokio::task::JoinHandle<()>,
+    count: usize,
+    sent: usize,
+    /// When the first piece went out, and how long what went out plays.
+    first_sent: Option<Instant>,
+    sent_ms: u64,
+    done: bool,
+}
+
+impl Playing {
+    /// `text` spoken by `speaker`, piece by piece (None: nobody speaks).
+    fn start(speaker: Arc<Speaker>, text: String, round: (String, Option<i64>)) -> Option<Self> {
+        if matches!(*speaker, Speaker::Silent) || text.trim().is_empty() {
+            return None;
+        }
+        let pieces: Vec<String> = crate::voice::tts::pieces(&text)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let count = pieces.len();
+        // One piece ahead of the client: the next is spoken while this plays.
+        let (tx, rx) = tokio::sync::mpsc::channel::<Piece>(1);
+        let task = tokio::spawn(async move {
+            for piece in pieces {
+                let speaker = speaker.clone();
+                let spoken = tokio::task::spawn_blocking(move || {
+                    let samples = speaker.speak(&piece).map_err(|e| e.to_string())?;
+                    let ms = samples.len() as u64 * 1000 / u64::from(speaker.rate());
+                    Ok((audio::encode_wav_at(&samples, speaker.rate()), ms))
+                })
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()));
+                let failed = spoken.is_err();
+                if tx.send(spoken).await.is_err() || failed {
+                    return;
+                }
             }
-            socket.send(Message::Binary(Bytes::from(wav))).await.is_ok()
+        });
+        Some(Self {
+            round,
+            pieces: rx,
+            task,
+            count,
+            sent: 0,
+            first_sent: None,
+            sent_ms: 0,
+            done: false,
+        })
+    }
+
+    /// Sends a piece spoken (None: all were); false if the socket is gone.
+    async fn send(&mut self, socket: &mut WebSocket, piece: Option<Piece>) -> bool {
+        match piece {
+            None => {
+                self.done = true;
+                true
+            }
+            Some(Err(e)) => {
+                self.done = true;
+                send(
+                    socket,
+                    json!({"type": "error", "code": "tts.failed", "message": e}),
+                )
+                .await
+            }
+            Some(Ok((wav, ms))) => {
+                let announced = json!({"type": "reply_audio", "format": "wav", "bytes": wav.len(),
+                    "ms": ms, "piece": self.sent, "pieces": self.count,
+                    "round_id": self.round.0});
+                self.first_sent.get_or_insert_with(Instant::now);
+                self.sent += 1;
+                self.sent_ms += ms;
+                send(socket, announced).await
+                    && socket.send(Message::Binary(Bytes::from(wav))).await.is_ok()
+            }
         }
-        Ok(Err(e)) => {
-            send(
-                socket,
-                json!({"type": "error", "code": "tts.failed", "message": e.to_string()}),
-            )
-            .await
+    }
+
+    /// How much the client has played, as far as the server can tell.
+    fn played_ms(&self) -> u64 {
+        self.first_sent
+            .map_or(0, |t| (t.elapsed().as_millis() as u64).min(self.sent_ms))
+    }
+
+    /// Still speaking: pieces to come, or what was sent still playing.
+    fn audible(&self) -> bool {
+        !self.done || self.played_ms() < self.sent_ms
+    }
+
+    /// Stopped by speech that began `stopped_in_ms` ago.
+    fn stop(self, stopped_in_ms: f64) -> Interruption {
+        let (round_id, round_seq) = self.round.clone();
+        Interruption {
+            round_id,
+            round_seq,
+            played_ms: self.played_ms(),
+            reply_ms: self.sent_ms,
+            stopped_in_ms,
         }
-        Err(_) => false,
     }
 }
 
-/// A timer or reminder rang in this socket's conversation: `notification`
-/// (its round, what is said, how late), then with `tts` the spoken WAV.
-async fn ring(
-    socket: &mut WebSocket,
-    n: &crate::round::Notification,
-    tts: bool,
-    speaker: &mut Voice,
-) -> bool {
-    if !send(socket, json!({"type": "notification", "notification": n})).await {
-        return false;
+impl Drop for Playing {
+    fn drop(&mut self) {
+        self.task.abort();
     }
-    if tts {
-        let speaker = speaker.get().await;
-        if !matches!(*speaker, Speaker::Silent) {
-            return speak(socket, n.text.clone(), &speaker).await;
-        }
+}
+
+/// The next piece of the reply playing; pending while none plays.
+async fn next_piece(playing: &mut Option<Playing>) -> Option<Piece> {
+    match playing.as_mut().filter(|p| !p.done) {
+        Some(p) => p.pieces.recv().await,
+        None => std::future::pending().await,
     }
-    true
 }
 
 /// The voice that speaks a socket's replies, loading in the background

@@ -62,6 +62,27 @@ pub struct InputReceived {
     /// "yes" counts only if it arrived after the question was given out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrived_at: Option<String>,
+    /// A spoken reply this speech stopped by starting over it (barge-in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Interruption>,
+}
+
+/// A reply stopped by the person speaking over it (barge-in), as the
+/// speech that stopped it records it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interruption {
+    /// The round whose reply was being spoken (a timer's ringing is a round too).
+    pub round_id: String,
+    /// Its number in the conversation, when it was an answer to the speaker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_seq: Option<i64>,
+    /// How much of the reply had played when the speech began, and its length.
+    pub played_ms: u64,
+    pub reply_ms: u64,
+    /// From the speech's onset (the detector's start less its pre-roll),
+    /// in the audio received, to the reply stopped: the detector's lag.
+    pub stopped_in_ms: f64,
 }
 
 /// `input.normalized`.

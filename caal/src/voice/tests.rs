@@ -487,6 +487,73 @@ fn a_file_that_is_not_a_ct2_model_is_named() {
     );
 }
 
+/// Noise for `caal bench understand --spoken --snr`: at the asked ratio
+/// to the speech's loud part, the same for the same seed, none for silence.
+#[test]
+fn noise_is_mixed_at_the_ratio_asked_and_repeats_with_its_seed() {
+    // A second of "speech" (a 200 Hz tone at 0.3 RMS) after a second of quiet.
+    let tone: Vec<f32> = (0..RATE)
+        .map(|i| 0.3 * 2f32.sqrt() * (i as f32 * 200.0 * std::f32::consts::TAU / RATE as f32).sin())
+        .collect();
+    let clip = [vec![0.0; RATE as usize], tone.clone()].concat();
+    for snr in [0.0f32, 10.0, 20.0] {
+        let mut noisy = clip.clone();
+        audio::add_noise(&mut noisy, snr, 7);
+        let quiet = &noisy[..RATE as usize];
+        let noise_rms = (quiet.iter().map(|s| s * s).sum::<f32>() / quiet.len() as f32).sqrt();
+        let measured = 20.0 * (0.3 / noise_rms).log10();
+        assert!(
+            (measured - snr).abs() < 0.3,
+            "asked {snr} dB, got {measured:.2}"
+        );
+        let mut again = clip.clone();
+        audio::add_noise(&mut again, snr, 7);
+        assert_eq!(noisy, again);
+        let mut other = clip.clone();
+        audio::add_noise(&mut other, snr, 8);
+        assert_ne!(noisy, other);
+    }
+    let mut silent = vec![0.0f32; 1000];
+    audio::add_noise(&mut silent, 10.0, 7);
+    assert!(silent.iter().all(|s| *s == 0.0));
+}
+
+/// `caal model install NAME`: the known models by name or file; the
+/// source of a model follows from its file unless configured.
+#[test]
+fn speech_models_are_known_by_name_and_their_source_follows_the_file() {
+    use super::stt;
+    let cfg = Config::defaults().unwrap().voice;
+    let models = std::path::Path::new("/models");
+    assert_eq!(stt::speech_model("base").unwrap().file, "ggml-base.bin");
+    assert_eq!(
+        stt::speech_model("ggml-tiny.en.bin").unwrap().name,
+        "tiny.en"
+    );
+    let unknown = stt::speech_model("small").unwrap_err().to_string();
+    assert!(unknown.contains("tiny.en, base"), "{unknown}");
+    assert_eq!(
+        stt::source_path(&cfg, models),
+        models.join("whisper-tiny.en-ct2")
+    );
+    let base = stt::with_model(&cfg, stt::speech_model("base").unwrap());
+    assert_eq!(
+        stt::source_path(&base, models),
+        models.join("whisper-base-ct2")
+    );
+    let mut own = cfg.clone();
+    own.model = "ggml-medium.en.bin".into();
+    assert_eq!(
+        stt::source_path(&own, models),
+        models.join("whisper-medium.en-ct2")
+    );
+    own.model_source = "/elsewhere/ct2".into();
+    assert_eq!(
+        stt::source_path(&own, models),
+        std::path::PathBuf::from("/elsewhere/ct2")
+    );
+}
+
 #[cfg(feature = "whisper")]
 mod whisper {
     use super::*;
