@@ -192,8 +192,10 @@ impl Browser {
             if !(value.is_null() || value == json!(false) || value == json!("")) {
                 return value;
             }
+            // Generous: whisper and the voice on a busy 2-core machine
+            // take seconds; the test is about what the page shows, not when.
             assert!(
-                started.elapsed() < Duration::from_secs(20),
+                started.elapsed() < Duration::from_secs(60),
                 "the page never showed {what}"
             );
             thread::sleep(Duration::from_millis(100));
@@ -310,8 +312,10 @@ fn voice_page(
 #[test]
 fn the_voice_page_streams_the_microphone_and_shows_the_round() {
     let sb = Sandbox::new();
+    // Long quiet after the request: Chrome plays the file again, and the
+    // request said again before the reply goes out would stop it (barge-in).
     let (_served, _driver, browser) =
-        voice_page(&sb, "turn on the kitchen lights", "2.5", "browser");
+        voice_page(&sb, "turn on the kitchen lights", "20", "browser");
     let found = browser.wait_for(
         "the round from the microphone",
         "return window.caal && window.caal.results.length > 0 && JSON.stringify({results: window.caal.results, finals: window.caal.finals})",
