@@ -273,12 +273,12 @@ fn the_page_shows_rounds_live_and_confirms_with_a_click() {
 }
 
 /// The voice page listening in Chromium to a fake microphone: `said` by
-/// espeak-ng after half a second of quiet and before `quiet_after` seconds
-/// of it (Chrome plays the file again and again), at 48 kHz.
+/// espeak-ng after `quiet_before` seconds of quiet and before `quiet_after`
+/// seconds of it (Chrome plays the file again and again), at 48 kHz.
 fn voice_page(
     sb: &Sandbox,
     said: &str,
-    quiet_after: &str,
+    (quiet_before, quiet_after): (&str, &str),
     conversation: &str,
 ) -> (crate::support::Served, Killed, Browser) {
     let spoken = crate::voice::espeak(sb.path(), "said.wav", said);
@@ -288,7 +288,7 @@ fn voice_page(
             .arg(&spoken)
             .args(["-r", "48000", "-c", "1"])
             .arg(&mic)
-            .args(["pad", "0.5", quiet_after])
+            .args(["pad", quiet_before, quiet_after])
             .status()
             .unwrap()
             .success()
@@ -312,19 +312,24 @@ fn voice_page(
 #[test]
 fn the_voice_page_streams_the_microphone_and_shows_the_round() {
     let sb = Sandbox::new();
-    // Long quiet after the request: Chrome plays the file again, and the
-    // request said again before the reply goes out would stop it (barge-in).
+    // Said the moment the page listens, before the server is ready: the
+    // page keeps what it hears until then, so no word is lost. Long quiet
+    // after: Chrome plays the file again, and the request said again before
+    // the reply goes out would stop it (barge-in).
     let (_served, _driver, browser) =
-        voice_page(&sb, "turn on the kitchen lights", "20", "browser");
+        voice_page(&sb, "turn on the kitchen lights", ("0", "20"), "browser");
     let found = browser.wait_for(
         "the round from the microphone",
         "return window.caal && window.caal.results.length > 0 && JSON.stringify({results: window.caal.results, finals: window.caal.finals})",
     );
     let seen: Value = serde_json::from_str(found.as_str().unwrap()).unwrap();
     let round = &seen["results"][0];
+    // Heard whole, its first word too.
+    let heard = seen["finals"][0]["text"].as_str().unwrap().to_lowercase();
+    assert!(heard.starts_with("turn on the kitchen light"), "{seen}");
     assert_eq!(round["command_id"], "lights.set", "{seen}");
     assert_eq!(round["conversation_id"], "browser");
-    assert_eq!(round["reply"], "Okay, the kitchen lights are on.");
+    assert_eq!(round["reply"], "Okay, the kitchen lights are on.", "{seen}");
     assert!(
         seen["finals"][0]["audio_sha256"]
             .as_str()
@@ -348,7 +353,8 @@ fn the_voice_page_streams_the_microphone_and_shows_the_round() {
 #[test]
 fn the_voice_page_stops_a_reply_the_person_speaks_over() {
     let sb = Sandbox::new();
-    let (_served, _driver, browser) = voice_page(&sb, "unlock the front door", "1.2", "barge");
+    let (_served, _driver, browser) =
+        voice_page(&sb, "unlock the front door", ("0.5", "1.2"), "barge");
     let found = browser.wait_for(
         "the reply stopped by speech",
         "return window.caal && window.caal.bargeIns.length > 0 && JSON.stringify({barge: window.caal.bargeIns[0], results: window.caal.results, audio: window.caal.replyAudio, playing: queued.length})",
