@@ -231,6 +231,19 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The wake word (`voice.wake.model`, else openWakeWord's "hey
+    /// jarvis"): false rejects of the phrase said before requests by four
+    /// voices in quiet and noise, and false accepts per hour of ordinary
+    /// speech (recorded human prompts, the suites' lines said).
+    Wake {
+        /// Lines of the suites the Piper voice says among the ordinary
+        /// speech (espeak-ng's two voices say them all).
+        #[arg(long, default_value_t = 150)]
+        piper_lines: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// `caal say` as a whole process (start, open, round, durable, exit).
     Say {
         /// Timed runs, after three untimed warm-up runs.
@@ -265,6 +278,18 @@ pub fn run(
             #[cfg(not(feature = "whisper"))]
             {
                 let _ = (models, data, json);
+                return Err(caal::voice::SttError::NotBuilt.into());
+            }
+        }
+        BenchCommand::Wake { piper_lines, json } => {
+            #[cfg(feature = "whisper")]
+            {
+                let report = crate::bench_wake::run(&load_config()?, piper_lines)?;
+                figures(&report, crate::bench_wake::print, json)?;
+            }
+            #[cfg(not(feature = "whisper"))]
+            {
+                let _ = (piper_lines, json);
                 return Err(caal::voice::SttError::NotBuilt.into());
             }
         }

@@ -9,6 +9,8 @@ mod bench_attack;
 #[cfg(feature = "whisper")]
 mod bench_hear;
 mod bench_speak;
+#[cfg(feature = "whisper")]
+mod bench_wake;
 mod bucket;
 mod config;
 mod engine;

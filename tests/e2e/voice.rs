@@ -883,3 +883,126 @@ fn speech_over_a_spoken_reply_stops_it_and_is_heard_whole() {
     assert!(interrupted["reply_ms"].as_u64().unwrap() > 0, "{received}");
     sb.run(&["trace", "verify"]).ok();
 }
+
+/// With a wake word on (`voice.wake.model`), speech that does not say it
+/// is dropped unheard: not transcribed, kept or recorded. Said first, it
+/// opens the stream for the request with it (run without the phrase), and
+/// a question's answer needs none; after the round, the stream is closed
+/// again. A client may turn it off for its stream.
+#[test]
+fn with_a_wake_word_only_speech_that_says_it_is_heard() {
+    let sb = Sandbox::new();
+    sb.configure("[voice.wake]\nmodel = \"openwakeword-0.5.1/hey_jarvis_v0.1.onnx\"\n");
+    let token = "wake-word-token-0123456789abcdef";
+    let served = sb.serve(&[("CAAL_API_TOKEN", token)]);
+    let plain = espeak(sb.path(), "plain.wav", "turn on the kitchen lights");
+    let woken = espeak(
+        sb.path(),
+        "woken.wav",
+        "hey jarvis, turn on the kitchen lights",
+    );
+    let unlock = espeak(sb.path(), "unlock.wav", "hey jarvis, unlock the front door");
+    let yes = espeak(sb.path(), "yes.wav", "yes");
+    let start = |socket: &mut Socket, wake: Option<bool>| {
+        let (rate, _) = pcm_frames(&plain);
+        let mut start = json!({"type": "start", "token": token, "conversation_id": "porch",
+                               "sample_rate": rate});
+        if let Some(w) = wake {
+            start["wake"] = json!(w);
+        }
+        socket.send(Message::text(start.to_string())).unwrap();
+        next_json(socket)
+    };
+    let mut socket = connect(&served.url);
+    let ready = start(&mut socket, None);
+    assert_eq!(ready["wake"], "hey jarvis", "{ready}");
+
+    // Not said to it: dropped, nothing transcribed.
+    say_frames(&mut socket, &plain, 10);
+    let seen = until(&mut socket, "not_addressed");
+    assert!(!seen.iter().any(|m| m["type"] == "final"), "{seen:?}");
+
+    // Said to it: the wake word heard, the request run without it.
+    say_frames(&mut socket, &woken, 10);
+    let seen = until(&mut socket, "result");
+    let kinds: Vec<&str> = seen.iter().filter_map(|m| m["type"].as_str()).collect();
+    let woke = kinds
+        .iter()
+        .position(|k| *k == "wake")
+        .expect("a wake message");
+    assert!(
+        woke < kinds.iter().position(|k| *k == "final").unwrap(),
+        "{kinds:?}"
+    );
+    assert_eq!(seen[woke]["phrase"], "hey jarvis");
+    assert!(seen[woke]["score"].as_f64().unwrap() >= 0.5, "{seen:?}");
+    let heard = seen.iter().find(|m| m["type"] == "final").unwrap();
+    let text = heard["text"].as_str().unwrap().to_lowercase();
+    assert!(text.starts_with("turn on the kitchen light"), "{heard}");
+    let result = seen.last().unwrap();
+    assert_eq!(
+        result["round"]["reply"], "Okay, the kitchen lights are on.",
+        "{result}"
+    );
+
+    // A question keeps it listening: the answer needs no wake word.
+    say_frames(&mut socket, &unlock, 10);
+    let asked = until(&mut socket, "result").pop().unwrap();
+    assert_eq!(
+        asked["round"]["reply"], "Unlock the front door? Say yes to confirm.",
+        "{asked}"
+    );
+    say_frames(&mut socket, &yes, 10);
+    let done = until(&mut socket, "result").pop().unwrap();
+    assert_eq!(
+        done["round"]["reply"], "The front door is unlocked.",
+        "{done}"
+    );
+
+    // The round done, it is closed again.
+    say_frames(&mut socket, &plain, 10);
+    let seen = until(&mut socket, "not_addressed");
+    assert!(!seen.iter().any(|m| m["type"] == "final"), "{seen:?}");
+    socket.close(None).ok();
+
+    // A client that wants every utterance heard turns it off.
+    let mut socket = connect(&served.url);
+    let ready = start(&mut socket, Some(false));
+    assert_eq!(ready["wake"], Value::Null, "{ready}");
+    say_frames(&mut socket, &plain, 10);
+    let result = until(&mut socket, "result").pop().unwrap();
+    assert_eq!(result["round"]["command_id"], "lights.set", "{result}");
+    socket.close(None).ok();
+    let (status, _) = served.terminate();
+    assert!(status.success());
+
+    // Only what was said to it is in the trace: four rounds, four clips.
+    let rounds = sb.run(&["trace", "list", "--json"]).ok().json();
+    assert_eq!(rounds.as_array().map(Vec::len), Some(4), "{rounds}");
+    let clips = std::fs::read_dir(sb.data().join("audio")).unwrap().count();
+    assert_eq!(clips, 4);
+}
+
+/// Asked for a wake word when none is configured, the socket says how to
+/// configure one and closes.
+#[test]
+fn a_wake_word_asked_for_but_not_configured_is_refused_with_the_fix() {
+    let sb = Sandbox::new();
+    let token = "wake-word-token-0123456789abcdef";
+    let served = sb.serve(&[("CAAL_API_TOKEN", token)]);
+    let mut socket = connect(&served.url);
+    socket
+        .send(Message::text(
+            json!({"type": "start", "token": token, "wake": true}).to_string(),
+        ))
+        .unwrap();
+    let refused = next_json(&mut socket);
+    assert_eq!(refused["code"], "wake.unavailable", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("voice.wake.model"),
+        "{refused}"
+    );
+}

@@ -263,6 +263,40 @@ pub struct VoiceConfig {
     /// While someone speaks, a partial transcript this often (0: none).
     pub partial_every_ms: u32,
     pub vad: VadConfig,
+    #[serde(default)]
+    pub wake: WakeConfig,
+}
+
+/// The wake word (see `voice::wake`): off unless a model is named.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WakeConfig {
+    /// A phrase's classifier, in the models dir or a path (the setup
+    /// installs openWakeWord's: `openwakeword-0.5.1/hey_jarvis_v0.1.onnx`,
+    /// `alexa_v0.1.onnx`, `hey_mycroft_v0.1.onnx`, `hey_rhasspy_v0.1.onnx`;
+    /// CC BY-NC-SA 4.0, non-commercial). Empty: no wake word, every
+    /// utterance is heard.
+    pub model: String,
+    /// The classifier's score from which the phrase is heard.
+    pub threshold: f32,
+    /// After the phrase, speech that starts within this long is heard;
+    /// after a question (a confirmation), the answer too.
+    pub listen_ms: u32,
+    /// Where the phrase is heard, whisper must hear it too: written at the
+    /// transcript's start, or fitting the audio within this (log-likelihood)
+    /// of what whisper wrote in its place.
+    pub margin: f32,
+}
+
+impl Default for WakeConfig {
+    fn default() -> Self {
+        Self {
+            model: String::new(),
+            threshold: 0.5,
+            listen_ms: 8_000,
+            margin: 8.0,
+        }
+    }
 }
 
 /// Where an utterance starts and ends (see `voice::vad`).

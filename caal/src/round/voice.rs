@@ -79,6 +79,9 @@ pub(crate) struct VoiceParts {
     speaker: std::sync::OnceLock<Arc<Speaker>>,
     /// What judges speech, loaded the first time audio is heard.
     detector: std::sync::OnceLock<vad::Detector>,
+    /// The wake word (`voice.wake.model`), loaded the first time a stream
+    /// asks for it; why it could not be, if so.
+    wake: std::sync::OnceLock<Result<Option<Arc<crate::voice::wake::WakeWord>>, String>>,
 }
 
 impl VoiceParts {
@@ -89,6 +92,7 @@ impl VoiceParts {
             stt: Mutex::new(None),
             speaker: std::sync::OnceLock::new(),
             detector: std::sync::OnceLock::new(),
+            wake: std::sync::OnceLock::new(),
         }
     }
 }
@@ -194,6 +198,29 @@ impl Engine {
             .clone()
     }
 
+    /// The configured wake word: None when `voice.wake.model` is empty;
+    /// an error naming the fix when it cannot be loaded.
+    pub fn wake_word(&self) -> Result<Option<Arc<crate::voice::wake::WakeWord>>, String> {
+        self.voice
+            .wake
+            .get_or_init(|| {
+                let cfg = &self.config.voice;
+                if cfg.wake.model.is_empty() {
+                    return Ok(None);
+                }
+                let models = &self.voice.models_dir;
+                crate::voice::wake::WakeWord::load(
+                    &in_models(models, &cfg.wake.model),
+                    &in_models(models, &cfg.onnxruntime),
+                )
+                .map(|w| Some(Arc::new(w)))
+                .map_err(|e| {
+                    format!("the wake word (voice.wake.model) cannot be loaded: {e}; `bash .ci/setup` installs openWakeWord's models, or set voice.wake.model = \"\"")
+                })
+            })
+            .clone()
+    }
+
     /// A detector of speech for one stream.
     pub fn vad(&self) -> vad::Vad {
         vad::Vad::with(self.config.voice.vad.clone(), self.vad_detector())
@@ -210,6 +237,10 @@ impl Engine {
         // Whisper is told what people say here, with the home's words.
         let mut cfg = self.config.voice.clone();
         cfg.prompt = self.router.home().speech_prompt(&cfg.prompt);
+        // With a wake word on, whisper is told it comes first.
+        if !cfg.wake.model.is_empty() {
+            cfg.prompt = crate::voice::wake::with_phrase(&cfg.prompt, &cfg.wake.model);
+        }
         let cfg = &cfg;
         stt::install(cfg, &self.voice.models_dir, false)?;
         let loaded = Arc::new(Stt::load(

@@ -3,13 +3,19 @@
 //! The client sends JSON control messages and binary frames of 16-bit
 //! little-endian mono PCM:
 //!
-//! - `{"type":"start","token":T,"conversation_id":C,"sample_rate":R,"tts":B}`
+//! - `{"type":"start","token":T,"conversation_id":C,"sample_rate":R,"tts":B,"wake":W}`
 //!   first (the API token goes here: a browser cannot set headers on a
-//!   WebSocket); then PCM frames at rate R;
+//!   WebSocket); then PCM frames at rate R. `wake` (default: on when
+//!   `voice.wake.model` names one) hears only speech that says the wake
+//!   word or starts within `voice.wake.listen_ms` of it, or answers a
+//!   question: a `wake` message when the phrase is heard (it stops a reply
+//!   being spoken), `not_addressed` for an utterance dropped unheard (not
+//!   transcribed, kept or recorded); the phrase is taken off the transcript;
 //! - `{"type":"end"}` when the speaker is done (push-to-talk released): an
 //!   utterance under way ends there instead of after the silence.
 //!
-//! The server answers `ready`, then per utterance `speech_started`,
+//! The server answers `ready` (with the wake phrase, if one is on), then
+//! per utterance `speech_started`,
 //! `partial` transcripts while it goes on, `final` (text, confidence, audio
 //! id and hash), `result` (the round, as `POST /api/chat` returns it) or
 //! `no_speech`, and with `tts` the spoken reply sentence by sentence: per
@@ -42,7 +48,11 @@ use serde_json::{Value, json};
 use super::{AppError, AppState, auth};
 use crate::ids::ConversationId;
 use crate::trace::events::Interruption;
-use crate::voice::{Stt, VadEvent, audio, tts::Speaker};
+use crate::voice::{
+    Stt, VadEvent, audio,
+    tts::Speaker,
+    wake::{WakeStream, WakeWord},
+};
 
 /// Longest a client may wait before sending `start`.
 const START_WITHIN: Duration = Duration::from_secs(10);
@@ -56,6 +66,9 @@ struct Start {
     sample_rate: Option<u32>,
     #[serde(default)]
     tts: bool,
+    /// Hear only speech that says the wake word (or starts soon after
+    /// it); unset: as `voice.wake.model` says.
+    wake: Option<bool>,
 }
 
 pub(super) async fn stream(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
@@ -135,6 +148,28 @@ async fn session(state: AppState, mut socket: WebSocket) {
         Ok(Err(e)) => return refuse(socket, "stt.unavailable", &e.to_string()).await,
         Err(e) => return refuse(socket, "stt.unavailable", &e.to_string()).await,
     };
+    let engine = state.engine.clone();
+    let wake_word = match tokio::task::spawn_blocking(move || engine.wake_word()).await {
+        Ok(Ok(w)) => w,
+        Ok(Err(e)) if start.wake != Some(false) => {
+            return refuse(socket, "wake.unavailable", &e).await;
+        }
+        Ok(Err(_)) => None,
+        Err(e) => return refuse(socket, "wake.unavailable", &e.to_string()).await,
+    };
+    let mut wake = match (start.wake, wake_word) {
+        (Some(false), _) => None,
+        (_, Some(word)) => Some(Wakeful::new(word, &state.engine.config().voice.wake)),
+        (Some(true), None) => {
+            return refuse(
+                socket,
+                "wake.unavailable",
+                "no wake word is configured: set voice.wake.model (e.g. \"openwakeword-0.5.1/hey_jarvis_v0.1.onnx\", installed by `bash .ci/setup`; CC BY-NC-SA 4.0, non-commercial)",
+            )
+            .await;
+        }
+        (None, None) => None,
+    };
     // The voice is loaded while the person speaks (its first use waits for
     // it then), not before "ready": the microphone is already on.
     let engine = state.engine.clone();
@@ -148,7 +183,8 @@ async fn session(state: AppState, mut socket: WebSocket) {
     let cfg = state.engine.config().voice.clone();
     if !send(
         &mut socket,
-        json!({"type": "ready", "model": stt.model(), "sample_rate": rate}),
+        json!({"type": "ready", "model": stt.model(), "sample_rate": rate,
+               "wake": wake.as_ref().map(|w| w.word.phrase.clone())}),
     )
     .await
     {
@@ -188,6 +224,10 @@ async fn session(state: AppState, mut socket: WebSocket) {
             }
             // The next piece of the reply is spoken: send it.
             piece = next_piece(&mut playing) => {
+                // An answer is awaited after the reply is heard.
+                if let (Some(w), Some(Ok((_, ms)))) = (wake.as_mut(), &piece) {
+                    w.extend(*ms);
+                }
                 if let Some(p) = playing.as_mut()
                     && !p.send(&mut socket, piece).await
                 {
@@ -200,6 +240,35 @@ async fn session(state: AppState, mut socket: WebSocket) {
             Message::Binary(bytes) => {
                 let samples = resampler.push(&audio::pcm16_to_f32(&bytes));
                 heard_ms += samples.len() as u64 * 1000 / u64::from(audio::RATE);
+                // The wake word first: an utterance it is in ends later.
+                if let Some(w) = wake.as_mut() {
+                    match w.hear(&samples) {
+                        Ok(Some(heard)) => {
+                            // Said over a reply, it stops it.
+                            let mut ok = true;
+                            if let Some(p) = playing.take_if(|p| p.audible()) {
+                                let stopped = p.stop(heard_ms.saturating_sub(heard.at_ms) as f64);
+                                ok = send(&mut socket, barge_in(&stopped)).await;
+                                barged = Some(stopped);
+                            }
+                            if !ok
+                                || !send(
+                                    &mut socket,
+                                    json!({"type": "wake", "phrase": w.word.phrase,
+                                "score": heard.score, "at_ms": heard.at_ms}),
+                                )
+                                .await
+                            {
+                                return;
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            let _ = send(&mut socket, json!({"type": "error", "code": "wake.failed", "message": e.to_string()})).await;
+                            return;
+                        }
+                    }
+                }
                 vad.push(&samples)
             }
             Message::Text(t) => match serde_json::from_str::<Value>(&t)
@@ -228,18 +297,15 @@ async fn session(state: AppState, mut socket: WebSocket) {
                 VadEvent::Started { at_ms } => {
                     last_partial_ms = heard_ms;
                     // Speech over a reply stops it (barge-in).
+                    // (With a wake word, only the wake word does.)
                     let mut ok = true;
-                    if let Some(p) = playing.take_if(|p| p.audible()) {
+                    if wake.is_none()
+                        && let Some(p) = playing.take_if(|p| p.audible())
+                    {
                         // The detector's start keeps its pre-roll before the onset.
                         let onset = at_ms + u64::from(cfg.vad.pre_roll_ms);
                         let stopped = p.stop(heard_ms.saturating_sub(onset) as f64);
-                        ok = send(
-                            &mut socket,
-                            json!({"type": "barge_in", "round_id": stopped.round_id,
-                            "played_ms": stopped.played_ms, "reply_ms": stopped.reply_ms,
-                            "stopped_in_ms": stopped.stopped_in_ms}),
-                        )
-                        .await;
+                        ok = send(&mut socket, barge_in(&stopped)).await;
                         barged = Some(stopped);
                     }
                     ok && send(
@@ -249,19 +315,40 @@ async fn session(state: AppState, mut socket: WebSocket) {
                     .await
                 }
                 VadEvent::Dropped { .. } => send(&mut socket, json!({"type": "no_speech"})).await,
+                VadEvent::Ended(u) if wake.as_ref().is_some_and(|w| !w.takes(&u)) => {
+                    // Not said to CAAL: dropped unheard (no transcript,
+                    // no audio kept, nothing recorded).
+                    guess = None;
+                    send(&mut socket, json!({"type": "not_addressed", "start_ms": u.start_ms, "end_ms": u.end_ms})).await
+                }
                 VadEvent::Ended(u) => {
-                    match utterance(
+                    let word = wake
+                        .as_ref()
+                        .map(|w| (w.word.clone(), w.heard_in(&u), w.margin));
+                    let heard = utterance(
                         &state,
                         &mut socket,
-                        (&stt, guess.take()),
+                        (&stt, guess.take(), word),
                         &conversation,
                         u,
                         barged.take(),
                     )
-                    .await
-                    {
+                    .await;
+                    // A round ends what the wake word opened; a question
+                    // keeps it open for the answer (from now, and while
+                    // the question is spoken); a false wake closes it.
+                    if let Some(w) = wake.as_mut() {
+                        match &heard {
+                            Some(Outcome::Round(r)) if r.pending_confirmation.is_some() => {
+                                w.open_from(heard_ms)
+                            }
+                            Some(Outcome::Round(_) | Outcome::FalseWake) => w.close(),
+                            _ => {}
+                        }
+                    }
+                    match heard {
                         None => false,
-                        Some(Some(round)) if start.tts && !round.reply.is_empty() => {
+                        Some(Outcome::Round(round)) if start.tts && !round.reply.is_empty() => {
                             playing = Playing::start(
                                 speaker.get().await,
                                 round.reply.clone(),
@@ -280,6 +367,10 @@ async fn session(state: AppState, mut socket: WebSocket) {
         // The speaker paused: transcribe what was said so far now, while
         // the silence that may end the utterance runs (200 ms); if it ends,
         // the transcript is (nearly) ready. Speech again drops the guess.
+        let for_caal = wake.as_ref().is_none_or(|w| w.is_open());
+        if !for_caal {
+            continue;
+        }
         if vad.pausing() {
             if guess.is_none()
                 && let Some(so_far) = vad.current().map(<[f32]>::to_vec)
@@ -330,15 +421,103 @@ async fn session(state: AppState, mut socket: WebSocket) {
         .collect();
     ended.extend(vad.finish());
     for u in ended {
+        if wake.as_ref().is_some_and(|w| !w.takes(&u)) {
+            continue;
+        }
+        let word = wake
+            .as_ref()
+            .map(|w| (w.word.clone(), w.heard_in(&u), w.margin));
         utterance(
             &state,
             &mut socket,
-            (&stt, None),
+            (&stt, None, word),
             &conversation,
             u,
             barged.take(),
         )
         .await;
+    }
+}
+
+/// The message that a reply was stopped.
+fn barge_in(stopped: &Interruption) -> Value {
+    json!({"type": "barge_in", "round_id": stopped.round_id,
+           "played_ms": stopped.played_ms, "reply_ms": stopped.reply_ms,
+           "stopped_in_ms": stopped.stopped_in_ms})
+}
+
+/// The wake word on one stream: what it has heard, and the stretch of the
+/// stream (ms from its start) in which speech is for CAAL.
+struct Wakeful {
+    word: Arc<WakeWord>,
+    stream: WakeStream,
+    threshold: f32,
+    listen_ms: u64,
+    /// Whisper's check of the phrase (`voice.wake.margin`).
+    margin: f32,
+    /// Speech that ends after the first and starts before the second.
+    open: Option<(u64, u64)>,
+    /// When the phrase was last heard.
+    heard_at: Option<u64>,
+}
+
+impl Wakeful {
+    fn new(word: Arc<WakeWord>, cfg: &crate::config::WakeConfig) -> Self {
+        Self {
+            stream: word.stream(),
+            word,
+            threshold: cfg.threshold,
+            listen_ms: u64::from(cfg.listen_ms),
+            margin: cfg.margin,
+            open: None,
+            heard_at: None,
+        }
+    }
+
+    /// The next samples: the phrase heard in them opens the stream from
+    /// there (the utterance it is in, and one starting within `listen_ms`).
+    fn hear(
+        &mut self,
+        samples: &[f32],
+    ) -> Result<Option<crate::voice::wake::Heard>, crate::voice::onnx::OnnxError> {
+        let heard = self.word.push(&mut self.stream, samples, self.threshold)?;
+        if let Some(h) = heard {
+            self.open = Some((h.at_ms, h.at_ms + self.listen_ms));
+            self.heard_at = Some(h.at_ms);
+        }
+        Ok(heard)
+    }
+
+    fn takes(&self, u: &crate::voice::Utterance) -> bool {
+        self.open
+            .is_some_and(|(from, until)| u.end_ms >= from && u.start_ms <= until)
+    }
+
+    /// Whether the phrase was heard while `u` was said (its score comes
+    /// a few steps after the words): whisper must hear it then.
+    fn heard_in(&self, u: &crate::voice::Utterance) -> bool {
+        self.heard_at
+            .is_some_and(|at| at >= u.start_ms && at <= u.end_ms + 400)
+    }
+
+    fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// Open for an answer: speech starting within `listen_ms` of `now_ms`.
+    fn open_from(&mut self, now_ms: u64) {
+        self.open = Some((now_ms, now_ms + self.listen_ms));
+    }
+
+    /// A question being spoken: the wait for its answer starts later.
+    fn extend(&mut self, ms: u64) {
+        if let Some((_, until)) = self.open.as_mut() {
+            *until += ms;
+        }
+    }
+
+    fn close(&mut self) {
+        self.open = None;
     }
 }
 
@@ -355,12 +534,13 @@ struct Guess {
 async fn utterance(
     state: &AppState,
     socket: &mut WebSocket,
-    (stt, guess): (&Arc<Stt>, Option<Guess>),
+    (stt, guess, wake): (&Arc<Stt>, Option<Guess>, Option<WakeCheck>),
     conversation: &ConversationId,
     u: crate::voice::Utterance,
     interrupted: Option<Interruption>,
-) -> Option<Option<crate::round::RoundResult>> {
+) -> Option<Outcome> {
     let ended = Instant::now();
+    let (start_ms, end_ms) = (u.start_ms, u.end_ms);
     // Said when the speech ended, whatever the transcription takes.
     let origin = state
         .engine
@@ -383,30 +563,59 @@ async fn utterance(
     };
     let done = tokio::task::spawn_blocking(move || -> Result<_, crate::round::VoiceError> {
         let _turn = turn;
-        let (transcript, samples) = match guessed {
+        let (mut transcript, samples) = match guessed {
             Some(guessed) => guessed,
             None => (stt.transcribe(&u.samples)?, Arc::from(u.samples)),
         };
+        // The request is what follows the wake word ("hey jarvis" alone:
+        // nothing to run; what comes next is heard). Where the wake word
+        // was heard in this utterance, whisper must have heard it too, at
+        // its start: else the classifier took other words for it (a
+        // second check; the transcript is dropped, nothing kept).
+        if let Some((w, said_here, margin)) = &wake {
+            let fits = |texts: &[String]| stt.score(&samples, texts).ok();
+            match w.said_first(&transcript.text, fits, *margin) {
+                Some(request) => transcript.text = request.to_owned(),
+                None if *said_here => return Ok(None),
+                None => {}
+            }
+        }
         let mut keep = || engine.keep_streamed(&samples);
-        engine.heard(
-            &origin,
-            &conversation,
-            (u.start_ms, u.end_ms),
-            transcript,
-            Some(samples.clone()),
-            &mut keep,
-        )
+        engine
+            .heard(
+                &origin,
+                &conversation,
+                (u.start_ms, u.end_ms),
+                transcript,
+                Some(samples.clone()),
+                &mut keep,
+            )
+            .map(Some)
     })
     .await;
     let failed =
         |message: String| json!({"type": "error", "code": "voice.failed", "message": message});
     let heard = match done {
-        Ok(Ok(h)) => h,
+        Ok(Ok(Some(h))) => h,
+        Ok(Ok(None)) => {
+            return send(
+                socket,
+                json!({"type": "not_addressed", "start_ms": start_ms, "end_ms": end_ms, "false_wake": true}),
+            )
+            .await
+            .then_some(Outcome::FalseWake);
+        }
         Ok(Err(e)) => {
             let message = crate::safety::global().scrub(&e.to_string()).into_owned();
-            return send(socket, failed(message)).await.then_some(None);
+            return send(socket, failed(message))
+                .await
+                .then_some(Outcome::Nothing);
         }
-        Err(e) => return send(socket, failed(e.to_string())).await.then_some(None),
+        Err(e) => {
+            return send(socket, failed(e.to_string()))
+                .await
+                .then_some(Outcome::Nothing);
+        }
     };
     let t = &heard.transcript;
     let final_msg = json!({"type": "final", "text": crate::safety::global().scrub(&t.text), "confidence": t.confidence,
@@ -418,7 +627,7 @@ async fn utterance(
     let Some(round) = heard.round else {
         return send(socket, json!({"type": "no_speech"}))
             .await
-            .then_some(None);
+            .then_some(Outcome::Nothing);
     };
     let after_end_ms = ended.elapsed().as_secs_f64() * 1000.0;
     send(
@@ -426,7 +635,20 @@ async fn utterance(
         json!({"type": "result", "round": round, "ms_after_speech_ended": after_end_ms}),
     )
     .await
-    .then_some(Some(round))
+    .then_some(Outcome::Round(Box::new(round)))
+}
+
+/// The wake word on an utterance: the phrase, whether the classifier
+/// heard it in this utterance (so whisper must hear it too), the margin.
+type WakeCheck = (Arc<WakeWord>, bool, f32);
+
+/// What became of an utterance.
+enum Outcome {
+    Round(Box<crate::round::RoundResult>),
+    /// No round (noise, the wake word alone, an error told the client).
+    Nothing,
+    /// The wake word was heard in it, but whisper did not hear it said.
+    FalseWake,
 }
 
 /// A piece of a reply, spoken: its WAV and length, or why it could not be.

@@ -375,15 +375,24 @@ pub fn add_noise(samples: &mut [f32], snr_db: f32, seed: u64) {
     }
     let speech_rms = (speech.iter().sum::<f32>() / speech.len() as f32).sqrt();
     let noise_rms = speech_rms / 10f32.powf(snr_db / 20.0);
+    let noise = white_noise(samples.len(), noise_rms, seed);
+    for (s, n) in samples.iter_mut().zip(noise) {
+        *s += n;
+    }
+}
+
+/// `n` samples of white noise of RMS `rms`, from a xorshift generator
+/// seeded with `seed` (the same seed, the same noise).
+pub fn white_noise(n: usize, rms: f32, seed: u64) -> impl Iterator<Item = f32> {
     let mut state = seed | 1;
-    for s in samples.iter_mut() {
+    (0..n).map(move |_| {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         // Uniform in ±√3·rms has that RMS.
         let u = (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
-        *s += u * noise_rms * 3f32.sqrt();
-    }
+        u * rms * 3f32.sqrt()
+    })
 }
 
 /// Loudness at a glance: the RMS of `buckets` equal slices, and the peak.

@@ -90,10 +90,15 @@ pub struct VoiceBenchReport {
 }
 
 fn espeak(text: &str) -> Result<Vec<u8>, String> {
+    espeak_as("en-us", 150, text)
+}
+
+/// `text` said by espeak-ng's `voice` at `wpm` words a minute, as WAV.
+fn espeak_as(voice: &str, wpm: u32, text: &str) -> Result<Vec<u8>, String> {
     let dir = tempfile_dir()?;
     let path = dir.join("said.wav");
     let status = std::process::Command::new("espeak-ng")
-        .args(["-v", "en-us", "-s", "150", "-w"])
+        .args(["-v", voice, "-s", &wpm.to_string(), "-w"])
         .arg(&path)
         .arg(text)
         .status()
@@ -179,6 +184,9 @@ pub fn as_rounds_hear(
     cfg.prompt = crate::understand::Home::from_config(&config.home)
         .map_err(|e| e.to_string())?
         .speech_prompt(&cfg.prompt);
+    if !cfg.wake.model.is_empty() {
+        cfg.prompt = super::wake::with_phrase(&cfg.prompt, &cfg.wake.model);
+    }
     stt::install(&cfg, models_dir, false).map_err(|e| e.to_string())?;
     Ok(cfg)
 }
@@ -189,6 +197,8 @@ pub fn as_rounds_hear(
 pub struct Mouth {
     /// None: espeak-ng.
     piper: Option<Arc<super::tts::Speaker>>,
+    /// espeak-ng's voice and words a minute.
+    espeak: (String, u32),
     /// White noise this many dB below the speech, before, under and after
     /// it; the speech then found by Silero, as the voice socket finds it.
     snr_db: Option<f32>,
@@ -198,8 +208,14 @@ pub struct Mouth {
 impl Mouth {
     /// espeak-ng, in quiet.
     pub fn espeak() -> Self {
+        Self::espeak_as("en-us", 150)
+    }
+
+    /// espeak-ng's `voice` ("en-us+f3") at `wpm` words a minute, in quiet.
+    pub fn espeak_as(voice: &str, wpm: u32) -> Self {
         Self {
             piper: None,
+            espeak: (voice.to_owned(), wpm),
             snr_db: None,
             silero: vad::Detector::Energy,
         }
@@ -241,7 +257,8 @@ impl Mouth {
     pub fn name(&self) -> String {
         let who = match &self.piper {
             Some(p) => format!("piper {}", p.name().1),
-            None => "espeak-ng".to_owned(),
+            None if self.espeak == ("en-us".to_owned(), 150) => "espeak-ng".to_owned(),
+            None => format!("espeak-ng {} at {} wpm", self.espeak.0, self.espeak.1),
         };
         match self.snr_db {
             Some(db) => format!("{who}, white noise at {db} dB SNR"),
@@ -251,6 +268,23 @@ impl Mouth {
 
     /// `text` said, at 16 kHz, with its noise; cut as the voice would be.
     fn speech(&self, vad_cfg: &crate::config::VadConfig, text: &str) -> Result<Vec<f32>, String> {
+        let samples = self.say(text)?;
+        let detector = match self.snr_db {
+            Some(_) => self.silero.clone(),
+            None => vad::Detector::Energy,
+        };
+        let mut file_vad = vad_cfg.clone();
+        file_vad.silence_ms = file_vad.file_silence_ms.max(file_vad.silence_ms);
+        Ok(vad::split_with(&samples, &file_vad, detector)
+            .into_iter()
+            .flat_map(|u| u.samples)
+            .collect())
+    }
+
+    /// `text` said, at 16 kHz; in noise, with half a second of the room
+    /// before and after, the noise seeded by the line so a replay hears
+    /// the same.
+    pub fn say(&self, text: &str) -> Result<Vec<f32>, String> {
         let mut samples = match &self.piper {
             Some(p) => {
                 let mut said = Vec::new();
@@ -260,31 +294,20 @@ impl Mouth {
                 audio::resample(&said, p.rate(), audio::RATE)
             }
             None => {
-                audio::decode_wav(&espeak(text)?, "espeak")
+                audio::decode_wav(&espeak_as(&self.espeak.0, self.espeak.1, text)?, "espeak")
                     .map_err(|e| e.to_string())?
                     .samples
             }
         };
-        let detector = match self.snr_db {
-            Some(db) => {
-                // Half a second of room before and after, the noise seeded
-                // by the line so a replay hears the same.
-                let pad = vec![0.0; audio::RATE as usize / 2];
-                samples = [pad.as_slice(), &samples, &pad].concat();
-                let seed = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-                });
-                audio::add_noise(&mut samples, db, seed);
-                self.silero.clone()
-            }
-            None => vad::Detector::Energy,
-        };
-        let mut file_vad = vad_cfg.clone();
-        file_vad.silence_ms = file_vad.file_silence_ms.max(file_vad.silence_ms);
-        Ok(vad::split_with(&samples, &file_vad, detector)
-            .into_iter()
-            .flat_map(|u| u.samples)
-            .collect())
+        if let Some(db) = self.snr_db {
+            let pad = vec![0.0; audio::RATE as usize / 2];
+            samples = [pad.as_slice(), &samples, &pad].concat();
+            let seed = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            audio::add_noise(&mut samples, db, seed);
+        }
+        Ok(samples)
     }
 }
 

@@ -5,7 +5,8 @@
 //! (whisper.cpp, cargo feature `whisper`), `convert` turns the CTranslate2
 //! model the setup fetches into whisper.cpp's ggml file, `store` keeps the
 //! clips, `tts` speaks (the Piper voice, `piper`, on ONNX Runtime, `onnx`;
-//! espeak-ng as the fallback), `livekit` mints room tokens and checks
+//! espeak-ng as the fallback), `wake` hears a wake word (openWakeWord's
+//! models, off by default), `livekit` mints room tokens and checks
 //! LiveKit's webhooks. `Engine::voice_round` (round/voice.rs) runs a round
 //! from what was heard.
 
@@ -21,6 +22,7 @@ pub mod store;
 pub mod stt;
 pub mod tts;
 pub mod vad;
+pub mod wake;
 
 #[cfg(test)]
 mod tests;

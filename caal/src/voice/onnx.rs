@@ -1,14 +1,15 @@
 //! ONNX Runtime, loaded once per process from the shared library the setup
 //! installs (the PyPI `onnxruntime` wheel's `libonnxruntime.so`, checked by
 //! hash), through the `ort` crate with `load-dynamic`: nothing is
-//! downloaded or linked at build time. The Piper voice (`piper`) runs on it.
+//! downloaded or linked at build time. The Piper voice (`piper`), Silero
+//! VAD (`silero`) and the wake word (`wake`) run on it, each a `Model`.
 
 use std::{
     path::{Path, PathBuf},
-    sync::OnceLock,
+    sync::{Mutex, OnceLock},
 };
 
-use ort::environment::Environment;
+use ort::{environment::Environment, session::Session};
 
 /// Why ONNX Runtime is not at hand.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -65,4 +66,50 @@ pub fn session(
         .map_err(|e| problem(e.into()))?
         .commit_from_file(path)
         .map_err(problem)
+}
+
+/// A model loaded on the process's ONNX Runtime: one run at a time (a
+/// session runs on the threads it was given, and every stream shares it).
+pub struct Model {
+    session: Mutex<Session>,
+    /// What it is, for errors: "Silero VAD", "the wake word's embedding".
+    what: String,
+}
+
+impl Model {
+    /// The model at `path` on ONNX Runtime from `library`, `threads` threads.
+    pub fn load(
+        path: &Path,
+        library: &Path,
+        threads: usize,
+        what: &str,
+    ) -> Result<Self, OnnxError> {
+        if !path.is_file() {
+            return Err(OnnxError::Missing {
+                path: path.display().to_string(),
+            });
+        }
+        let env = environment(library)?;
+        Ok(Self {
+            session: Mutex::new(session(env, path, threads)?),
+            what: what.to_owned(),
+        })
+    }
+
+    /// `run` given the session (and this model's way of naming an ONNX
+    /// Runtime error), the only one running on it meanwhile.
+    pub fn run<T>(
+        &self,
+        run: impl FnOnce(&mut Session, &dyn Fn(ort::Error) -> OnnxError) -> Result<T, OnnxError>,
+    ) -> Result<T, OnnxError> {
+        let failed = |e: ort::Error| OnnxError::Model {
+            what: self.what.clone(),
+            problem: e.to_string(),
+        };
+        let mut session = self
+            .session
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        run(&mut session, &failed)
+    }
 }

@@ -12,13 +12,12 @@ use std::{
     collections::HashMap,
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    sync::Mutex,
 };
 
-use ort::{session::Session, value::Tensor};
+use ort::value::Tensor;
 use serde::Deserialize;
 
-use super::onnx::{self, OnnxError};
+use super::onnx::{Model, OnnxError};
 
 /// Why a Piper voice cannot be loaded or speak.
 #[derive(Debug, thiserror::Error)]
@@ -35,8 +34,6 @@ pub enum PiperError {
         "cannot run espeak-ng for the voice's phonemes ({0}); install it (`bash .ci/setup` does)"
     )]
     Espeak(String),
-    #[error("the Piper voice could not speak: {0}")]
-    Speak(String),
 }
 
 /// What a voice's `.onnx.json` says that speaking needs.
@@ -78,8 +75,7 @@ impl Default for Inference {
 
 /// A loaded Piper voice.
 pub struct Voice {
-    /// One run at a time (a session runs on the threads it was given).
-    session: Mutex<Session>,
+    model: Model,
     ids: HashMap<char, i64>,
     rate: u32,
     scales: [f32; 3],
@@ -124,14 +120,13 @@ impl Voice {
                 )));
             }
         }
-        let env = onnx::environment(library)?;
-        let session = onnx::session(env, model, threads)?;
+        let loaded = Model::load(model, library, threads, "the Piper voice")?;
         let name = model
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         Ok(Self {
-            session: Mutex::new(session),
+            model: loaded,
             ids,
             rate: config.audio.sample_rate,
             scales: [
@@ -156,22 +151,17 @@ impl Voice {
             return Ok(Vec::new());
         }
         let n = ids.len();
-        let speak = |e: ort::Error| PiperError::Speak(e.to_string());
-        let input = Tensor::from_array(([1usize, n], ids)).map_err(speak)?;
-        let lengths = Tensor::from_array(([1usize], vec![n as i64])).map_err(speak)?;
-        let scales = Tensor::from_array(([3usize], self.scales.to_vec())).map_err(speak)?;
-        let mut session = self
-            .session
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let out = session
-            .run(ort::inputs![
-                "input" => input,
-                "input_lengths" => lengths,
-                "scales" => scales,
-            ])
-            .map_err(speak)?;
-        let (_, samples) = out["output"].try_extract_tensor::<f32>().map_err(speak)?;
+        let samples = self.model.run(|session, failed| {
+            let out = session
+                .run(ort::inputs![
+                    "input" => Tensor::from_array(([1usize, n], ids)).map_err(failed)?,
+                    "input_lengths" => Tensor::from_array(([1usize], vec![n as i64])).map_err(failed)?,
+                    "scales" => Tensor::from_array(([3usize], self.scales.to_vec())).map_err(failed)?,
+                ])
+                .map_err(failed)?;
+            let (_, samples) = out["output"].try_extract_tensor::<f32>().map_err(failed)?;
+            Ok(samples.to_vec())
+        })?;
         // Piper scales the loudest sample to full scale; a little under, so
         // no sample clips after 16-bit rounding.
         let peak = samples.iter().fold(0.0f32, |m, s| m.max(s.abs())).max(0.01);

@@ -5,11 +5,11 @@
 //! and the last 64 samples it was given (the model reads them before the
 //! chunk), as Silero's own wrapper does.
 
-use std::{path::Path, sync::Mutex};
+use std::path::Path;
 
-use ort::{session::Session, value::Tensor};
+use ort::value::Tensor;
 
-use super::onnx::{self, OnnxError};
+use super::onnx::{Model, OnnxError};
 
 /// Samples of 16 kHz audio per chunk the model reads.
 pub const CHUNK: usize = 512;
@@ -20,7 +20,7 @@ const STATE: usize = 2 * 128;
 
 /// The loaded model.
 pub struct Silero {
-    session: Mutex<Session>,
+    model: Model,
 }
 
 /// One stream's place in the model: its state and the samples before.
@@ -43,24 +43,14 @@ impl Silero {
     /// The model at `model` on ONNX Runtime from `library` (one thread: a
     /// chunk takes well under a millisecond).
     pub fn load(model: &Path, library: &Path) -> Result<Self, OnnxError> {
-        if !model.is_file() {
-            return Err(OnnxError::Missing {
-                path: model.display().to_string(),
-            });
-        }
-        let env = onnx::environment(library)?;
         Ok(Self {
-            session: Mutex::new(onnx::session(env, model, 1)?),
+            model: Model::load(model, library, 1, "Silero VAD")?,
         })
     }
 
     /// How likely `chunk` (`CHUNK` samples of 16 kHz audio, the next of
     /// `stream`) is speech, 0–1.
     pub fn probability(&self, stream: &mut Stream, chunk: &[f32]) -> Result<f32, OnnxError> {
-        let failed = |e: ort::Error| OnnxError::Model {
-            what: "Silero VAD".into(),
-            problem: e.to_string(),
-        };
         let mut input = Vec::with_capacity(CONTEXT + CHUNK);
         input.extend_from_slice(&stream.context);
         input.extend_from_slice(chunk);
@@ -68,20 +58,18 @@ impl Silero {
         stream
             .context
             .copy_from_slice(&input[input.len() - CONTEXT..]);
-        let mut session = self
-            .session
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let out = session
-            .run(ort::inputs![
-                "input" => Tensor::from_array(([1usize, CONTEXT + CHUNK], input)).map_err(failed)?,
-                "state" => Tensor::from_array(([2usize, 1, 128], stream.state.clone())).map_err(failed)?,
-                "sr" => Tensor::from_array(((), vec![i64::from(super::audio::RATE)])).map_err(failed)?,
-            ])
-            .map_err(failed)?;
-        let (_, p) = out["output"].try_extract_tensor::<f32>().map_err(failed)?;
-        let (_, next) = out["stateN"].try_extract_tensor::<f32>().map_err(failed)?;
-        stream.state.copy_from_slice(next);
-        Ok(p.first().copied().unwrap_or(0.0))
+        self.model.run(|session, failed| {
+            let out = session
+                .run(ort::inputs![
+                    "input" => Tensor::from_array(([1usize, CONTEXT + CHUNK], input)).map_err(failed)?,
+                    "state" => Tensor::from_array(([2usize, 1, 128], stream.state.clone())).map_err(failed)?,
+                    "sr" => Tensor::from_array(((), vec![i64::from(super::audio::RATE)])).map_err(failed)?,
+                ])
+                .map_err(failed)?;
+            let (_, p) = out["output"].try_extract_tensor::<f32>().map_err(failed)?;
+            let (_, next) = out["stateN"].try_extract_tensor::<f32>().map_err(failed)?;
+            stream.state.copy_from_slice(next);
+            Ok(p.first().copied().unwrap_or(0.0))
+        })
     }
 }
