@@ -366,9 +366,8 @@ fn silero_finds_speech_whole_in_noise_and_its_end_soon_after() {
     // this draw; other draws put it at 410 ms: Silero's lag in noise varies
     // by a chunk or so.)
     let mut unit = audio::white_noise(usize::MAX, 1.0, 0x9E37_79B9_7F4A_7C15);
-    let mut noise = |n: usize, rms: f32| -> Vec<f32> {
-        unit.by_ref().take(n).map(|u| u * rms).collect()
-    };
+    let mut noise =
+        |n: usize, rms: f32| -> Vec<f32> { unit.by_ref().take(n).map(|u| u * rms).collect() };
     let speech_rms = (speech.iter().map(|s| s * s).sum::<f32>() / speech.len() as f32).sqrt();
     for (name, floor) in [
         ("quiet", 0.0f32),
