@@ -28,6 +28,21 @@ pub fn check(
         format!("defaults + {}", f.display())
     });
     let router = configured_router(&config)?;
+    // A wake word named but not installed would refuse every voice stream.
+    let wake = &config.voice.wake.model;
+    if !wake.is_empty() {
+        let models_dir = caal::llm::tiers::models_dir(&|k| std::env::var(k).ok());
+        if let Some(missing) = caal::voice::wake::files(&models_dir.join(wake))
+            .iter()
+            .find(|f| !f.is_file())
+        {
+            anyhow::bail!(
+                "voice.wake.model = {wake:?}: {} is not there; `bash .ci/setup` installs openWakeWord's models (CC BY-NC-SA 4.0) into {}, or set voice.wake.model = \"\"",
+                missing.display(),
+                models_dir.join("openwakeword-0.5.1").display()
+            );
+        }
+    }
     let guarded = Tiers::guard(&config.llm, &router, &|k| std::env::var(k).ok(), true)?;
     for warning in &guarded.warnings {
         eprintln!("caal: warning: {warning}");

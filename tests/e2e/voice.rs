@@ -1053,3 +1053,21 @@ fn a_false_wake_is_caught_by_whisper_and_runs_nothing() {
             || std::fs::read_dir(sb.data().join("audio")).unwrap().count() == 0
     );
 }
+
+/// `caal config check` names a wake word that is configured but not
+/// installed, with the fix, and exits 2; installed, it passes.
+#[test]
+fn config_check_names_a_wake_word_that_is_not_installed() {
+    let sb = Sandbox::new();
+    sb.configure("[voice.wake]\nmodel = \"openwakeword-0.5.1/hey_bob_v0.1.onnx\"\n");
+    let run = sb.run(&["config", "check"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("voice.wake.model") && run.stderr.contains("hey_bob_v0.1.onnx"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains(".ci/setup"), "{}", run.stderr);
+    sb.configure("[voice.wake]\nmodel = \"openwakeword-0.5.1/hey_jarvis_v0.1.onnx\"\n");
+    sb.run(&["config", "check"]).ok();
+}

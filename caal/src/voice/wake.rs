@@ -82,20 +82,10 @@ impl WakeWord {
     /// The classifier at `model`, the melspectrogram and embedding models
     /// beside it, on ONNX Runtime from `library`.
     pub fn load(model: &Path, library: &Path) -> Result<Self, OnnxError> {
-        let dir = model.parent().unwrap_or(Path::new("."));
-        let mel = Model::load(
-            &dir.join("melspectrogram.onnx"),
-            library,
-            1,
-            "the wake word's melspectrogram",
-        )?;
-        let embedding = Model::load(
-            &dir.join("embedding_model.onnx"),
-            library,
-            1,
-            "the wake word's embedding",
-        )?;
-        let classifier = Model::load(model, library, 1, "the wake word's classifier")?;
+        let [classifier, mel, embedding] = files(model);
+        let mel = Model::load(&mel, library, 1, "the wake word's melspectrogram")?;
+        let embedding = Model::load(&embedding, library, 1, "the wake word's embedding")?;
+        let classifier = Model::load(&classifier, library, 1, "the wake word's classifier")?;
         let name = model
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -273,6 +263,17 @@ impl WakeWord {
     pub fn strip<'a>(&self, text: &'a str) -> &'a str {
         strip_phrase(&self.phrase, text)
     }
+}
+
+/// The files a wake word at `model` needs: its classifier, and the
+/// melspectrogram and embedding models beside it.
+pub fn files(model: &Path) -> [std::path::PathBuf; 3] {
+    let dir = model.parent().unwrap_or(Path::new("."));
+    [
+        model.to_path_buf(),
+        dir.join("melspectrogram.onnx"),
+        dir.join("embedding_model.onnx"),
+    ]
 }
 
 /// How often the phrase is heard in a stream's `steps` at `threshold`:
