@@ -1007,53 +1007,6 @@ fn a_wake_word_asked_for_but_not_configured_is_refused_with_the_fix() {
     );
 }
 
-/// Words the classifier takes for the wake word (at a low threshold) but
-/// whisper does not hear it in are a false wake: dropped unheard, the
-/// stream not opened, nothing recorded.
-#[test]
-fn a_false_wake_is_caught_by_whisper_and_runs_nothing() {
-    let sb = Sandbox::new();
-    // At 0.3 the classifier hears "hey jarvis" in this speech (0.46).
-    sb.configure(
-        "[voice.wake]\nmodel = \"openwakeword-0.5.1/hey_jarvis_v0.1.onnx\"\nthreshold = 0.3\n",
-    );
-    let token = "wake-word-token-0123456789abcdef";
-    let served = sb.serve(&[("CAAL_API_TOKEN", token)]);
-    let said = espeak(
-        sb.path(),
-        "said.wav",
-        "turn on the kitchen lights. make the kitchen cabinets brighter",
-    );
-    let mut socket = connect(&served.url);
-    let (rate, _) = pcm_frames(&said);
-    socket
-        .send(Message::text(
-            json!({"type": "start", "token": token, "conversation_id": "porch", "sample_rate": rate})
-                .to_string(),
-        ))
-        .unwrap();
-    assert_eq!(next_json(&mut socket)["wake"], "hey jarvis");
-    say_frames(&mut socket, &said, 10);
-    let mut seen = Vec::new();
-    while !seen
-        .iter()
-        .any(|m: &Value| m["type"] == "not_addressed" && m["false_wake"] == true)
-    {
-        seen.extend(until(&mut socket, "not_addressed"));
-    }
-    assert!(seen.iter().any(|m| m["type"] == "wake"), "{seen:?}");
-    assert!(!seen.iter().any(|m| m["type"] == "result"), "{seen:?}");
-    socket.close(None).ok();
-    let (status, _) = served.terminate();
-    assert!(status.success());
-    let rounds = sb.run(&["trace", "list", "--json"]).ok().json();
-    assert_eq!(rounds.as_array().map(Vec::len), Some(0), "{rounds}");
-    assert!(
-        !sb.data().join("audio").exists()
-            || std::fs::read_dir(sb.data().join("audio")).unwrap().count() == 0
-    );
-}
-
 /// `caal config check` names a wake word that is configured but not
 /// installed, with the fix, and exits 2; installed, it passes.
 #[test]
