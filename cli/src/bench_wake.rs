@@ -286,11 +286,16 @@ pub fn run(config: &Config, piper_lines: usize) -> Result<Report> {
     };
     let here = at(cfg.wake.threshold);
     let threshold = cfg.wake.threshold;
+    // A clip the phrase was said in is missed by the socket when the
+    // classifier does not hear it, or whisper's check finds it not said.
+    let rejected = |steps: &[wake::Heard], worse: f32, margin: f32| {
+        wake::times_heard(steps, threshold) == 0 || worse > margin
+    };
     let checked = |margin: f32| Point {
         at: margin,
         false_reject_rate: clips
             .iter()
-            .filter(|(_, steps, worse)| wake::times_heard(steps, threshold) == 0 || *worse > margin)
+            .filter(|(_, steps, worse)| rejected(steps, *worse, margin))
             .count() as f64
             / clips.len() as f64,
         false_accepts_per_hour: ordinary
@@ -315,7 +320,7 @@ pub fn run(config: &Config, piper_lines: usize) -> Result<Report> {
         threshold,
         missed: clips
             .iter()
-            .filter(|(_, steps, worse)| wake::times_heard(steps, threshold) == 0 || *worse > margin)
+            .filter(|(_, steps, worse)| rejected(steps, *worse, margin))
             .map(|(name, steps, _)| {
                 if wake::times_heard(steps, threshold) == 0 {
                     name.clone()

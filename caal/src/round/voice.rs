@@ -236,11 +236,7 @@ impl Engine {
         }
         // Whisper is told what people say here, with the home's words.
         let mut cfg = self.config.voice.clone();
-        cfg.prompt = self.router.home().speech_prompt(&cfg.prompt);
-        // With a wake word on, whisper is told it comes first.
-        if !cfg.wake.model.is_empty() {
-            cfg.prompt = crate::voice::wake::with_phrase(&cfg.prompt, &cfg.wake.model);
-        }
+        cfg.prompt = stt::prompt_for(&cfg, self.router.home());
         let cfg = &cfg;
         stt::install(cfg, &self.voice.models_dir, false)?;
         let loaded = Arc::new(Stt::load(

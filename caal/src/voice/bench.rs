@@ -181,12 +181,8 @@ pub fn as_rounds_hear(
     models_dir: &Path,
 ) -> Result<crate::config::VoiceConfig, String> {
     let mut cfg = config.voice.clone();
-    cfg.prompt = crate::understand::Home::from_config(&config.home)
-        .map_err(|e| e.to_string())?
-        .speech_prompt(&cfg.prompt);
-    if !cfg.wake.model.is_empty() {
-        cfg.prompt = super::wake::with_phrase(&cfg.prompt, &cfg.wake.model);
-    }
+    let home = crate::understand::Home::from_config(&config.home).map_err(|e| e.to_string())?;
+    cfg.prompt = stt::prompt_for(&cfg, &home);
     stt::install(&cfg, models_dir, false).map_err(|e| e.to_string())?;
     Ok(cfg)
 }

@@ -246,6 +246,18 @@ pub fn audio_ctx(n: usize) -> i32 {
     ctx.clamp(384, 1500)
 }
 
+/// Whisper's prompt (`voice.prompt`) as voice rounds give it: `{names}`
+/// filled with the home's rooms and devices, and with a wake word on, its
+/// phrase said first (`wake::with_phrase`).
+pub fn prompt_for(cfg: &crate::config::VoiceConfig, home: &crate::understand::Home) -> String {
+    let prompt = home.speech_prompt(&cfg.prompt);
+    if cfg.wake.model.is_empty() {
+        prompt
+    } else {
+        super::wake::with_phrase(&prompt, &cfg.wake.model)
+    }
+}
+
 #[cfg(feature = "whisper")]
 /// whisper needs at least a second of audio: a short utterance padded
 /// with silence to 1.25 s.

@@ -2,12 +2,12 @@
 //! follows is meant for it, so a microphone left open hears nothing else.
 //!
 //! openWakeWord's models (the PyPI package `openwakeword` 0.5.1, installed
-//! by `caal model install wake`), on ONNX Runtime like Silero and Piper:
+//! by the setup), on ONNX Runtime like Silero and Piper:
 //! its melspectrogram and Google's speech embedding turn each 80 ms of
 //! 16 kHz audio into a 96-number embedding; a small classifier per phrase
-//! scores the last 16 of them (1.28 s). The front-end is Apache-2.0; the
-//! phrases' classifiers are CC BY-NC-SA 4.0 (non-commercial), so no wake
-//! word is on unless configured (`voice.wake.model`).
+//! scores the last 16 of them (1.28 s). The code is Apache-2.0; every
+//! model, the front-end's too, is CC BY-NC-SA 4.0 (non-commercial), so no
+//! wake word is on unless configured (`voice.wake.model`).
 //!
 //! Hand-written on the `ort` already in the build: the crates that run
 //! these models bring a second inference engine (`oww-rs` and
@@ -143,10 +143,7 @@ impl WakeWord {
     ) -> Result<Option<Heard>, OnnxError> {
         let mut heard = None;
         for step in self.steps(stream, samples)? {
-            let resting = stream
-                .last_heard_ms
-                .is_some_and(|last| step.at_ms < last + REFRACTORY_MS);
-            if step.score >= threshold && !resting {
+            if heard_again(stream.last_heard_ms, &step, threshold) {
                 stream.last_heard_ms = Some(step.at_ms);
                 heard.get_or_insert(step);
             }
@@ -286,11 +283,17 @@ pub fn times_heard(steps: &[Heard], threshold: f32) -> usize {
 pub fn heard_at(steps: &[Heard], threshold: f32) -> Vec<u64> {
     let mut at: Vec<u64> = Vec::new();
     for step in steps {
-        if step.score >= threshold && at.last().is_none_or(|l| step.at_ms >= l + REFRACTORY_MS) {
+        if heard_again(at.last().copied(), step, threshold) {
             at.push(step.at_ms);
         }
     }
     at
+}
+
+/// Whether `step` is the phrase heard (again): scored at least
+/// `threshold`, and `REFRACTORY_MS` after it was `last` heard.
+fn heard_again(last: Option<u64>, step: &Heard, threshold: f32) -> bool {
+    step.score >= threshold && last.is_none_or(|l| step.at_ms >= l + REFRACTORY_MS)
 }
 
 /// Whisper's prompt (`voice.prompt`, the words before the speaker's) with
@@ -307,21 +310,25 @@ pub fn with_phrase(prompt: &str, wake_model: &str) -> String {
     if prompt.is_empty() || phrase.is_empty() {
         return prompt.to_owned();
     }
+    let mut rest = prompt.chars();
+    let first = rest.next().map(|c| c.to_lowercase().collect::<String>());
+    format!(
+        "{}, {}{}",
+        written(&phrase),
+        first.unwrap_or_default(),
+        rest.as_str()
+    )
+}
+
+/// The phrase as whisper writes a name: "hey jarvis" → "Hey Jarvis".
+fn written(phrase: &str) -> String {
     let capital = |w: &str| {
         let mut c = w.chars();
         c.next()
             .map(|f| f.to_uppercase().chain(c).collect::<String>())
             .unwrap_or_default()
     };
-    let said: Vec<String> = phrase.split(' ').map(capital).collect();
-    let mut rest = prompt.chars();
-    let first = rest.next().map(|c| c.to_lowercase().collect::<String>());
-    format!(
-        "{}, {}{}",
-        said.join(" "),
-        first.unwrap_or_default(),
-        rest.as_str()
-    )
+    phrase.split(' ').map(capital).collect::<Vec<_>>().join(" ")
 }
 
 /// `WakeWord::phrase_fit` for `phrase`.
@@ -335,16 +342,7 @@ fn phrase_fit_of<'a>(
         return Some((0.0, request));
     }
     // The phrase in place of the first 1, 2, … words.
-    let said: Vec<String> = phrase
-        .split(' ')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_uppercase().chain(c).collect())
-                .unwrap_or_default()
-        })
-        .collect();
-    let said = said.join(" ");
+    let said = written(phrase);
     let mut rests = Vec::new();
     let mut rest = transcript.trim_start();
     for _ in 0..phrase.split(' ').count() + 2 {
