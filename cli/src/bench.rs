@@ -499,7 +499,7 @@ pub fn run(
                 let listen = None;
                 let spoken = caal::understand::bench::Spoken {
                     hear: &hear,
-                    min_guess_word: config.voice.min_guess_word,
+                    bars: caal::router::Bars::of(&config.voice),
                     listen,
                 };
                 caal::understand::bench::run(&router, given, Some(spoken), consult, chat)
@@ -519,14 +519,14 @@ pub fn run(
                         )?)),
                         None => None,
                     };
-                    let keep = |said: &str| -> Result<(String, f32), String> {
-                        let (heard, least) = ear.hear(said)?;
+                    let keep = |said: &str| -> Result<caal::understand::bench::Heard, String> {
+                        let heard = ear.hear(said)?;
                         if let Some(file) = &saved {
                             use std::io::Write;
-                            let line = caal::understand::bench::KeptHearing::line(said, &heard, least);
+                            let line = caal::understand::bench::KeptHearing::line(said, &heard);
                             writeln!(file.borrow_mut(), "{line}").map_err(|e| e.to_string())?;
                         }
-                        Ok((heard, least))
+                        Ok(heard)
                     };
                     let listener = |said: &str| Some(ear.listen(said));
                     let listen = config
@@ -536,7 +536,7 @@ pub fn run(
                         .then_some(&listener as &dyn Fn(&str) -> _);
                     let spoken = caal::understand::bench::Spoken {
                         hear: &keep,
-                        min_guess_word: config.voice.min_guess_word,
+                        bars: caal::router::Bars::of(&config.voice),
                         listen,
                     };
                     caal::understand::bench::run(&router, given, Some(spoken), consult, chat)

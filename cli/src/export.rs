@@ -195,7 +195,7 @@ pub fn replay(
     let report = caal::router::replay::replay(
         &reader,
         &router,
-        config.voice.min_guess_word,
+        caal::router::Bars::of(&config.voice),
         conversation.as_ref(),
         since,
         &mut progress,

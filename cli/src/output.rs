@@ -380,6 +380,12 @@ pub fn print_understand_bench(r: &caal::understand::bench::UnderstandReport, mis
                 "    out of domain ({} lines): {} proposed, {} would run",
                 s.out_of_domain, s.ood_proposed, s.ood_executed
             );
+            if s.talk_cannot_help + s.talk_model_words > 0 {
+                println!(
+                    "    replies to talk no layer understood: {} said what CAAL can do, {} gave a model's words",
+                    s.talk_cannot_help, s.talk_model_words
+                );
+            }
         }
         for l in &s.latency {
             println!(

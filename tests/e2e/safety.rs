@@ -96,6 +96,7 @@ service = "lock.lock"
 data = {{ entity_id = "lock.{{door}}_door" }}
 [llm]
 tool_auth_floor = 1
+answer_with = ["local"]
 "#,
             hook = hook.url,
             ha = ha.url

@@ -75,10 +75,13 @@ impl Sandbox {
     }
 
     /// The local model (a fake planner in these tests) is offered every
-    /// command for talk no layer understood, as a capable remote tier is
-    /// (`llm.offer_all_tools_to`): the sandbox's `config/caal.toml`.
+    /// command for talk no layer understood and its words are given, as a
+    /// capable remote tier's are (`llm.offer_all_tools_to`, `answer_with`):
+    /// the sandbox's `config/caal.toml`.
     pub fn offer_every_tool(&self) {
-        self.configure("[llm]\noffer_all_tools_to = [\"local\", \"remote\"]\n");
+        self.configure(
+            "[llm]\noffer_all_tools_to = [\"local\", \"remote\"]\nanswer_with = [\"local\", \"remote\"]\n",
+        );
     }
 
     /// The sandbox's `config/caal.toml` (merged over the defaults).

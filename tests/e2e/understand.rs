@@ -514,7 +514,12 @@ fn what_the_meaning_layer_is_not_sure_of_a_model_chooses() {
     let prefer = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let model = scoring_model(prefer.clone());
     let on = sb.path().join("model.toml");
-    fs::write(&on, "[understand.model]\nenabled = true\n").unwrap();
+    // (The fake model's words are given: `answer_with`.)
+    fs::write(
+        &on,
+        "[understand.model]\nenabled = true\n[llm]\nanswer_with = [\"local\"]\n",
+    )
+    .unwrap();
     let on = on.to_str().unwrap();
     let said = "it's a bit gloomy in the office";
     let shown = sb
@@ -910,6 +915,26 @@ fn talk_no_layer_understood_is_offered_only_the_commands_near_it() {
                 "function": {"name": "door_unlock", "arguments": "{\"door\": \"front door\", \"_justification\": \"The user wants it open.\"}"}}]}}]});
         (200, call.to_string())
     });
+    // With no tier trusted to answer in words (the default), talk near no
+    // request never reaches the model: CAAL says what it can do.
+    let r = sb
+        .run_env(
+            &["say", "--json", "--conversation", "t", "tell me a joke"],
+            &[("CAAL_LLM_LOCAL_URL", &model.url)],
+        )
+        .ok()
+        .json();
+    assert!(model.seen().is_empty(), "{r}");
+    assert!(r["llm"].is_null(), "{r}");
+    assert!(
+        r["reply"]
+            .as_str()
+            .unwrap()
+            .starts_with("I can't help with that. I look after the lights"),
+        "{r}"
+    );
+    // A tier that answers in words is asked, offered only what is near.
+    sb.configure("[llm]\nanswer_with = [\"local\"]\n");
     let offered = |said: &str| -> (Vec<String>, Value) {
         let before = model.seen().len();
         let r = sb

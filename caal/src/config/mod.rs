@@ -245,6 +245,10 @@ pub struct VoiceConfig {
     /// words, by a model) from a transcript whose least sure word scored
     /// below this is asked about first.
     pub min_guess_word: f32,
+    /// A spoken request one of whose values (a name, an item, a number)
+    /// was heard with a word below this is asked about first, however it
+    /// was understood: the value is whatever was heard.
+    pub min_value_word: f32,
     /// Audio files are deleted by `caal audio sweep` after this many days
     /// unless pinned (`AUDIO_RETENTION_DAYS` overrides).
     pub retention_days: u32,
@@ -468,6 +472,12 @@ pub struct LlmConfig {
     /// layer understood; the others are offered only the commands the
     /// meaning layer found near it.
     pub offer_all_tools_to: Vec<String>,
+    /// The tiers whose words answer talk no layer understood (questions
+    /// about the world, remarks). Another tier may still propose one of the
+    /// commands near what was said, but its words are not given: CAAL says
+    /// what it can do instead (`cannot_help` of the language). A small
+    /// local model answers such talk with nonsense.
+    pub answer_with: Vec<String>,
     pub local: LocalTierConfig,
     pub remote: Option<RemoteTierConfig>,
 }
@@ -541,6 +551,10 @@ pub struct StateConfig {
     /// Whether a model asked in this state is offered the commands as tools.
     #[serde(default = "yes")]
     pub offer_tools: bool,
+    /// The tiers whose words answer talk in this state, instead of
+    /// `[llm] answer_with` (a state for chatting gives any model's words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_with: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -869,6 +883,18 @@ impl Default for SemanticConfig {
     }
 }
 
+/// Something CAAL can do, as it offers it when it cannot help.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OfferConfig {
+    /// The commands it stands for (offered if any is configured).
+    pub commands: Vec<String>,
+    /// How it is said in the list of offers ("switch the lights").
+    pub says: String,
+    /// A request of it a person may say ("turn on the kitchen lights").
+    pub example: String,
+}
+
 /// One language's words for the understanding layers (`[understand.languages.en]`).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -939,6 +965,19 @@ pub struct LanguageConfig {
     /// How a reminder is asked in this language, `{what}` for the rest.
     #[serde(default)]
     pub remind_with: String,
+    /// What CAAL says when nothing understood what was said and no model
+    /// tier answers in words (`[llm] answer_with`): `{offers}` becomes the
+    /// `says` of the offers whose commands are configured, joined.
+    #[serde(default)]
+    pub cannot_help: String,
+    /// Said after `cannot_help`, `{example}` the example of the offer
+    /// nearest in meaning to what was said.
+    #[serde(default)]
+    pub try_saying: String,
+    /// What CAAL offers to do, in this language: an `example` a person may
+    /// say, for any of `commands`.
+    #[serde(default)]
+    pub offers: Vec<OfferConfig>,
     /// Words that make a request wait on something ("if it rains, close the
     /// garage"): the layers below the templates never run such a request now.
     #[serde(default)]

@@ -68,7 +68,8 @@ fn a_question_is_answered_by_the_local_tier_and_every_step_recorded() {
             NO_DELAY,
         )
     });
-    let home = home("", Some(&local), None);
+    // A tier trusted to answer in words (`[llm] answer_with`).
+    let home = home("[llm]\nanswer_with = [\"local\"]\n", Some(&local), None);
     let key = "AKIAIOSFODNN7EXAMPLE";
     let r = home.say(
         "c",
@@ -200,7 +201,11 @@ fn faults_are_retried_a_bounded_number_of_times_then_escalated() {
 #[test]
 fn with_no_remote_tier_the_user_is_asked_to_rephrase_after_the_last_retry() {
     let local = Server::start(|_, _| (200, openai_answer("   "), NO_DELAY));
-    let home = home("[llm]\nlocal_retries = 1\n", Some(&local), None);
+    let home = home(
+        "[llm]\nlocal_retries = 1\nanswer_with = [\"local\"]\n",
+        Some(&local),
+        None,
+    );
     let r = home.say("c", "what is the capital of france");
     assert_eq!(
         r.reply,
@@ -581,7 +586,7 @@ fn hook_url_of(config: &str) -> String {
 #[test]
 fn incoherent_or_absurdly_long_input_never_reaches_a_model() {
     let local = Server::start(|_, _| (200, openai_answer("Fine."), NO_DELAY));
-    let home = home("", Some(&local), None);
+    let home = home("[llm]\nanswer_with = [\"local\"]\n", Some(&local), None);
     for said in [
         "[BLANK_AUDIO]".to_owned(),
         "um um um um um".to_owned(),
@@ -610,4 +615,65 @@ fn incoherent_or_absurdly_long_input_never_reaches_a_model() {
     assert!(local.seen().is_empty());
     // Something that makes sense does reach it.
     assert_eq!(home.say("c", "tell me a story").reply, "Fine.");
+}
+
+#[test]
+fn a_tier_not_trusted_with_words_never_answers_talk_and_caal_says_what_it_can_do() {
+    // The embedded small model's kind of answer (seen from SmolLM2-135M).
+    let local = Server::start(|_, _| {
+        (
+            200,
+            openai_answer("You can find all the tools in your home."),
+            NO_DELAY,
+        )
+    });
+    let small = home("", Some(&local), None);
+    let r = small.say("c", "how many seconds are in a minute");
+    assert_eq!(r.route_code, "intent.chat");
+    let offers = "I can't help with that. I look after the lights, the heating, the doors, \
+                  the garage, timers, reminders and the shopping list.";
+    assert!(r.reply.starts_with(offers), "{}", r.reply);
+    assert!(!r.reply.contains("tools in your home"), "{}", r.reply);
+    // The model was asked (unit tests have no meaning layer to say nothing
+    // is near), and what it said is kept for the operator, marked withheld.
+    assert_eq!(local.seen().len(), 1);
+    let llm = r.llm.clone().unwrap();
+    assert_eq!(
+        (llm.tier.as_deref(), llm.outcome.as_str()),
+        (Some("local"), "withheld")
+    );
+    let response = &small.of_type("c", "llm.response")[0];
+    assert_eq!(response["text"], "You can find all the tools in your home.");
+    let steps = small.of_type("c", "reasoning.step");
+    assert!(
+        steps.iter().any(|s| s["step_type"] == "decision"
+            && s["source"] == "engine"
+            && s["content"].as_str().unwrap().contains("answer_with")),
+        "{steps:?}"
+    );
+    // A state chosen for chatting gives its words.
+    small.say("c", "switch to conversation mode");
+    assert_eq!(
+        small.say("c", "how many seconds are in a minute").reply,
+        "You can find all the tools in your home."
+    );
+    // A tool call it makes is still a proposal, asked first.
+    let proposing = Server::start(|_, _| {
+        (
+            200,
+            openai_tool("lights_set", json!({"room": "kitchen", "state": "on"})),
+            NO_DELAY,
+        )
+    });
+    let proposed = home("", Some(&proposing), None);
+    let r = proposed.say("c", "it's gloomy by the stove");
+    assert!(r.pending_confirmation.is_some(), "{r:?}");
+    // A remote tier answers in words by default.
+    let remote = Server::start(|_, _| (200, ollama_answer("Sixty."), NO_DELAY));
+    let broken = Server::start(|_, _| (500, "{}".into(), NO_DELAY));
+    let answered = home("", Some(&broken), Some(&remote));
+    assert_eq!(
+        answered.say("c", "how many seconds are in a minute").reply,
+        "Sixty."
+    );
 }

@@ -369,7 +369,7 @@ impl Engine {
         with_long: bool,
         answer: &str,
         now: i64,
-    ) -> Result<(), RoundError> {
+    ) -> Result<usize, RoundError> {
         let cited: Vec<String> = package
             .injected(with_long)
             .filter(|i| i.tier != Tier::Left)
@@ -382,7 +382,8 @@ impl Engine {
             .reference(&bucket, &cited, Signal::Citation, now)
         {
             Ok(found) => {
-                Ok(self.record_referenced(round, &bucket, Signal::Citation, None, &found)?)
+                self.record_referenced(round, &bucket, Signal::Citation, None, &found)?;
+                Ok(cited.len())
             }
             Err(e) => Err(e.into()),
         }

@@ -24,7 +24,7 @@ use crate::{
     config::RouteType,
     reasoning::{Phase, RoundReasoning, Step, ToolDecision},
     retry::Incoherence,
-    router::{Intent, RouteDecision, normalize},
+    router::{Bars, Hearing, Intent, RouteDecision, normalize},
     state::rfc3339_ms,
     trace::{
         EventDraft, EventStatus, OpenRound,
@@ -141,6 +141,12 @@ impl Engine {
                 least: v.transcript.least,
                 audio_ms: v.transcript.audio_ms,
                 stt_ms: v.transcript.stt_ms,
+                // The words are the transcript's: kept only if it held no secret.
+                words: if kinds.is_empty() {
+                    v.transcript.words.clone()
+                } else {
+                    Vec::new()
+                },
             });
         }
         round.append(EventDraft::new(received))?;
@@ -333,9 +339,13 @@ impl Engine {
         let mut decision = self
             .router
             .route_in(&screened.normalized, state_in, &context);
-        let bar = self.config.voice.min_guess_word;
-        if let Some(v) = voice {
-            decision = self.router.heard(decision, v.transcript.least, bar);
+        let hearing = voice.map(|v| Hearing {
+            least: v.transcript.least,
+            words: &v.transcript.words,
+            bars: Bars::of(&self.config.voice),
+        });
+        if let Some(hearing) = &hearing {
+            decision = self.router.heard(decision, hearing);
             decision = self
                 .router
                 .doubted(decision, &screened.normalized, &context);
@@ -358,8 +368,8 @@ impl Engine {
         if !decision.choices.is_empty() {
             let consulted = self.consult(round, &screened.text, decision, state_in)?;
             decision = consulted.decision;
-            if let Some(v) = voice {
-                decision = self.router.heard(decision, v.transcript.least, bar);
+            if let Some(hearing) = &hearing {
+                decision = self.router.heard(decision, hearing);
             }
             if consulted.decided {
                 decided = Decided::of(&decision);
@@ -387,10 +397,31 @@ impl Engine {
         let Intent::Think { route, fallback } = &routed.decision.intent else {
             return Ok((routed, considered));
         };
+        // Talk no layer understood, with no tier whose words may answer it:
+        // CAAL says what it can do. A model is still asked where the
+        // meaning layer found commands near what was said, or where a tier
+        // plans from every command (`offer_all_tools_to`): it may propose
+        // one, asked first; its words are not given.
+        let honest = (*route == RouteType::Chat)
+            .then(|| self.router.cannot_help(&routed.decision))
+            .flatten()
+            .filter(|_| !self.answers_in_words(state_in));
         let intent = match (&self.llm, fallback) {
             (Some(_), _) if *route == RouteType::Research => {
                 self.enqueue_research(round, text, routed.decision.topic.as_deref())?;
                 Intent::Reply(jobs::ACCEPTED.into())
+            }
+            (Some(_), _)
+                if honest.is_some()
+                    && routed.decision.near.as_ref().is_some_and(Vec::is_empty)
+                    && !self.tiers_named(&self.config.llm.offer_all_tools_to) =>
+            {
+                let reply = honest.clone().unwrap_or_default();
+                self.not_answered(
+                    round,
+                    "no command is near what was said: no model was asked",
+                )?;
+                Intent::Reply(reply)
             }
             (Some(_), _) => {
                 let thought = self.think(
@@ -425,13 +456,67 @@ impl Engine {
                         ..routed.decided.chain(chain)
                     };
                 }
-                thought.intent
+                // Words that quote what the user asked to remember are
+                // given, and so is why a command it called was refused.
+                let withheld = !thought.remembered && thought.blocked.is_empty();
+                match (thought.intent, honest) {
+                    (Intent::Reply(_), Some(reply)) if withheld => {
+                        if let Some(llm) = considered.llm.as_mut() {
+                            llm.outcome = "withheld".into();
+                        }
+                        self.not_answered(
+                            round,
+                            "the model proposed no command; its words are not given",
+                        )?;
+                        Intent::Reply(reply)
+                    }
+                    (intent, _) => intent,
+                }
             }
             (None, Some(reply)) => Intent::Reply(reply.clone()),
             (None, None) => Intent::Unsupported(*route),
         };
         routed.decision.intent = intent;
         Ok((routed, considered))
+    }
+
+    /// Whether a tier whose words may answer talk is there (`[llm]
+    /// answer_with`, or the state's own).
+    fn answers_in_words(&self, state: &str) -> bool {
+        let answer_with = self
+            .router
+            .state(state)
+            .and_then(|p| p.answer_with.as_ref())
+            .unwrap_or(&self.config.llm.answer_with);
+        self.tiers_named(answer_with)
+    }
+
+    /// Whether a tier of `names` is there.
+    fn tiers_named(&self, names: &[String]) -> bool {
+        self.llm.as_ref().is_some_and(|tiers| {
+            [
+                ("local", tiers.local.is_some()),
+                ("remote", tiers.remote.is_some()),
+            ]
+            .iter()
+            .any(|(name, there)| *there && names.iter().any(|a| a == name))
+        })
+    }
+
+    /// Why CAAL said what it can do instead of a model's answer: a
+    /// decision step in the round's reasoning.
+    fn not_answered(&self, round: &OpenRound, why: &str) -> Result<(), RoundError> {
+        let content = format!(
+            "nothing understood this; {why} (no tier in [llm] answer_with is there): said what CAAL can do"
+        );
+        self.step(
+            round,
+            crate::reasoning::Step::new(crate::reasoning::Phase::Thinking, content)
+                .typed(crate::reasoning::StepType::Decision),
+            super::reasoning::Source::Engine,
+            json!({}),
+        )?;
+        Ok(())
     }
 
     /// Tool calls the reasoning policy refused: their decisions, and a

@@ -45,7 +45,8 @@ pub struct LlmSummary {
     pub escalated: bool,
     /// No usable answer: the user was asked to say it another way.
     pub clarified: bool,
-    /// `answer` or `tool_call` or `clarify`.
+    /// `answer`, `tool_call`, `clarify`, or `withheld` (words not given:
+    /// no tier of `[llm] answer_with`).
     pub outcome: String,
     /// Time spent in HTTP exchanges with models, all attempts together.
     pub latency_ms: f64,
@@ -59,6 +60,9 @@ pub(super) struct Thought {
     pub narrative: Option<String>,
     /// Tool calls the reasoning policy refused (their justification failed).
     pub blocked: Vec<crate::auth::Command>,
+    /// Its words quote what the user asked to remember (they are grounded
+    /// in it, whatever tier said them).
+    pub remembered: bool,
 }
 
 impl Engine {
@@ -248,10 +252,11 @@ impl Engine {
                 }
                 round.append_all(drafts)?;
                 if worst < Status::Retry {
+                    let mut cited = 0;
                     if let Some((_, package, with_long)) = &memory
                         && response.tool_calls.is_empty()
                     {
-                        self.cite(round, package, *with_long, &response.text, now)?;
+                        cited = self.cite(round, package, *with_long, &response.text, now)?;
                     }
                     let outcome = if response.tool_calls.is_empty() {
                         "answer"
@@ -272,6 +277,7 @@ impl Engine {
                     );
                     return Ok(Thought {
                         intent,
+                        remembered: cited > 0,
                         narrative,
                         blocked,
                         summary: LlmSummary {
@@ -318,6 +324,7 @@ impl Engine {
         )?;
         Ok(Thought {
             intent: Intent::Reply(cfg.clarify_reply.clone()),
+            remembered: false,
             summary: LlmSummary {
                 tier: None,
                 model: None,

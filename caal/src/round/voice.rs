@@ -594,6 +594,7 @@ mod tests {
                 language: "en".into(),
                 confidence: 0.9,
                 least: 0.8,
+                words: Vec::new(),
                 audio_ms: 1_000,
                 stt_ms: 100.0,
                 no_speech: 0.01,

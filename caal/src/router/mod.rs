@@ -8,6 +8,7 @@
 //! (`state_in`, fixed for the round) decides where unmatched input goes.
 
 pub mod bench;
+mod hearing;
 mod params;
 pub mod replay;
 mod understood;
@@ -19,6 +20,7 @@ use regex::{Regex, RegexSet};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+pub use hearing::{Bars, Hearing};
 pub use params::{Known, ParamProblem, ParamValue, human_duration, parse_duration, parse_params};
 
 use crate::{
@@ -91,6 +93,10 @@ pub struct Router {
     /// Longest first, so "don't forget to" is taken before "don't forget".
     remember_leads: Vec<String>,
     remind_with: String,
+    /// `cannot_help` with its offers said, `try_saying`, and the offers.
+    cannot_help: String,
+    try_saying: String,
+    offers: Vec<crate::config::OfferConfig>,
     heard_fillers: Vec<String>,
     joined_prefixes: Vec<String>,
     carried_letters: Vec<String>,
@@ -225,6 +231,37 @@ impl RouteDecision {
 }
 
 impl Router {
+    /// What CAAL says when nothing understood `d`'s sentence and no tier
+    /// answers in words: what it can do, and, where the meaning layer
+    /// found a request near what was said (`near`, nearest first), the
+    /// example of what it offers for it ("… For example, say \"set a
+    /// timer for 10 minutes\"."). None when the language says nothing.
+    pub fn cannot_help(&self, d: &RouteDecision) -> Option<String> {
+        if self.cannot_help.is_empty() {
+            return None;
+        }
+        let example = d
+            .near
+            .iter()
+            .flatten()
+            .find_map(|c| self.offers.iter().find(|o| o.commands.contains(c)))
+            .map(|o| o.example.as_str())
+            .filter(|_| self.try_saying.contains("{example}"));
+        Some(match example {
+            Some(e) => format!(
+                "{} {}",
+                self.cannot_help,
+                self.try_saying.replace("{example}", e)
+            ),
+            None => self.cannot_help.clone(),
+        })
+    }
+
+    /// Whether `reply` is what CAAL says when it cannot help.
+    pub fn says_cannot_help(&self, reply: &str) -> bool {
+        !self.cannot_help.is_empty() && reply.starts_with(&self.cannot_help)
+    }
+
     /// The router with CAAL's own sentences only (checks, tools that need no library).
     pub fn compile(config: &Config) -> Result<Self, ConfigError> {
         Self::compile_with(config, None, None)
@@ -444,6 +481,13 @@ impl Router {
                 problem: e.to_string(),
             }
         })?;
+        // What CAAL offers when it cannot help: what is configured.
+        let offers: Vec<crate::config::OfferConfig> = words
+            .offers
+            .iter()
+            .filter(|o| o.commands.iter().any(|c| commands.contains_key(c)))
+            .cloned()
+            .collect();
         Ok(Self {
             set,
             rules,
@@ -475,6 +519,12 @@ impl Router {
                 leads
             },
             remind_with: words.remind_with.clone(),
+            cannot_help: words.cannot_help.replace(
+                "{offers}",
+                &crate::auth::join_summaries(offers.iter().map(|o| o.says.as_str())),
+            ),
+            try_saying: words.try_saying.clone(),
+            offers,
             heard_fillers: words.heard_fillers.iter().map(|w| normalize(w)).collect(),
             joined_prefixes: words.joined_prefixes.iter().map(|w| normalize(w)).collect(),
             carried_letters: words.carried_letters.iter().map(|w| normalize(w)).collect(),

@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{RouteDecision, Router};
+use super::{Bars, Hearing, RouteDecision, Router};
 use crate::{
     ids::ConversationId,
-    trace::{RoutingInput, StoreError, TraceReader},
+    trace::{RoutingInput, StoreError, TraceReader, events::HeardWord},
 };
 
 /// What the router decided, as `route.selected` records it.
@@ -118,6 +118,7 @@ struct Job {
     text: String,
     state: String,
     least: Option<f32>,
+    words: Vec<HeardWord>,
     before: Decided,
 }
 
@@ -126,12 +127,12 @@ struct Job {
 const BATCH: usize = 4096;
 
 /// Routes every stored input (of one conversation, or all; created at or
-/// after `since`) again through `router`; `min_guess_word` is the voice bar
-/// heard inputs are held to. `progress` gets the number of rounds read.
+/// after `since`) again through `router`; `bars` are what heard inputs are
+/// held to. `progress` gets the number of rounds read.
 pub fn replay(
     reader: &TraceReader,
     router: &Router,
-    min_guess_word: f32,
+    bars: Bars,
     conversation: Option<&ConversationId>,
     since: Option<jiff::Timestamp>,
     progress: &mut dyn FnMut(u64),
@@ -140,7 +141,7 @@ pub fn replay(
     let mut report = ReplayReport::default();
     let mut batch: Vec<Job> = Vec::with_capacity(BATCH);
     let route = |batch: &mut Vec<Job>, report: &mut ReplayReport| {
-        let decided = route_all(router, min_guess_word, batch);
+        let decided = route_all(router, bars, batch);
         for (job, after) in batch.drain(..).zip(decided) {
             compare(report, job, after);
         }
@@ -200,6 +201,7 @@ fn job(input: RoutingInput, since: Option<jiff::Timestamp>) -> Result<Job, &'sta
         round_seq: input.round_seq,
         input: received["raw_text"].as_str().unwrap_or(&text).to_owned(),
         least: received["transcript"]["least"].as_f64().map(|l| l as f32),
+        words: serde_json::from_value(received["transcript"]["words"].clone()).unwrap_or_default(),
         state: input.state_in,
         before: Decided {
             route_code: stored["route_code"].as_str().unwrap_or_default().to_owned(),
@@ -213,11 +215,16 @@ fn job(input: RoutingInput, since: Option<jiff::Timestamp>) -> Result<Job, &'sta
 }
 
 /// The decisions for a batch, in its order, on every core.
-fn route_all(router: &Router, min_guess_word: f32, batch: &[Job]) -> Vec<Decided> {
+fn route_all(router: &Router, bars: Bars, batch: &[Job]) -> Vec<Decided> {
     let decide = |job: &Job| {
         let mut d = router.route(&job.text, &job.state);
         if let Some(least) = job.least {
-            d = router.heard(d, least, min_guess_word);
+            let hearing = Hearing {
+                least,
+                words: &job.words,
+                bars,
+            };
+            d = router.heard(d, &hearing);
         }
         Decided::of(&d)
     };

@@ -1,4 +1,5 @@
 use super::*;
+use crate::trace::events::HeardWord;
 
 fn router() -> Router {
     Router::compile(&Config::defaults().unwrap()).unwrap()
@@ -325,14 +326,23 @@ fn the_model_layer_is_offered_only_what_the_meaning_layer_was_not_sure_of() {
 fn a_guess_from_a_word_heard_unsurely_is_asked_about_first() {
     let router = router();
     let matched = route("turn on the kitchen lights");
+    let bars = Bars {
+        guess: 0.3,
+        value: 0.3,
+    };
+    let hearing = |least: f32| Hearing {
+        least,
+        words: &[],
+        bars,
+    };
     // (Unit tests have no sentence library: the command rules match it.)
     assert!(matches!(matched.layer, "rule" | "template"), "{matched:?}");
     // Every word matched a rule or template: the transcript's weakest word does not matter.
-    assert_eq!(router.heard(matched.clone(), 0.05, 0.3), matched);
+    assert_eq!(router.heard(matched.clone(), &hearing(0.05)), matched);
     // The same request guessed by a layer below is asked about when a word was unsure ...
     let mut guessed = matched.clone();
     guessed.layer = "semantic";
-    let asked = router.heard(guessed.clone(), 0.12, 0.3);
+    let asked = router.heard(guessed.clone(), &hearing(0.12));
     assert_eq!(asked.auth_level, AuthLevel::CONFIRM);
     assert_eq!(chain(&asked).chain_level, AuthLevel::CONFIRM);
     assert_eq!(
@@ -340,11 +350,73 @@ fn a_guess_from_a_word_heard_unsurely_is_asked_about_first() {
         serde_json::json!({"least": 0.12, "bar": 0.3})
     );
     // ... and runs at its level when every word was heard surely enough.
-    assert_eq!(router.heard(guessed, 0.3, 0.3), {
+    assert_eq!(router.heard(guessed, &hearing(0.3)), {
         let mut same = matched;
         same.layer = "semantic";
         same
     });
+}
+
+#[test]
+fn a_value_heard_unsurely_is_asked_about_however_it_was_matched() {
+    let router = router();
+    let matched = route("add oat milk to the shopping list");
+    assert!(
+        chain(&matched).chain_level < AuthLevel::CONFIRM,
+        "{matched:?}"
+    );
+    let heard = |item: f32| -> Vec<HeardWord> {
+        [
+            ("add", 0.9),
+            ("oat", item),
+            ("milk", 0.8),
+            ("to", 0.99),
+            ("the", 0.99),
+            ("shopping", 0.95),
+            ("list", 0.97),
+        ]
+        .iter()
+        .map(|(w, p)| HeardWord {
+            word: (*w).to_owned(),
+            p: *p,
+        })
+        .collect()
+    };
+    let bars = Bars {
+        guess: 0.3,
+        value: 0.3,
+    };
+    // The item's words heard surely: it runs as matched.
+    let sure = heard(0.7);
+    let hearing = Hearing {
+        least: 0.7,
+        words: &sure,
+        bars,
+    };
+    assert_eq!(router.heard(matched.clone(), &hearing), matched);
+    // A word of the item heard unsurely: asked, and why is kept.
+    let unsure = heard(0.11);
+    let hearing = Hearing {
+        least: 0.11,
+        words: &unsure,
+        bars,
+    };
+    let asked = router.heard(matched.clone(), &hearing);
+    assert_eq!(asked.auth_level, AuthLevel::CONFIRM);
+    assert_eq!(chain(&asked).chain_level, AuthLevel::CONFIRM);
+    let why = &asked.understood.as_ref().unwrap()["heard"]["value"];
+    assert_eq!(why["param"], "item", "{why}");
+    assert_eq!(why["said"], "oat milk", "{why}");
+    assert_eq!(why["p"], 0.11, "{why}");
+    // Below another value's bar only: the same words, a bar under them.
+    let lenient = Hearing {
+        bars: Bars {
+            guess: 0.3,
+            value: 0.1,
+        },
+        ..hearing
+    };
+    assert_eq!(router.heard(matched.clone(), &lenient), matched);
 }
 
 #[test]

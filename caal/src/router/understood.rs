@@ -1093,16 +1093,9 @@ impl Router {
             .iter()
             .filter(|n| n.intent != "-" && n.score >= m.floor && n.score + margin >= talk)
         {
-            let commands = self.intent_maps.iter().filter(|map| {
-                map.intent == n.intent
-                    && map
-                        .when
-                        .iter()
-                        .all(|(k, v)| v == "*" || n.slots.get(k).is_none_or(|s| s == v))
-            });
-            for map in commands {
-                if !near.contains(&map.command) {
-                    near.push(map.command.clone());
+            for command in self.commands_of(n) {
+                if !near.contains(&command) {
+                    near.push(command);
                 }
             }
             if near.len() >= m.candidates {
@@ -1110,6 +1103,24 @@ impl Router {
             }
         }
         near
+    }
+
+    /// The commands a meaning maps to: its intent's, whose `when` its slots
+    /// do not contradict.
+    fn commands_of<'a>(
+        &'a self,
+        n: &'a crate::understand::semantic::Near,
+    ) -> impl Iterator<Item = String> + 'a {
+        self.intent_maps
+            .iter()
+            .filter(|map| {
+                map.intent == n.intent
+                    && map
+                        .when
+                        .iter()
+                        .all(|(k, v)| v == "*" || n.slots.get(k).is_none_or(|s| s == v))
+            })
+            .map(|map| map.command.clone())
     }
 
     /// The nearest meanings as choices for a model: each request at least
@@ -1177,32 +1188,6 @@ impl Router {
             understood: None,
         }));
         choices
-    }
-
-    /// A request guessed (by meaning, among other words, or by a model)
-    /// from a transcript whose least sure word was heard below `bar` is
-    /// asked about first: a misheard word is where a guess goes wrong
-    /// ("the activate the lights" near "activate the lights"). What the
-    /// templates understood keeps its level: every word of it was matched.
-    pub fn heard(&self, mut d: RouteDecision, least: f32, bar: f32) -> RouteDecision {
-        let guessed = matches!(d.layer, "semantic" | "span" | "model");
-        let Intent::Chain(chain) = &mut d.intent else {
-            return d;
-        };
-        if !guessed || least >= bar || chain.chain_level >= AuthLevel::CONFIRM {
-            return d;
-        }
-        chain.chain_level = AuthLevel::CONFIRM;
-        d.auth_level = AuthLevel::CONFIRM;
-        let round3 = |x: f32| (f64::from(x) * 1000.0).round() / 1000.0;
-        let heard = json!({"least": round3(least), "bar": round3(bar)});
-        match &mut d.understood {
-            Some(Value::Object(u)) => {
-                u.insert("heard".into(), heard);
-            }
-            other => *other = Some(json!({"layer": d.layer, "heard": heard})),
-        }
-        d
     }
 
     /// A spoken request run at level 1 or 2 whose words say one side of an

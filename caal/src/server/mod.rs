@@ -560,7 +560,7 @@ async fn replay(
         Ok(crate::router::replay::replay(
             engine.store().reader(),
             &router,
-            config.voice.min_guess_word,
+            crate::router::Bars::of(&config.voice),
             only.as_ref(),
             since,
             &mut |_| {},

@@ -226,7 +226,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
             piece = next_piece(&mut playing) => {
                 // An answer is awaited after the reply is heard.
                 if let (Some(w), Some(Ok((_, ms)))) = (wake.as_mut(), &piece) {
-                    w.extend(*ms);
+                    w.window.extend(*ms);
                 }
                 if let Some(p) = playing.as_mut()
                     && !p.send(&mut socket, piece).await
@@ -315,7 +315,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
                     .await
                 }
                 VadEvent::Dropped { .. } => send(&mut socket, json!({"type": "no_speech"})).await,
-                VadEvent::Ended(u) if wake.as_ref().is_some_and(|w| !w.takes(&u)) => {
+                VadEvent::Ended(u) if wake.as_ref().is_some_and(|w| !w.window.takes(&u)) => {
                     // Not said to CAAL: dropped unheard (no transcript,
                     // no audio kept, nothing recorded).
                     guess = None;
@@ -323,8 +323,8 @@ async fn session(state: AppState, mut socket: WebSocket) {
                 }
                 VadEvent::Ended(u) => {
                     let word = wake
-                        .as_ref()
-                        .map(|w| (w.word.clone(), w.heard_in(&u), w.margin));
+                        .as_mut()
+                        .map(|w| (w.word.clone(), w.window.must_prove(&u), w.margin));
                     let heard = utterance(
                         &state,
                         &mut socket,
@@ -340,9 +340,9 @@ async fn session(state: AppState, mut socket: WebSocket) {
                     if let Some(w) = wake.as_mut() {
                         match &heard {
                             Some(Outcome::Round(r)) if r.pending_confirmation.is_some() => {
-                                w.open_from(heard_ms)
+                                w.window.open_from(heard_ms)
                             }
-                            Some(Outcome::Round(_) | Outcome::FalseWake) => w.close(),
+                            Some(Outcome::Round(_) | Outcome::FalseWake) => w.window.close(),
                             _ => {}
                         }
                     }
@@ -367,7 +367,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
         // The speaker paused: transcribe what was said so far now, while
         // the silence that may end the utterance runs (200 ms); if it ends,
         // the transcript is (nearly) ready. Speech again drops the guess.
-        let for_caal = wake.as_ref().is_none_or(|w| w.is_open());
+        let for_caal = wake.as_ref().is_none_or(|w| w.window.is_open());
         if !for_caal {
             continue;
         }
@@ -421,12 +421,12 @@ async fn session(state: AppState, mut socket: WebSocket) {
         .collect();
     ended.extend(vad.finish());
     for u in ended {
-        if wake.as_ref().is_some_and(|w| !w.takes(&u)) {
+        if wake.as_ref().is_some_and(|w| !w.window.takes(&u)) {
             continue;
         }
         let word = wake
-            .as_ref()
-            .map(|w| (w.word.clone(), w.heard_in(&u), w.margin));
+            .as_mut()
+            .map(|w| (w.word.clone(), w.window.must_prove(&u), w.margin));
         utterance(
             &state,
             &mut socket,
@@ -446,19 +446,15 @@ fn barge_in(stopped: &Interruption) -> Value {
            "stopped_in_ms": stopped.stopped_in_ms})
 }
 
-/// The wake word on one stream: what it has heard, and the stretch of the
-/// stream (ms from its start) in which speech is for CAAL.
+/// The wake word on a voice stream: the model's state, and the window it
+/// opens.
 struct Wakeful {
     word: Arc<WakeWord>,
     stream: WakeStream,
     threshold: f32,
-    listen_ms: u64,
     /// Whisper's check of the phrase (`voice.wake.margin`).
     margin: f32,
-    /// Speech that ends after the first and starts before the second.
-    open: Option<(u64, u64)>,
-    /// When the phrase was last heard.
-    heard_at: Option<u64>,
+    window: Window,
 }
 
 impl Wakeful {
@@ -467,10 +463,8 @@ impl Wakeful {
             stream: word.stream(),
             word,
             threshold: cfg.threshold,
-            listen_ms: u64::from(cfg.listen_ms),
             margin: cfg.margin,
-            open: None,
-            heard_at: None,
+            window: Window::new(u64::from(cfg.listen_ms)),
         }
     }
 
@@ -481,11 +475,38 @@ impl Wakeful {
         samples: &[f32],
     ) -> Result<Option<crate::voice::wake::Heard>, crate::voice::onnx::OnnxError> {
         let heard = self.word.push(&mut self.stream, samples, self.threshold)?;
-        if let Some(h) = heard {
-            self.open = Some((h.at_ms, h.at_ms + self.listen_ms));
-            self.heard_at = Some(h.at_ms);
+        if let Some(h) = &heard {
+            self.window.detected(h.at_ms);
         }
         Ok(heard)
+    }
+}
+
+/// When speech on a stream is for CAAL (ms from the stream's start), and
+/// which utterance must prove the wake word was said.
+#[derive(Debug)]
+struct Window {
+    listen_ms: u64,
+    /// Speech that ends after the first and starts before the second.
+    open: Option<(u64, u64)>,
+    /// The classifier heard the phrase and no utterance has been taken
+    /// since: the next one must carry it (whisper's check).
+    unproven: bool,
+}
+
+impl Window {
+    fn new(listen_ms: u64) -> Self {
+        Self {
+            listen_ms,
+            open: None,
+            unproven: false,
+        }
+    }
+
+    /// The classifier heard the phrase at `at_ms`.
+    fn detected(&mut self, at_ms: u64) {
+        self.open = Some((at_ms, at_ms + self.listen_ms));
+        self.unproven = true;
     }
 
     fn takes(&self, u: &crate::voice::Utterance) -> bool {
@@ -493,11 +514,15 @@ impl Wakeful {
             .is_some_and(|(from, until)| u.end_ms >= from && u.start_ms <= until)
     }
 
-    /// Whether the phrase was heard while `u` was said (its score comes
-    /// a few steps after the words): whisper must hear it then.
-    fn heard_in(&self, u: &crate::voice::Utterance) -> bool {
-        self.heard_at
-            .is_some_and(|at| at >= u.start_ms && at <= u.end_ms + 400)
+    /// `u` is taken: whether whisper must hear the phrase at its start.
+    /// The first utterance taken after a detection must: it holds the
+    /// detection (the score comes a few steps after the words) or, if
+    /// the classifier fired in a pause or in noise, it is the speech the
+    /// false wake would let in. After one that proves it ("hey jarvis"
+    /// alone), the next is heard as it is.
+    fn must_prove(&mut self, u: &crate::voice::Utterance) -> bool {
+        debug_assert!(self.takes(u));
+        std::mem::take(&mut self.unproven)
     }
 
     fn is_open(&self) -> bool {
@@ -518,6 +543,7 @@ impl Wakeful {
 
     fn close(&mut self) {
         self.open = None;
+        self.unproven = false;
     }
 }
 
@@ -826,4 +852,66 @@ pub(super) async fn livekit_webhook(
     Ok(axum::Json(
         json!({"ok": true, "event": event.event, "round_id": round_id}),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Window;
+    use crate::voice::Utterance;
+
+    fn said(start_ms: u64, end_ms: u64) -> Utterance {
+        Utterance {
+            start_ms,
+            end_ms,
+            samples: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_first_utterance_after_a_detection_must_prove_the_phrase() {
+        let mut w = Window::new(8_000);
+        let before = said(0, 900);
+        assert!(!w.takes(&before), "nothing is for CAAL before the phrase");
+        // Detected in a pause (or in noise): the speech that follows is
+        // let in only if it carries the phrase.
+        w.detected(2_000);
+        assert!(!w.takes(&said(500, 1_900)), "speech that ended before");
+        let next = said(3_000, 4_200);
+        assert!(w.takes(&next));
+        assert!(w.must_prove(&next));
+        // It did ("hey jarvis" alone): what follows is heard as it is.
+        let request = said(5_000, 6_500);
+        assert!(w.takes(&request));
+        assert!(!w.must_prove(&request));
+        // Beyond the window: not for CAAL.
+        assert!(!w.takes(&said(10_500, 11_000)));
+    }
+
+    #[test]
+    fn the_utterance_holding_a_detection_proves_it_and_a_question_needs_none() {
+        let mut w = Window::new(8_000);
+        // The score comes after the words, inside the utterance.
+        w.detected(1_100);
+        let holding = said(200, 2_600);
+        assert!(w.takes(&holding));
+        assert!(w.must_prove(&holding));
+        // A round ends the window; a question opens it for the answer,
+        // which needs no phrase.
+        w.close();
+        assert!(!w.is_open());
+        w.open_from(4_000);
+        w.extend(1_500);
+        let answer = said(12_000, 12_600);
+        assert!(
+            w.takes(&answer),
+            "the wait starts after the question is spoken"
+        );
+        assert!(!w.must_prove(&answer));
+        // A detection again: proof again; a false wake closes everything.
+        w.detected(20_000);
+        w.close();
+        assert!(!w.takes(&said(20_500, 21_000)));
+        w.open_from(30_000);
+        assert!(!w.must_prove(&said(30_100, 30_500)));
+    }
 }

@@ -37,6 +37,19 @@ pub struct Heard {
     pub least: f32,
     pub audio_ms: u64,
     pub stt_ms: f64,
+    /// Each word as heard and how surely (kept only where nothing was
+    /// scrubbed from the transcript: the words are its text's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub words: Vec<HeardWord>,
+}
+
+/// A word of a transcript and how surely it was heard: the probability of
+/// its least sure token (0–1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeardWord {
+    pub word: String,
+    pub p: f32,
 }
 
 /// `input.received`: what was said (scrubbed), and for speech, the audio's

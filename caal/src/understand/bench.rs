@@ -19,8 +19,9 @@ use serde_json::Value;
 use super::Context;
 use crate::{
     auth::AuthLevel,
-    router::{Intent, Router, normalize},
+    router::{Bars, Hearing, Intent, Router, normalize},
     stats::percentile,
+    trace::events::HeardWord,
 };
 
 pub const HA_SUITE: &str = include_str!("../../suites/ha-en.jsonl");
@@ -58,9 +59,19 @@ pub struct Case {
     pub context: BTreeMap<String, String>,
 }
 
-/// Speech for `--spoken`: what whisper heard when the line was said, and
-/// how surely its least sure word was heard.
-pub type Hear<'a> = &'a dyn Fn(&str) -> Result<(String, f32), String>;
+/// Speech for `--spoken`: what whisper heard when the line was said.
+pub type Hear<'a> = &'a dyn Fn(&str) -> Result<Heard, String>;
+
+/// What whisper heard of a line: the transcript, how surely its least
+/// sure word was heard, and each word and how surely (none in files kept
+/// before words were).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct Heard {
+    pub heard: String,
+    pub least: f32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub words: Vec<HeardWord>,
+}
 
 /// What an earlier `--spoken` run heard of each line (`--save-heard`),
 /// routed again with `--heard`: the same transcripts for every change of
@@ -69,7 +80,7 @@ pub type Hear<'a> = &'a dyn Fn(&str) -> Result<(String, f32), String>;
 /// the n-th transcript kept of it (so the suites in the same order replay
 /// the run exactly).
 pub struct KeptHearing {
-    heard: BTreeMap<String, Vec<(String, f32)>>,
+    heard: BTreeMap<String, Vec<Heard>>,
     asked: std::cell::RefCell<BTreeMap<String, usize>>,
     origin: String,
 }
@@ -77,17 +88,16 @@ pub struct KeptHearing {
 #[derive(Deserialize, Serialize)]
 struct HeardLine {
     text: String,
-    heard: String,
-    least: f32,
+    #[serde(flatten)]
+    heard: Heard,
 }
 
 impl KeptHearing {
-    /// One kept line: `{"text", "heard", "least"}`.
-    pub fn line(text: &str, heard: &str, least: f32) -> String {
+    /// One kept line: `{"text", "heard", "least", "words"}`.
+    pub fn line(text: &str, heard: &Heard) -> String {
         serde_json::to_string(&HeardLine {
             text: text.to_owned(),
-            heard: heard.to_owned(),
-            least,
+            heard: heard.clone(),
         })
         .unwrap_or_default()
     }
@@ -105,10 +115,7 @@ impl KeptHearing {
                     n + 1
                 )
             })?;
-            heard
-                .entry(h.text)
-                .or_insert_with(Vec::new)
-                .push((h.heard, h.least));
+            heard.entry(h.text).or_insert_with(Vec::new).push(h.heard);
         }
         Ok(Self {
             heard,
@@ -119,7 +126,7 @@ impl KeptHearing {
 
     /// What was heard of `said` (the next of its transcripts, round
     /// again after the last); a line the file lacks is named.
-    pub fn hear(&self, said: &str) -> Result<(String, f32), String> {
+    pub fn hear(&self, said: &str) -> Result<Heard, String> {
         let kept = self.heard.get(said).ok_or_else(|| {
             format!(
                 "{} has no transcript of {said:?}; record the suites again with `caal bench understand --spoken --save-heard FILE`",
@@ -134,12 +141,12 @@ impl KeptHearing {
     }
 }
 
-/// `--spoken`: how lines are heard, and `voice.min_guess_word`, the bar a
-/// guessed request's transcript is held to as in voice rounds.
+/// `--spoken`: how lines are heard, and the bars their transcripts are
+/// held to as in voice rounds (`voice.min_guess_word`, `min_value_word`).
 #[derive(Clone, Copy)]
 pub struct Spoken<'a> {
     pub hear: Hear<'a>,
-    pub min_guess_word: f32,
+    pub bars: Bars,
     /// How well other words fit a line's speech (`understand.sounds.listen`),
     /// as voice rounds weigh readings of a mishearing with their audio.
     pub listen: Option<Listener<'a>>,
@@ -212,6 +219,8 @@ pub struct Outcome {
     /// The round's reply, for a line that went the chat path (`--model`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+    /// That reply said what CAAL can do (`cannot_help`), not a model's words.
+    pub said_cannot_help: bool,
     pub route_code: String,
     pub command_ok: bool,
     pub params_ok: bool,
@@ -252,6 +261,11 @@ pub struct SuiteReport {
     pub wrong_would_run: usize,
     /// Requests understood wrong that would ask first.
     pub wrong_would_ask: usize,
+    /// With `--rounds`: of the lines expecting no command that went the
+    /// chat path, how many replies said what CAAL can do, and how many
+    /// gave a model's words.
+    pub talk_cannot_help: usize,
+    pub talk_model_words: usize,
     pub latency: Vec<LayerLatency>,
     pub misses: Vec<Outcome>,
 }
@@ -300,10 +314,10 @@ pub fn run_suite(
         std::hint::black_box(router.route(&normalize(&first.text), "default"));
     }
     for case in cases {
-        let (heard, least) = match spoken {
+        let (heard, hearing) = match spoken {
             Some(spoken) => {
-                let (text, least) = (spoken.hear)(&case.text)?;
-                (text, Some(least))
+                let h = (spoken.hear)(&case.text)?;
+                (h.heard.clone(), Some((h, spoken.bars)))
             }
             None => (case.text.clone(), None),
         };
@@ -326,8 +340,13 @@ pub fn run_suite(
             let pick = consult(&heard, &decision);
             decision = router.chosen(decision, pick, "default");
         }
-        if let (Some(spoken), Some(least)) = (spoken, least) {
-            decision = router.heard(decision, least, spoken.min_guess_word);
+        if let Some((h, bars)) = &hearing {
+            let hearing = Hearing {
+                least: h.least,
+                words: &h.words,
+                bars: *bars,
+            };
+            decision = router.heard(decision, &hearing);
             decision = router.doubted(decision, &text, &context);
         }
         // What no layer understood goes to the model as a round would send it.
@@ -383,6 +402,9 @@ pub fn run_suite(
             } else {
                 decision.layer.to_owned()
             },
+            said_cannot_help: chatted
+                .as_ref()
+                .is_some_and(|c| router.says_cannot_help(&c.reply)),
             reply: chatted.map(|c| c.reply),
             route_code: decision.route_code.clone(),
             command_ok,
@@ -457,6 +479,11 @@ fn report(name: &str, outcomes: Vec<Outcome>) -> SuiteReport {
         wrong_would_ask: wanting
             .iter()
             .filter(|o| !o.params_ok && o.would_ask)
+            .count(),
+        talk_cannot_help: ood.iter().filter(|o| o.said_cannot_help).count(),
+        talk_model_words: ood
+            .iter()
+            .filter(|o| o.reply.is_some() && o.decided.is_empty() && !o.said_cannot_help)
             .count(),
         latency,
         misses: outcomes
@@ -549,21 +576,29 @@ mod tests {
 
     #[test]
     fn a_line_heard_in_several_suites_is_replayed_as_each_heard_it() {
+        let heard = |text: &str, least: f32| Heard {
+            heard: text.to_owned(),
+            least,
+            words: Vec::new(),
+        };
         let lines = [
-            KeptHearing::line("how's the house doing", "House, the house doing.", 0.1),
-            KeptHearing::line("lights on", "Lights on.", 0.9),
-            KeptHearing::line("how's the house doing", "I'll screw in.", 0.07),
+            KeptHearing::line(
+                "how's the house doing",
+                &heard("House, the house doing.", 0.1),
+            ),
+            KeptHearing::line("lights on", &heard("Lights on.", 0.9)),
+            KeptHearing::line("how's the house doing", &heard("I'll screw in.", 0.07)),
         ]
         .join("\n");
         let kept = KeptHearing::parse(&lines, "heard.jsonl").unwrap();
         let first = kept.hear("how's the house doing").unwrap();
-        assert_eq!(first.0, "House, the house doing.");
+        assert_eq!(first.heard, "House, the house doing.");
         assert_eq!(
-            kept.hear("how's the house doing").unwrap().0,
+            kept.hear("how's the house doing").unwrap().heard,
             "I'll screw in."
         );
         assert_eq!(kept.hear("how's the house doing").unwrap(), first);
-        assert_eq!(kept.hear("lights on").unwrap(), ("Lights on.".into(), 0.9));
+        assert_eq!(kept.hear("lights on").unwrap(), heard("Lights on.", 0.9));
         let err = kept.hear("lights off").unwrap_err();
         assert!(
             err.contains("heard.jsonl has no transcript of \"lights off\""),

@@ -326,12 +326,16 @@ impl Ear {
         })
     }
 
-    /// What whisper heard of `text` said, and how surely it heard its least sure word.
-    pub fn hear(&self, text: &str) -> Result<(String, f32), String> {
+    /// What whisper heard of `text` said, and how surely it heard each word.
+    pub fn hear(&self, text: &str) -> Result<crate::understand::bench::Heard, String> {
         let speech: std::sync::Arc<[f32]> = self.mouth.speech(&self.vad, text)?.into();
         let heard = self.stt.transcribe(&speech).map_err(|e| e.to_string())?;
         *self.said.lock().unwrap_or_else(|p| p.into_inner()) = Some((text.to_owned(), speech));
-        Ok((heard.text, heard.least))
+        Ok(crate::understand::bench::Heard {
+            heard: heard.text,
+            least: heard.least,
+            words: heard.words,
+        })
     }
 
     /// The speech of `text` to weigh readings against: as heard in this

@@ -15,11 +15,57 @@ pub struct Transcript {
     /// The probability of its least sure word token, 0–1: one misheard
     /// word ("the activate" for "deactivate") shows here, not in the mean.
     pub least: f32,
+    /// Each word as heard, with the probability of its least sure token:
+    /// which words of a request were in doubt (a timer's name, an item,
+    /// a number), not only that one was.
+    pub words: Vec<HeardWord>,
     /// Whisper's own estimate that the audio held no speech at all, 0–1.
     pub no_speech: f32,
     pub audio_ms: u64,
     /// How long transcribing took.
     pub stt_ms: f64,
+}
+
+pub use crate::trace::events::HeardWord;
+
+/// Whisper's tokens as words: a token that starts with a space starts a
+/// word (so does a segment); a word's probability is its least sure
+/// token's. Punctuation splits words and is dropped (an apostrophe inside
+/// a word stays); words are lower case.
+pub fn heard_words<'a>(segments: impl IntoIterator<Item = Vec<(&'a str, f32)>>) -> Vec<HeardWord> {
+    let mut words: Vec<HeardWord> = Vec::new();
+    for tokens in segments {
+        let mut open = false;
+        for (text, p) in tokens {
+            if text.starts_with(' ') || !open {
+                open = false;
+            }
+            for (i, piece) in text
+                .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+                .enumerate()
+            {
+                // A break inside the token (a space, punctuation) ends the word.
+                if i > 0 {
+                    open = false;
+                }
+                if piece.is_empty() {
+                    continue;
+                }
+                match words.last_mut().filter(|_| open) {
+                    Some(w) => {
+                        w.word.push_str(&piece.to_lowercase());
+                        w.p = w.p.min(p);
+                    }
+                    None => words.push(HeardWord {
+                        word: piece.to_lowercase(),
+                        p,
+                    }),
+                }
+                open = true;
+            }
+        }
+    }
+    words
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -478,25 +524,35 @@ mod engine {
             let mut text = String::new();
             let (mut sum, mut count, mut least) = (0.0f32, 0u32, 1.0f32);
             let mut no_speech = 0.0f32;
+            let mut tokens: Vec<Vec<(String, f32)>> = Vec::new();
             for segment in state.as_iter() {
                 no_speech = no_speech.max(segment.no_speech_probability());
                 text.push_str(&segment.to_str_lossy().map_err(|e| failed(e.to_string()))?);
+                let mut said = Vec::new();
                 for t in 0..segment.n_tokens() {
+                    let Some(token) = segment.get_token(t).filter(|t| t.token_id() < eot) else {
+                        continue;
+                    };
+                    let Ok(piece) = token.to_str_lossy() else {
+                        continue;
+                    };
+                    let p = token.token_probability();
                     // Words only: special tokens and punctuation say nothing
                     // about how surely the words were heard.
-                    if let Some(token) = segment.get_token(t)
-                        && token.token_id() < eot
-                        && token
-                            .to_str_lossy()
-                            .is_ok_and(|s| s.chars().any(char::is_alphanumeric))
-                    {
-                        let p = token.token_probability();
+                    if piece.chars().any(char::is_alphanumeric) {
                         sum += p;
                         count += 1;
                         least = least.min(p);
                     }
+                    said.push((piece.into_owned(), p));
                 }
+                tokens.push(said);
             }
+            let words = super::heard_words(
+                tokens
+                    .iter()
+                    .map(|seg| seg.iter().map(|(t, p)| (t.as_str(), *p)).collect()),
+            );
             let language = whisper_rs::get_lang_str(state.full_lang_id_from_state())
                 .unwrap_or(self.language.as_str())
                 .to_owned();
@@ -507,6 +563,7 @@ mod engine {
                 language,
                 confidence: if count == 0 { 0.0 } else { sum / count as f32 },
                 least: if count == 0 { 0.0 } else { least },
+                words,
                 no_speech,
                 audio_ms: samples.len() as u64 * 1000 / u64::from(super::super::audio::RATE),
                 stt_ms: started.elapsed().as_secs_f64() * 1000.0,
@@ -662,5 +719,49 @@ mod tidy_tests {
         // A range, or a date, stays as it was.
         assert_eq!(tidy("between 10-20 minutes"), "between 10-20 minutes");
         assert_eq!(tidy("on 2026-11-23"), "on 2026-11-23");
+    }
+}
+
+#[cfg(test)]
+mod word_tests {
+    use super::heard_words;
+
+    #[test]
+    fn tokens_become_words_each_as_sure_as_its_least_sure_token() {
+        // Whisper's pieces: a space starts a word; "445" comes as two tokens.
+        let segments = vec![
+            vec![
+                (" Timer", 0.9),
+                (" 4", 0.4),
+                ("45", 0.36),
+                (" seconds", 0.8),
+                (".", 0.99),
+            ],
+            vec![
+                ("Add", 0.7),
+                (" apple", 0.5),
+                ("'s", 0.2),
+                (" off-beat", 0.3),
+            ],
+        ];
+        let words: Vec<(String, f32)> = heard_words(segments)
+            .into_iter()
+            .map(|w| (w.word, w.p))
+            .collect();
+        let want: Vec<(String, f32)> = [
+            ("timer", 0.9),
+            ("445", 0.36),
+            ("seconds", 0.8),
+            // A new segment starts a word though its token has no space.
+            ("add", 0.7),
+            ("apple's", 0.2),
+            // Punctuation inside a token splits it.
+            ("off", 0.3),
+            ("beat", 0.3),
+        ]
+        .iter()
+        .map(|(w, p)| ((*w).to_owned(), *p))
+        .collect();
+        assert_eq!(words, want);
     }
 }

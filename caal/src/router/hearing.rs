@@ -1,0 +1,176 @@
+//! How surely a spoken request was heard, and what that does to it: a
+//! guess from a transcript with an unsure word, or a request whose own
+//! values (a timer's name, an item, a number) were heard unsurely, is
+//! asked about before it runs ("Set a timer named price for 18 minutes?").
+//! What the templates matched word for word is held to the values' words
+//! only: the other words were matched, the values are whatever was heard.
+
+use serde_json::{Value, json};
+
+use super::{Intent, RouteDecision, Router};
+use crate::{auth::AuthLevel, auth::ParamValue, trace::events::HeardWord};
+
+/// What whisper heard of a spoken request, and the bars it is held to.
+#[derive(Clone, Copy, Debug)]
+pub struct Hearing<'a> {
+    /// The transcript's least sure word token.
+    pub least: f32,
+    pub words: &'a [HeardWord],
+    pub bars: Bars,
+}
+
+/// How surely a spoken request's words must be heard for it to run
+/// without asking: `voice.min_guess_word` for a guessed request's least
+/// sure word, `voice.min_value_word` for each of its values' words.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bars {
+    pub guess: f32,
+    pub value: f32,
+}
+
+impl Bars {
+    pub fn of(voice: &crate::config::VoiceConfig) -> Self {
+        Self {
+            guess: voice.min_guess_word,
+            value: voice.min_value_word,
+        }
+    }
+}
+
+/// A value of a request heard below its bar.
+#[derive(Debug, PartialEq)]
+struct Unsure {
+    param: String,
+    said: String,
+    p: f32,
+}
+
+impl Router {
+    /// A spoken request is asked about first (raised to one confirmation)
+    /// when it was guessed (by meaning, among other words, or by a model)
+    /// from a transcript whose least sure word was heard below the guess
+    /// bar ("the activate the lights" near "activate the lights"), or when
+    /// the words of one of its values were heard below the value bar: a
+    /// name, an item or a number misheard is set as heard, and a template
+    /// matches every other word ("price timer" for "rice timer"). Why is
+    /// kept in `understood.heard`.
+    pub fn heard(&self, mut d: RouteDecision, hearing: &Hearing<'_>) -> RouteDecision {
+        let guessed = matches!(d.layer, "semantic" | "span" | "model");
+        let Intent::Chain(chain) = &mut d.intent else {
+            return d;
+        };
+        if chain.chain_level >= AuthLevel::CONFIRM {
+            return d;
+        }
+        let unsure_guess = guessed && hearing.least < hearing.bars.guess;
+        let unsure_value = chain
+            .commands
+            .iter()
+            .flat_map(|c| {
+                c.params.iter().filter_map(|(param, value)| {
+                    let said = c.raw_params.get(param);
+                    let p = value_heard(value, said.map(String::as_str), hearing.words)?;
+                    (p < hearing.bars.value).then(|| Unsure {
+                        param: param.clone(),
+                        said: said.cloned().unwrap_or_else(|| value.to_string()),
+                        p,
+                    })
+                })
+            })
+            .min_by(|a, b| a.p.total_cmp(&b.p));
+        if !unsure_guess && unsure_value.is_none() {
+            return d;
+        }
+        chain.chain_level = AuthLevel::CONFIRM;
+        d.auth_level = AuthLevel::CONFIRM;
+        let round3 = |x: f32| (f64::from(x) * 1000.0).round() / 1000.0;
+        let mut heard = json!({"least": round3(hearing.least), "bar": round3(hearing.bars.guess)});
+        if let Some(u) = unsure_value {
+            heard["value"] = json!({"param": u.param, "said": u.said, "p": round3(u.p),
+                                    "bar": round3(hearing.bars.value)});
+        }
+        match &mut d.understood {
+            Some(Value::Object(u)) => {
+                u.insert("heard".into(), heard);
+            }
+            other => *other = Some(json!({"layer": d.layer, "heard": heard})),
+        }
+        d
+    }
+}
+
+/// How surely a value's words were heard: the least sure of the words it
+/// was read from, found together in the transcript; for a number not
+/// found so (said as words, read as digits), the least sure of the
+/// transcript's words with digits. None: no word to judge it by.
+fn value_heard(value: &ParamValue, said: Option<&str>, heard: &[HeardWord]) -> Option<f32> {
+    let text = said.map_or_else(|| value.to_string(), str::to_owned);
+    let wanted: Vec<String> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    if !wanted.is_empty() && heard.len() >= wanted.len() {
+        let found = heard
+            .windows(wanted.len())
+            .filter(|w| w.iter().zip(&wanted).all(|(h, want)| &h.word == want))
+            .map(|w| w.iter().map(|h| h.p).fold(1.0f32, f32::min))
+            .reduce(f32::min);
+        if found.is_some() {
+            return found;
+        }
+    }
+    match value {
+        ParamValue::Integer(_) | ParamValue::Number(_) | ParamValue::Seconds(_) => heard
+            .iter()
+            .filter(|h| h.word.chars().any(|c| c.is_ascii_digit()))
+            .map(|h| h.p)
+            .reduce(f32::min),
+        ParamValue::Text(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(said: &[(&str, f32)]) -> Vec<HeardWord> {
+        said.iter()
+            .map(|(w, p)| HeardWord {
+                word: (*w).to_owned(),
+                p: *p,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_value_is_judged_by_the_words_it_was_read_from() {
+        let heard = words(&[
+            ("set", 0.9),
+            ("a", 0.95),
+            ("price", 0.04),
+            ("timer", 0.9),
+            ("for", 0.9),
+            ("18", 0.6),
+            ("minutes", 0.97),
+        ]);
+        let name = ParamValue::Text("price".into());
+        assert_eq!(value_heard(&name, Some("price"), &heard), Some(0.04));
+        // A duration read from "18 minutes": its words together.
+        let duration = ParamValue::Seconds(1080);
+        assert_eq!(
+            value_heard(&duration, Some("18 minutes"), &heard),
+            Some(0.6)
+        );
+        // Said as words, read as a number: the transcript's digits.
+        assert_eq!(value_heard(&duration, Some("1080"), &heard), Some(0.6));
+        // Text not among the words heard: nothing to judge it by.
+        assert_eq!(
+            value_heard(&ParamValue::Text("kitchen".into()), None, &heard),
+            None
+        );
+        // Nothing heard as digits: no judgement of a number either.
+        let plain = words(&[("lights", 0.2), ("on", 0.9)]);
+        assert_eq!(value_heard(&ParamValue::Integer(5), None, &plain), None);
+    }
+}
