@@ -58,6 +58,10 @@ enum Command {
     Say {
         #[command(flatten)]
         conversation: ConversationArg,
+        /// Where it is said (an area of the home, by a name or another
+        /// name): "turn on the lights" and "in here" act there.
+        #[arg(long)]
+        area: Option<String>,
         /// Print the round result as one JSON object.
         #[arg(long)]
         json: bool,
@@ -306,12 +310,13 @@ fn run(cli: Cli) -> Result<Outcome> {
     match cli.command {
         Command::Say {
             conversation,
+            area,
             json,
             text,
         } => say::say(
             data_dir,
             &load_config,
-            &conversation.conversation,
+            (&conversation.conversation, area.as_deref()),
             &text,
             json,
         )?,

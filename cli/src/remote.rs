@@ -158,11 +158,25 @@ impl Remote {
 
     /// One round through the service: its result, as `caal say --json` prints it.
     pub fn say(&self, conversation: &ConversationId, text: &str) -> Result<Value> {
+        self.say_in(conversation, None, text)
+    }
+
+    /// A round in the client's `area` (None: none said).
+    pub fn say_in(
+        &self,
+        conversation: &ConversationId,
+        area: Option<&str>,
+        text: &str,
+    ) -> Result<Value> {
+        let mut body = json!({"conversation_id": conversation, "text": text});
+        if let Some(area) = area {
+            body["area"] = json!(area);
+        }
         let mut response = self
             .agent
             .post(&format!("{}/api/chat", self.url))
             .header("Authorization", &format!("Bearer {}", self.token))
-            .send_json(json!({"conversation_id": conversation, "text": text}))
+            .send_json(body)
             .map_err(|e| {
                 anyhow!(
                     "the data dir is held by caal serve at {}, which does not answer ({e}); is it still running?",
@@ -187,8 +201,13 @@ impl Remote {
 }
 
 /// `caal say` through the service.
-pub fn say(remote: &Remote, conversation: &ConversationId, text: &str, json: bool) -> Result<()> {
-    let result = remote.say(conversation, text)?;
+pub fn say(
+    remote: &Remote,
+    (conversation, area): (&ConversationId, Option<&str>),
+    text: &str,
+    json: bool,
+) -> Result<()> {
+    let result = remote.say_in(conversation, area, text)?;
     if json {
         println!("{result}");
     } else {

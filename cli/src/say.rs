@@ -25,7 +25,7 @@ use crate::{
 pub fn say(
     data_dir: &Path,
     load_config: &dyn Fn() -> Result<Config>,
-    conversation: &str,
+    (conversation, area): (&str, Option<&str>),
     text: &[String],
     json: bool,
 ) -> Result<()> {
@@ -40,11 +40,16 @@ pub fn say(
         // `caal serve` holds the data dir: the round goes through it.
         Err(e) if remote::is_locked(&e) => {
             let remote = remote::Remote::find(data_dir, e)?;
-            return remote::say(&remote, &conversation, &text, json);
+            return remote::say(&remote, (&conversation, area), &text, json);
         }
         Err(e) => return Err(e),
     };
-    let result = engine.text_round(&conversation, &text, Channel::Text)?;
+    let area = match area {
+        Some(said) => Some(engine.area(said).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let origin = engine.local_origin().in_area(area);
+    let result = engine.round_from(&origin, &conversation, &text, Channel::Text)?;
     if !json {
         println!("{}", result.reply);
     }

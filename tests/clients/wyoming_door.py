@@ -60,9 +60,11 @@ async def transcribe(text, chunk_ms=100):
         return Transcript.from_event(await answer(client, "transcript"))
 
 
-async def handle(text, conversation):
+async def handle(text, conversation, satellite="assist_satellite.kitchen", area=None):
     async with AsyncTcpClient(host, port) as client:
-        context = {"conversation_id": conversation, "satellite_id": "assist_satellite.kitchen"}
+        context = {"conversation_id": conversation, "satellite_id": satellite}
+        if area is not None:
+            context["area"] = area
         await client.write_event(Transcript(text, context=context, language="en").event())
         event = await answer(client, "handled", "not-handled")
         if Handled.is_type(event.type):
@@ -98,6 +100,14 @@ async def main():
 
     # What carries no request is not handled, and CAAL says what it needs.
     seen["nothing"] = await handle("...", conversation)
+
+    # Where the satellite is: configured by its id or address, or said in
+    # the context; "the lights" and "in here" act there.
+    other = "01JD5Z7KXQ8M3V2N6R4T9W0DEF"
+    seen["here"] = await handle("turn off the lights in here", other, satellite="assist_satellite.hall")
+    seen["by_address"] = await handle("turn on the lights", other, satellite="assist_satellite.porch")
+    seen["said_area"] = await handle("turn on the lights", other, area="Lounge")
+    seen["no_such_area"] = await handle("turn on the lights", other, area="attic")
 
     # Text to speech: 16-bit audio, as much as a second of it.
     async with AsyncTcpClient(host, port) as client:

@@ -92,6 +92,10 @@ fn the_doors_benchmark_times_both_doors_and_prints_json_last() {
 #[test]
 fn the_wyoming_package_transcribes_handles_confirms_and_speaks_through_caal() {
     let sb = Sandbox::new();
+    // Where satellites are: one by Home Assistant's id, this peer by address.
+    sb.configure(
+        "[doors.wyoming]\nareas = { \"assist_satellite.hall\" = \"hallway\", \"127.0.0.1\" = \"office\" }\n",
+    );
     let served = sb.serve(&[("CAAL_WYOMING", "127.0.0.1:0")]);
     let (host, port) = served.wyoming();
     let seen = client("wyoming_door.py", &[&host, &port]);
@@ -132,6 +136,29 @@ fn the_wyoming_package_transcribes_handles_confirms_and_speaks_through_caal() {
         "intent.incoherent"
     );
     assert!(!seen["nothing"]["text"].as_str().unwrap().is_empty());
+
+    // The satellite's area: by its id, else its address, else said.
+    assert_eq!(
+        seen["here"]["text"], "Okay, the hall lights are off.",
+        "{seen}"
+    );
+    assert_eq!(
+        seen["by_address"]["text"], "Okay, the office lights are on.",
+        "{seen}"
+    );
+    assert_eq!(
+        seen["said_area"]["text"], "Okay, the living room lights are on.",
+        "{seen}"
+    );
+    assert_eq!(seen["no_such_area"]["handled"], false, "{seen}");
+    let refused = seen["no_such_area"]["text"].as_str().unwrap();
+    assert!(
+        refused.contains("attic") && refused.contains("kitchen"),
+        "{seen}"
+    );
+    let round_id = seen["here"]["context"]["round_id"].as_str().unwrap();
+    let received = &crate::voice::events_of(&sb, round_id, "input.received")[0];
+    assert_eq!(received["area"], "hall", "{received}");
 
     // Speech synthesized by the Piper voice: 22,050 Hz 16-bit mono, about
     // as long as the sentence.

@@ -172,3 +172,76 @@ fn say_and_chat_go_through_a_running_serve_instead_of_refusing() {
     let local = sb.say("through", "what's on the shopping list");
     assert!(local["reply"].as_str().unwrap().contains("tea"), "{local}");
 }
+
+/// A client says where it is: "turn on the lights" and "in here" act in
+/// that area (by its name or another name); an area the home lacks is
+/// refused by name, nothing run; the area is in the trace.
+#[test]
+fn the_clients_area_is_where_a_request_that_names_none_acts() {
+    let sb = Sandbox::new();
+    // Here, without the service.
+    let run = sb.run(&["say", "--area", "attic", "turn", "on", "the", "lights"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("\"attic\"") && run.stderr.contains("living room"),
+        "{}",
+        run.stderr
+    );
+    let here = sb
+        .run(&[
+            "say",
+            "--json",
+            "--area",
+            "study",
+            "turn off the lights in here",
+        ])
+        .ok()
+        .json();
+    assert_eq!(here["reply"], "Okay, the office lights are off.", "{here}");
+    // Without an area, the room is asked for, as before.
+    let asked = sb.run(&["say", "turn on the lights"]).ok();
+    assert!(asked.stdout.starts_with("Which room?"), "{}", asked.stdout);
+
+    // Through the service: the API's `area`, and `caal say` going through it.
+    let served = sb.serve(&[]);
+    let token = sb.api_token();
+    let chat = |body: Value| {
+        let mut r = agent()
+            .post(&format!("{}/api/chat", served.url))
+            .header("Authorization", &format!("Bearer {token}"))
+            .send_json(body)
+            .unwrap();
+        let status = r.status().as_u16();
+        let body: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+        (status, body)
+    };
+    let (status, body) = chat(
+        json!({"conversation_id": "hall-panel", "text": "light this room up", "area": "Hallway"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reply"], "Okay, the hall lights are on.", "{body}");
+    let (status, body) = chat(
+        json!({"conversation_id": "hall-panel", "text": "turn on the lights", "area": "attic"}),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "area.unknown", "{body}");
+    let via = sb
+        .run(&["say", "--json", "--area", "lounge", "turn on the lights"])
+        .ok()
+        .json();
+    assert_eq!(
+        via["reply"], "Okay, the living room lights are on.",
+        "{via}"
+    );
+    let (status, _) = served.terminate();
+    assert!(status.success());
+    // The trace says where each was said; the refused one left nothing.
+    let list = sb
+        .run(&["trace", "list", "--conversation", "hall-panel", "--json"])
+        .ok()
+        .json();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    let round = list[0]["round_id"].as_str().unwrap();
+    let received = &crate::voice::events_of(&sb, round, "input.received")[0];
+    assert_eq!(received["area"], "hall", "{received}");
+}

@@ -1024,3 +1024,55 @@ fn config_check_names_a_wake_word_that_is_not_installed() {
     sb.configure("[voice.wake]\nmodel = \"openwakeword-0.5.1/hey_jarvis_v0.1.onnx\"\n");
     sb.run(&["config", "check"]).ok();
 }
+
+/// A microphone says where it is in `start`: spoken "turn off the lights"
+/// acts there; an area the home lacks is refused before any audio.
+#[test]
+fn the_voice_socket_hears_a_request_in_the_microphones_area() {
+    let sb = Sandbox::new();
+    let token = "voice-area-token-0123456789abcdef";
+    let served = sb.serve(&[("CAAL_API_TOKEN", token)]);
+    let mut socket = connect(&served.url);
+    socket
+        .send(Message::text(
+            json!({"type": "start", "token": token, "area": "attic"}).to_string(),
+        ))
+        .unwrap();
+    let refused = next_json(&mut socket);
+    assert_eq!(refused["code"], "area.unknown", "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().contains("bedroom"),
+        "{refused}"
+    );
+
+    let said = espeak(sb.path(), "off.wav", "turn off the lights");
+    let (rate, frames) = pcm_frames(&said);
+    let mut socket = connect(&served.url);
+    socket
+        .send(Message::text(
+            json!({"type": "start", "token": token, "conversation_id": "bedside",
+                   "sample_rate": rate, "area": "master bedroom"})
+            .to_string(),
+        ))
+        .unwrap();
+    assert_eq!(next_json(&mut socket)["type"], "ready");
+    for f in &frames {
+        socket.send(Message::binary(f.clone())).unwrap();
+    }
+    socket
+        .send(Message::text(json!({"type": "end"}).to_string()))
+        .unwrap();
+    let started = Instant::now();
+    let result = loop {
+        let m = next_json(&mut socket);
+        if m["type"] == "result" {
+            break m;
+        }
+        assert!(m["type"] != "error", "{m}");
+        assert!(started.elapsed() < Duration::from_secs(60), "no result");
+    };
+    assert_eq!(
+        result["round"]["reply"], "Okay, the bedroom lights are off.",
+        "{result}"
+    );
+}

@@ -113,6 +113,9 @@ pub struct Origin {
     pub heard: Option<String>,
     /// The spoken reply this input stopped by starting over it (barge-in).
     pub interrupted: Option<crate::trace::events::Interruption>,
+    /// The area the client is in (a satellite's room), as the home names
+    /// it: "turn on the lights", "in here" act there.
+    pub area: Option<String>,
 }
 
 impl Origin {
@@ -122,7 +125,13 @@ impl Origin {
             arrived_ms,
             heard: None,
             interrupted: None,
+            area: None,
         }
+    }
+
+    /// In the client's area (checked against the home by the engine).
+    pub fn in_area(self, area: Option<String>) -> Self {
+        Self { area, ..self }
     }
 
     /// Said over the reply of an earlier round, which stopped it.

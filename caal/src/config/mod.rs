@@ -94,6 +94,12 @@ pub struct WyomingConfig {
     /// A connection that sends nothing for this long is closed.
     #[serde(default = "default_wyoming_idle")]
     pub idle_seconds: u64,
+    /// The area each satellite is in, by its address or Home Assistant's
+    /// satellite id ("192.168.1.31" = "kitchen", "assist_satellite.hall" =
+    /// "hall"): "turn on the lights" from it acts there. A handled text's
+    /// `context.area` says it instead.
+    #[serde(default)]
+    pub areas: BTreeMap<String, String>,
 }
 
 impl Default for WyomingConfig {
@@ -103,6 +109,7 @@ impl Default for WyomingConfig {
             token_env: default_wyoming_token_env(),
             max_connections: default_wyoming_connections(),
             idle_seconds: default_wyoming_idle(),
+            areas: BTreeMap::new(),
         }
     }
 }
@@ -1344,6 +1351,31 @@ impl Config {
         }
         self.memory.check()?;
         self.doors.check()?;
+        for (peer, area) in &self.doors.wyoming.areas {
+            if peer.trim().is_empty() || peer.contains(char::is_whitespace) {
+                return Err(ConfigError::Value {
+                    key: "doors.wyoming.areas".into(),
+                    problem: format!(
+                        "{peer:?} names no satellite; name each by its address or Home Assistant's satellite id, e.g. \"192.168.1.31\" = \"kitchen\""
+                    ),
+                });
+            }
+            let named = |a: &AreaConfig| {
+                std::iter::once(&a.name)
+                    .chain(&a.aliases)
+                    .any(|n| n.eq_ignore_ascii_case(area.trim()))
+            };
+            if !self.home.areas.iter().any(named) {
+                let areas: Vec<&str> = self.home.areas.iter().map(|a| a.name.as_str()).collect();
+                return Err(ConfigError::Value {
+                    key: "doors.wyoming.areas".into(),
+                    problem: format!(
+                        "{peer} is said to be in {area:?}, which is no area of the home; its areas are {}",
+                        areas.join(", ")
+                    ),
+                });
+            }
+        }
         if !["", "q8_0", "q4_0"].contains(&self.llm.local.requantize.as_str()) {
             return Err(ConfigError::Value {
                 key: "llm.local.requantize".into(),

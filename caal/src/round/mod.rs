@@ -450,6 +450,18 @@ impl Engine {
         Origin::new(Client::new(door, client), self.now_ms())
     }
 
+    /// The area a client says it is in, as the home names it (by its name
+    /// or another name); one the home lacks is named with those it has.
+    pub fn area(&self, said: &str) -> Result<String, String> {
+        let home = self.router.home();
+        home.area_named(said).map(str::to_owned).ok_or_else(|| {
+            format!(
+                "the home has no area {said:?}; its areas are {} ([home] areas in the configuration)",
+                home.area_names().join(", ")
+            )
+        })
+    }
+
     /// A confirmation answered from a UI: "yes" or "no" in its conversation;
     /// a "yes" that overrides failed reasoning checks may say why
     /// (`false_positive`, `accepted_risk`, `emergency_override`,
@@ -638,7 +650,13 @@ impl Engine {
                 Vec::new(),
             );
         }
-        let routed = self.route(round, &screened, state_in, voice, now)?;
+        let routed = self.route(
+            round,
+            &screened,
+            (state_in, origin.area.as_deref()),
+            voice,
+            now,
+        )?;
         let (routed, considered) = self.consult_model(round, &screened.text, routed, state_in)?;
         if let Some(steps) = self.unsure_hearing(round, voice, &routed.decision.intent)? {
             return self.emit(

@@ -126,6 +126,7 @@ impl Engine {
             channel: channel.as_str().into(),
             door: Some(origin.door().as_str().into()),
             client: Some(scrubbed(&origin.client.id)),
+            area: origin.area.clone(),
             arrived_at: Some(rfc3339_ms(origin.arrived_ms)),
             interrupted: origin.interrupted.clone(),
             ..InputReceived::default()
@@ -309,7 +310,7 @@ impl Engine {
         &self,
         round: &OpenRound,
         screened: &Screened,
-        state_in: &str,
+        (state_in, area): (&str, Option<&str>),
         voice: Option<&VoiceInput>,
         now: i64,
     ) -> Result<Routed, RoundError> {
@@ -326,7 +327,7 @@ impl Engine {
             None
         };
         let context = crate::understand::Context {
-            area: None,
+            area: area.map(str::to_owned),
             spoken: voice.is_some(),
             earlier,
             asked,

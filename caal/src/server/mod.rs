@@ -368,14 +368,25 @@ fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
 struct ChatRequest {
     conversation_id: Option<String>,
     text: String,
+    /// The area the client is in ("turn on the lights" acts there).
+    area: Option<String>,
 }
 
 async fn chat(
     State(state): State<AppState>,
     body: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Result<Json<RoundResult>, AppError> {
-    let origin = state.engine.origin(Door::Api, "token");
     let request = json_body(body)?;
+    let area = match request.area.as_deref() {
+        Some(said) => Some(
+            state
+                .engine
+                .area(said)
+                .map_err(|e| AppError::bad_request("area.unknown", e))?,
+        ),
+        None => None,
+    };
+    let origin = state.engine.origin(Door::Api, "token").in_area(area);
     let conversation = conversation(request.conversation_id.as_deref().unwrap_or("default"))?;
     if let Some(door) = Door::owning(conversation.as_str()) {
         return Err(AppError::bad_request(

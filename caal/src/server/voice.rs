@@ -69,6 +69,8 @@ struct Start {
     /// Hear only speech that says the wake word (or starts soon after
     /// it); unset: as `voice.wake.model` says.
     wake: Option<bool>,
+    /// The area the microphone is in ("turn on the lights" acts there).
+    area: Option<String>,
 }
 
 pub(super) async fn stream(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
@@ -132,6 +134,11 @@ async fn session(state: AppState, mut socket: WebSocket) {
     {
         Ok(c) => c,
         Err(e) => return refuse(socket, "conversation_id.invalid", &format!("{e}")).await,
+    };
+    let area = match start.area.as_deref().map(|a| state.engine.area(a)) {
+        Some(Err(e)) => return refuse(socket, "area.unknown", &e).await,
+        Some(Ok(area)) => Some(area),
+        None => None,
     };
     let rate = start.sample_rate.unwrap_or(audio::RATE);
     if !(8_000..=192_000).contains(&rate) {
@@ -329,7 +336,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
                         &state,
                         &mut socket,
                         (&stt, guess.take(), word),
-                        &conversation,
+                        (&conversation, area.as_deref()),
                         u,
                         barged.take(),
                     )
@@ -431,7 +438,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
             &state,
             &mut socket,
             (&stt, None, word),
-            &conversation,
+            (&conversation, area.as_deref()),
             u,
             barged.take(),
         )
@@ -561,7 +568,7 @@ async fn utterance(
     state: &AppState,
     socket: &mut WebSocket,
     (stt, guess, wake): (&Arc<Stt>, Option<Guess>, Option<WakeCheck>),
-    conversation: &ConversationId,
+    (conversation, area): (&ConversationId, Option<&str>),
     u: crate::voice::Utterance,
     interrupted: Option<Interruption>,
 ) -> Option<Outcome> {
@@ -571,7 +578,8 @@ async fn utterance(
     let origin = state
         .engine
         .origin(crate::auth::Door::VoiceSocket, "token")
-        .interrupting(interrupted);
+        .interrupting(interrupted)
+        .in_area(area.map(str::to_owned));
     let (engine, stt, conversation) = (state.engine.clone(), stt.clone(), conversation.clone());
     // The transcript started at the pause, with the speech it heard (the
     // utterance less part of its trailing silence).

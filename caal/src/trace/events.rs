@@ -71,6 +71,9 @@ pub struct InputReceived {
     /// The door's name for the client behind it (a Wyoming peer's address).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// The area the client said it is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub area: Option<String>,
     /// When it reached the door, before it waited for its conversation: a
     /// "yes" counts only if it arrived after the question was given out.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -205,6 +205,17 @@ impl Home {
         self.devices.iter().find(|d| d.id == id)
     }
 
+    /// The area a client says it is in, by its name or another name
+    /// ("lounge": the living room), as the router names it; None if the
+    /// home has no such area.
+    pub fn area_named(&self, said: &str) -> Option<&str> {
+        let said = lower(said.trim());
+        self.areas
+            .iter()
+            .find(|a| a.name == said || a.aliases.contains(&said))
+            .map(|a| a.name.as_str())
+    }
+
     pub fn area_names(&self) -> Vec<&str> {
         self.areas.iter().map(|a| a.name.as_str()).collect()
     }

@@ -648,6 +648,25 @@ async fn transcribe(door: &Door, client: &str, l: Listening) -> Event {
 async fn handle(door: &Door, client: &str, data: &Map<String, Value>) -> Event {
     // Arrived now, whatever the round waits for.
     let origin = door.state.engine.origin(AuthDoor::Wyoming, client);
+    // Where the satellite is: what it says, else where it is configured to
+    // be (by Home Assistant's satellite id, else by its address).
+    let context = data.get("context");
+    let said_area = context.and_then(|c| c.get("area")).and_then(Value::as_str);
+    let areas = &door.state.engine.config().doors.wyoming.areas;
+    let configured = context
+        .and_then(|c| c.get("satellite_id"))
+        .and_then(Value::as_str)
+        .and_then(|s| areas.get(s))
+        .or_else(|| areas.get(client));
+    let area = match said_area.or(configured.map(String::as_str)) {
+        Some(said) => match door.state.engine.area(said) {
+            Ok(area) => Some(area),
+            // Said back, as Home Assistant speaks a text it was not handled with.
+            Err(e) => return Event::new("not-handled", json!({"text": e})),
+        },
+        None => None,
+    };
+    let origin = origin.in_area(area);
     let Some(text) = data.get("text").and_then(Value::as_str) else {
         return error(
             "transcript.invalid",
