@@ -1870,3 +1870,75 @@ fn what_is_asked_back_is_answered_in_a_few_words_and_questions_asked_indirectly_
         assert_eq!(r["reply"], reply, "{said:?}: {r}");
     }
 }
+
+/// Typing slips: two letters swapped are one slip, read as the known word
+/// where the sentence so read is understood; a slip in talk reads nothing.
+#[test]
+fn two_letters_swapped_are_read_as_the_word_meant() {
+    let sb = Sandbox::new();
+    let read = |said: &str| -> Value { sb.run(&["understand", "--json", said]).ok().json() };
+    for (said, command, param, value) in [
+        (
+            "set a timer for 5 mintues",
+            "timer.set",
+            "duration",
+            json!(300),
+        ),
+        (
+            "trun off the bedroom lamp",
+            "light.set",
+            "state",
+            json!("off"),
+        ),
+        (
+            "turn on the lgihts in the kitchen",
+            "lights.set",
+            "room",
+            json!("kitchen"),
+        ),
+    ] {
+        let shown = read(said);
+        assert_eq!(shown["layer"], "heard_as", "{said:?}: {shown}");
+        assert_eq!(
+            shown["commands"][0]["command_id"], command,
+            "{said:?}: {shown}"
+        );
+        assert_eq!(
+            shown["commands"][0]["params"][param], value,
+            "{said:?}: {shown}"
+        );
+    }
+    let shown = read("the dgo is barking again");
+    assert!(shown["commands"].as_array().unwrap().is_empty(), "{shown}");
+}
+
+/// Several things said to a list are added (or taken off) one by one, in
+/// one chain; a thing that is one though joined ("mac and cheese") stays
+/// whole.
+#[test]
+fn several_things_said_to_the_list_are_each_added() {
+    let sb = Sandbox::new();
+    let shown = sb
+        .run(&[
+            "understand",
+            "--json",
+            "put eggs, flour and milk on the list",
+        ])
+        .ok()
+        .json();
+    let items: Vec<&str> = shown["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert_eq!(c["command_id"], "shopping.add", "{shown}");
+            c["params"]["item"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(items, ["eggs", "flour", "milk"], "{shown}");
+    sb.say("l", "add mac and cheese to the shopping list");
+    sb.say("l", "put eggs and flour on the list");
+    sb.say("l", "take eggs and mac and cheese off the list");
+    let listed = sb.say("l", "what's on the shopping list")["reply"].clone();
+    assert_eq!(listed, "On the shopping list: flour.", "{listed}");
+}

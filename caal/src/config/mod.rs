@@ -664,6 +664,10 @@ pub struct ParamSpec {
     /// May be left unsaid: the command then runs without it.
     #[serde(default)]
     pub optional: bool,
+    /// Takes one thing at a time: a list said in it ("eggs, flour and
+    /// milk") is one command per thing (the language's `list_joins`).
+    #[serde(default)]
+    pub several: bool,
 }
 
 /// The compensating command that undoes a level-2 command.
@@ -912,6 +916,13 @@ pub struct LanguageConfig {
     /// Several requests in one sentence, split at these words.
     #[serde(default)]
     pub split_words: Vec<String>,
+    /// Words that join the things of a list ("eggs and flour"), for a
+    /// parameter that takes one thing at a time (`several`); a comma does too.
+    #[serde(default)]
+    pub list_joins: Vec<String>,
+    /// Things that are one though joined ("mac and cheese").
+    #[serde(default)]
+    pub joined_items: Vec<String>,
     /// Said before a request that is not to be done ("don't unlock the door").
     #[serde(default)]
     pub negations: Vec<String>,

@@ -11,6 +11,7 @@ pub mod bench;
 mod hearing;
 mod params;
 pub mod replay;
+mod several;
 mod understood;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -96,6 +97,8 @@ pub struct Router {
     /// `cannot_help` with its offers said, `try_saying`, and the offers.
     cannot_help: String,
     try_saying: String,
+    list_joins: Vec<String>,
+    joined_items: Vec<String>,
     offers: Vec<crate::config::OfferConfig>,
     heard_fillers: Vec<String>,
     joined_prefixes: Vec<String>,
@@ -524,6 +527,8 @@ impl Router {
                 &crate::auth::join_summaries(offers.iter().map(|o| o.says.as_str())),
             ),
             try_saying: words.try_saying.clone(),
+            list_joins: words.list_joins.iter().map(|w| normalize(w)).collect(),
+            joined_items: words.joined_items.iter().map(|w| normalize(w)).collect(),
             offers,
             heard_fillers: words.heard_fillers.iter().map(|w| normalize(w)).collect(),
             joined_prefixes: words.joined_prefixes.iter().map(|w| normalize(w)).collect(),
@@ -637,6 +642,12 @@ impl Router {
     /// that is not in the home (a reply naming what is); the nearest examples
     /// in meaning; else the state's unmatched route.
     pub fn route_in(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
+        let d = self.route_once(text, state, context);
+        self.each_of_several(d)
+    }
+
+    /// `route_in` before a list said in one value becomes several commands.
+    fn route_once(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
         if text
             .split_whitespace()
             .nth(crate::understand::MAX_WORDS)

@@ -272,6 +272,7 @@ mod tests {
             unit: Some("°C".into()),
             default: None,
             optional: false,
+            several: false,
         }
     }
 

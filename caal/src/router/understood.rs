@@ -213,7 +213,8 @@ fn sound_spelling(w: &str) -> String {
     out
 }
 
-/// How far apart two words are, in letters or in sound, whichever is nearer.
+/// How far apart two words are, in letters (a swap of two is one edit) or
+/// in sound, whichever is nearer.
 fn heard_distance(a: &str, b: &str) -> usize {
     let (sa, sb) = (sound_spelling(a), sound_spelling(b));
     heard_within((a, &sa), (b, &sb), usize::MAX).unwrap_or(usize::MAX)
@@ -230,7 +231,9 @@ fn heard_within(
     if bag_distance(a, b) > most && bag_distance(a_sound, b_sound) > most {
         return None;
     }
-    let d = strsim::levenshtein(a, b).min(strsim::levenshtein(a_sound, b_sound));
+    // Letters: two swapped are one slip ("mintues", "lgihts"; optimal
+    // string alignment), as typed and as written out; sounds: edits.
+    let d = strsim::osa_distance(a, b).min(strsim::levenshtein(a_sound, b_sound));
     (d <= most).then_some(d)
 }
 
