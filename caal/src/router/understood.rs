@@ -233,7 +233,16 @@ fn heard_within(
     }
     // Letters: two swapped are one slip ("mintues", "lgihts"; optimal
     // string alignment), as typed and as written out; sounds: edits.
-    let d = strsim::osa_distance(a, b).min(strsim::levenshtein(a_sound, b_sound));
+    // Levenshtein first: it is the cheaper, and a swap saves one edit at
+    // most per two, so only a pair within twice the bound can gain by it
+    // (computing the alignment for every near pair quadrupled talk's time).
+    let letters = strsim::levenshtein(a, b);
+    let letters = if letters > most && letters <= 2 * most {
+        strsim::osa_distance(a, b)
+    } else {
+        letters
+    };
+    let d = letters.min(strsim::levenshtein(a_sound, b_sound));
     (d <= most).then_some(d)
 }
 
