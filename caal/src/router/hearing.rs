@@ -105,8 +105,7 @@ impl Router {
 /// transcript's words with digits. None: no word to judge it by.
 fn value_heard(value: &ParamValue, said: Option<&str>, heard: &[HeardWord]) -> Option<f32> {
     let text = said.map_or_else(|| value.to_string(), str::to_owned);
-    let wanted: Vec<String> = text
-        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+    let wanted: Vec<String> = HeardWord::pieces(&text)
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
         .collect();

@@ -17,13 +17,14 @@ impl Router {
         let Intent::Chain(chain) = &d.intent else {
             return d;
         };
-        if !chain.commands.iter().any(|c| self.listed(c).is_some()) {
+        let listed: Vec<_> = chain.commands.iter().map(|c| self.listed(c)).collect();
+        if listed.iter().all(Option::is_none) {
             return d;
         }
         let mut commands: Vec<Command> = Vec::new();
         let mut things = Vec::new();
-        for c in &chain.commands {
-            let Some((param, items)) = self.listed(c) else {
+        for (c, listed) in chain.commands.iter().zip(listed) {
+            let Some((param, items)) = listed else {
                 commands.push(c.clone());
                 continue;
             };
@@ -82,71 +83,40 @@ impl Router {
 /// The things of a list as said ("eggs, flour and milk"): split at the
 /// joining words and commas, a thing that is one though joined kept whole.
 fn list_of(said: &str, joins: &[String], joined: &[String]) -> Vec<String> {
-    let lower = said.to_lowercase();
-    // Things that are one though joined are kept from the split.
-    let mut kept: Vec<(usize, usize)> = Vec::new();
-    for j in joined {
-        let mut from = 0;
-        while let Some(at) = lower[from..].find(j.as_str()) {
-            let (start, end) = (from + at, from + at + j.len());
-            let bounded = |i: usize, before: bool| {
-                let c = if before {
-                    lower[..i].chars().next_back()
-                } else {
-                    lower[i..].chars().next()
-                };
-                c.is_none_or(|c| !c.is_alphanumeric())
-            };
-            if bounded(start, true) && bounded(end, false) {
-                kept.push((start, end));
-            }
-            from = end;
-        }
-    }
-    let inside = |i: usize| kept.iter().any(|&(s, e)| i >= s && i < e);
+    // A comma joins as a word of its own.
+    let spaced = said.replace(',', " , ");
+    let words: Vec<&str> = spaced.split_whitespace().collect();
+    let joined: Vec<Vec<&str>> = joined
+        .iter()
+        .map(|j| j.split_whitespace().collect())
+        .collect();
+    let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
     let mut things = Vec::new();
-    let mut thing = String::new();
-    let words = said.char_indices();
-    let mut word_start = 0;
-    let mut word = String::new();
-    let flush_word =
-        |word: &mut String, start: usize, thing: &mut String, things: &mut Vec<String>| {
-            if word.is_empty() {
-                return;
-            }
-            if !inside(start) && joins.iter().any(|j| j.eq_ignore_ascii_case(word)) {
-                let t = thing.trim().to_owned();
-                if !t.is_empty() {
-                    things.push(t);
-                }
-                thing.clear();
-            } else {
-                thing.push(' ');
-                thing.push_str(word);
-            }
-            word.clear();
-        };
-    for (i, c) in words {
-        if c == ',' && !inside(i) {
-            flush_word(&mut word, word_start, &mut thing, &mut things);
-            let t = thing.trim().to_owned();
-            if !t.is_empty() {
-                things.push(t);
-            }
-            thing.clear();
-        } else if c.is_whitespace() {
-            flush_word(&mut word, word_start, &mut thing, &mut things);
-        } else {
-            if word.is_empty() {
-                word_start = i;
-            }
-            word.push(c);
+    let mut thing: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let whole = joined.iter().find(|j| {
+            words
+                .get(i..i + j.len())
+                .is_some_and(|w| w.iter().zip(j.iter()).all(|(w, j)| same(w, j)))
+        });
+        if let Some(j) = whole {
+            thing.extend(&words[i..i + j.len()]);
+            i += j.len();
+            continue;
         }
+        if words[i] == "," || joins.iter().any(|j| same(j, words[i])) {
+            if !thing.is_empty() {
+                things.push(thing.join(" "));
+                thing.clear();
+            }
+        } else {
+            thing.push(words[i]);
+        }
+        i += 1;
     }
-    flush_word(&mut word, word_start, &mut thing, &mut things);
-    let t = thing.trim().to_owned();
-    if !t.is_empty() {
-        things.push(t);
+    if !thing.is_empty() {
+        things.push(thing.join(" "));
     }
     things
 }

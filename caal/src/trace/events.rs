@@ -52,6 +52,15 @@ pub struct HeardWord {
     pub p: f32,
 }
 
+impl HeardWord {
+    /// Text cut where heard words break: at anything but letters, digits
+    /// and an apostrophe (pieces may be empty). Whisper's tokens are made
+    /// words by it, and what a value was read from is looked for by it.
+    pub fn pieces(text: &str) -> impl Iterator<Item = &str> {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '\''))
+    }
+}
+
 /// `input.received`: what was said (scrubbed), and for speech, the audio's
 /// hash and what was heard.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -32,18 +32,16 @@ pub use crate::trace::events::HeardWord;
 /// word (so does a segment); a word's probability is its least sure
 /// token's. Punctuation splits words and is dropped (an apostrophe inside
 /// a word stays); words are lower case.
-pub fn heard_words<'a>(segments: impl IntoIterator<Item = Vec<(&'a str, f32)>>) -> Vec<HeardWord> {
+pub fn heard_words<S: AsRef<str>>(segments: &[Vec<(S, f32)>]) -> Vec<HeardWord> {
     let mut words: Vec<HeardWord> = Vec::new();
     for tokens in segments {
         let mut open = false;
         for (text, p) in tokens {
-            if text.starts_with(' ') || !open {
+            let (text, p) = (text.as_ref(), *p);
+            if text.starts_with(' ') {
                 open = false;
             }
-            for (i, piece) in text
-                .split(|c: char| !(c.is_alphanumeric() || c == '\''))
-                .enumerate()
-            {
+            for (i, piece) in HeardWord::pieces(text).enumerate() {
                 // A break inside the token (a space, punctuation) ends the word.
                 if i > 0 {
                     open = false;
@@ -548,11 +546,7 @@ mod engine {
                 }
                 tokens.push(said);
             }
-            let words = super::heard_words(
-                tokens
-                    .iter()
-                    .map(|seg| seg.iter().map(|(t, p)| (t.as_str(), *p)).collect()),
-            );
+            let words = super::heard_words(&tokens);
             let language = whisper_rs::get_lang_str(state.full_lang_id_from_state())
                 .unwrap_or(self.language.as_str())
                 .to_owned();
@@ -744,7 +738,7 @@ mod word_tests {
                 (" off-beat", 0.3),
             ],
         ];
-        let words: Vec<(String, f32)> = heard_words(segments)
+        let words: Vec<(String, f32)> = heard_words(&segments)
             .into_iter()
             .map(|w| (w.word, w.p))
             .collect();
