@@ -66,6 +66,10 @@ pub fn check(
             "model_tiers": tiers.iter().map(|(name, model)| serde_json::json!({"name": name, "model": model})).collect::<Vec<_>>(),
             "sentence_library": router.library().sentence_count(),
             "warnings": guarded.warnings,
+            // Where each rule, sentence, intent mapping, offer and word came from.
+            "entries": config.provenance.entries,
+            "removed": config.provenance.removed,
+            "replaced": config.provenance.replaced,
         });
         println!("{doc}");
     } else {

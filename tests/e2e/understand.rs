@@ -1102,14 +1102,19 @@ fn questions_of_state_are_answered_from_what_the_home_last_did() {
         "Yes, the back door is unlocked."
     );
     // Said in ways no template has: answered by meaning, with no yes or no
-    // to a state the question did not name ("open" of a lock).
+    // to a state the question did not name ("open" of a lock), and with
+    // one to a state it named in its own words.
     assert_eq!(
         answer("is the back door open"),
         "The back door is unlocked."
     );
     assert_eq!(
         answer("is the porch light still on"),
-        "The porch light is off."
+        "No, the porch light is off."
+    );
+    assert_eq!(
+        answer("is the back door locked up"),
+        "No, the back door is unlocked."
     );
     assert_eq!(
         answer("did someone leave the garage open"),
@@ -1941,4 +1946,174 @@ fn several_things_said_to_the_list_are_each_added() {
     sb.say("l", "take eggs and mac and cheese off the list");
     let listed = sb.say("l", "what's on the shopping list")["reply"].clone();
     assert_eq!(listed, "On the shopping list: flour.", "{listed}");
+}
+
+#[test]
+fn names_are_found_before_what_is_asked() {
+    let sb = Sandbox::new();
+    let said_in = |area: &str, text: &str| {
+        sb.run(&[
+            "say",
+            "--json",
+            "--conversation",
+            area,
+            "--area",
+            area,
+            text,
+        ])
+        .ok()
+        .json()
+    };
+    // "Here" is the room the client says it is in, for what no template
+    // reads with "here" itself; the decision says how it was read.
+    let dark = said_in("bedroom", "it's dark in here");
+    assert_eq!(dark["reply"], "Okay, the bedroom lights are on.", "{dark}");
+    let shown = sb
+        .run(&[
+            "trace",
+            "show",
+            "--json",
+            dark["round_id"].as_str().unwrap(),
+        ])
+        .ok()
+        .json();
+    let route = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_type"] == "route.selected")
+        .unwrap();
+    assert_eq!(
+        route["payload"]["understood"]["read_as"]["text"], "it's dark in the bedroom",
+        "{route}"
+    );
+    // Said nowhere in particular, "here" is not a room made up.
+    let nowhere = sb.say("n", "it's dark in here");
+    assert!(commands(&nowhere).is_empty(), "{nowhere}");
+
+    for (said, reply) in [
+        // A name taken back and said again.
+        (
+            "turn on the kitchen, sorry, the dining room lights",
+            "Okay, the dining room lights are on.",
+        ),
+        // A device whose name holds a room's is the device, whatever the
+        // template that reads the room.
+        (
+            "living room lamp at 40 percent please",
+            "The living room lamp is at 40%.",
+        ),
+        // A typed slip that makes another word, read where nothing else reads it.
+        (
+            "turn of the bathroom lights",
+            "Okay, the bathroom lights are off.",
+        ),
+        // "A couple of" is two; a reminder set as one is asked for.
+        (
+            "make it a couple of degrees cooler please",
+            "The thermostat is now at 18 °C.",
+        ),
+    ] {
+        let r = sb.say("c", said);
+        assert_eq!(r["reply"], reply, "{said}: {r}");
+    }
+    let later = sb.say("c", "set a reminder for the bins in 3 hours");
+    assert_eq!(commands(&later), vec!["reminder.add ok"], "{later}");
+    assert!(
+        later["reply"].as_str().unwrap().contains("the bins"),
+        "{later}"
+    );
+
+    // The state a question says is what it asks about.
+    sb.say("q", "lock the side door");
+    let locked = sb.say("q", "is the side door locked up");
+    assert!(
+        locked["reply"].as_str().unwrap().starts_with("Yes"),
+        "{locked}"
+    );
+
+    // Talk with a slip-word in it is still talk: no reading of a part runs.
+    let talk = sb.say("t", "my kids left every light on in the house");
+    assert!(commands(&talk).is_empty(), "{talk}");
+}
+
+#[test]
+fn a_users_file_adds_to_the_defaults_and_says_where_each_entry_came_from() {
+    let sb = Sandbox::new();
+    fs::write(
+        sb.path().join("mine.toml"),
+        r#"
+[[rules]]
+name = "movie.time"
+pattern = '^movie time$'
+route = "chat"
+reply = "Enjoy the film."
+priority = 10
+
+[understand.languages.en]
+skip_words = ["yo"]
+
+[[understand.languages.en.sentences]]
+intent = "HassTurnOff"
+slots = { domain = "light" }
+sentences = ["blackout [the] {area}"]
+
+[defaults]
+remove = ["rules:shopping.list"]
+"#,
+    )
+    .unwrap();
+    let checked = sb
+        .run(&["--config", "mine.toml", "config", "check", "--json"])
+        .ok()
+        .json();
+    let entries = checked["entries"].as_array().unwrap();
+    let from = |list: &str, id: &str| {
+        entries
+            .iter()
+            .find(|e| e["list"] == list && e["id"] == id)
+            .map(|e| e["from"].as_str().unwrap().to_owned())
+    };
+    // The defaults stay (31 rules before, one removed, one added).
+    assert_eq!(checked["rules"], 31, "{checked}");
+    assert_eq!(from("rules", "movie.time").as_deref(), Some("mine.toml"));
+    assert_eq!(from("rules", "lights.switch").as_deref(), Some("defaults"));
+    assert_eq!(from("rules", "shopping.list"), None);
+    assert_eq!(checked["removed"], json!(["rules:shopping.list"]));
+    assert_eq!(
+        from("understand.languages.en.skip_words", "yo").as_deref(),
+        Some("mine.toml")
+    );
+    assert_eq!(
+        from("understand.languages.en.skip_words", "please").as_deref(),
+        None,
+        "the library's own, not the file's or the defaults' list"
+    );
+    assert_eq!(
+        from("understand.languages.en.skip_words", "hey").as_deref(),
+        Some("defaults")
+    );
+    // The file's sentence and the defaults' both understand.
+    let say = |text: &str| {
+        sb.run(&["--config", "mine.toml", "say", "--json", text])
+            .ok()
+            .json()
+    };
+    let off = say("yo blackout the kitchen");
+    assert_eq!(off["reply"], "Okay, the kitchen lights are off.", "{off}");
+    let on = say("turn on the kitchen lights");
+    assert_eq!(on["reply"], "Okay, the kitchen lights are on.", "{on}");
+    // A default that is not there is named, with where to find the ids.
+    fs::write(
+        sb.path().join("wrong.toml"),
+        "[defaults]\nremove = [\"rules:no.such.rule\"]\n",
+    )
+    .unwrap();
+    let wrong = sb.run(&["--config", "wrong.toml", "config", "check"]);
+    assert_eq!(wrong.code, 2, "{}", wrong.stdout);
+    assert!(
+        wrong.stderr.contains("no.such.rule") && wrong.stderr.contains("caal config check --json"),
+        "{}",
+        wrong.stderr
+    );
 }

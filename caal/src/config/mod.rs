@@ -1,5 +1,7 @@
 //! Configuration: the defaults embedded from `config/caal.toml`, then a user
-//! file merged over them (tables merge, lists replace), then `CAAL_*`
+//! file laid over them (tables merge; rules, sentences, intent mappings and
+//! word lists gain the file's entries, other lists are replaced:
+//! `layers`), then `CAAL_*`
 //! environment variables. Every problem names the key or rule and the fix.
 //! Cross-references (rules to commands and macros, captures to parameters,
 //! states) are checked by compiling the router: `Config::check`.
@@ -13,8 +15,10 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 mod kinds;
+mod layers;
 
 pub use kinds::{Durability, ProviderKind, SafetyAction, models_dir, peer_range, time_zone};
+pub use layers::{Origin as EntryOrigin, Provenance};
 
 /// The default configuration, as shipped in `config/caal.toml`.
 pub const DEFAULT_TOML: &str = include_str!("../../../config/caal.toml");
@@ -57,6 +61,9 @@ pub struct Config {
     /// environment merged, canonical JSON): receipts name the rules they ran under.
     #[serde(skip)]
     pub hash: String,
+    /// Where each entry of the lists that add came from (defaults or the file).
+    #[serde(skip)]
+    pub provenance: Provenance,
 }
 
 /// What each door allows beyond its token.
@@ -485,6 +492,12 @@ pub struct LlmConfig {
     /// what it can do instead (`cannot_help` of the language). A small
     /// local model answers such talk with nonsense.
     pub answer_with: Vec<String>,
+    /// The tiers asked to propose a command near talk no layer understood
+    /// (asked first, at `tool_auth_floor`). The embedded 135M model's
+    /// proposals were guesses ("where does the shopping list get saved":
+    /// add "Item 1"), and it rescued no request the layers missed: not
+    /// asked by default.
+    pub propose_with: Vec<String>,
     pub local: LocalTierConfig,
     pub remote: Option<RemoteTierConfig>,
 }
@@ -960,6 +973,23 @@ pub struct LanguageConfig {
     /// in the guest room, lights off there").
     #[serde(default)]
     pub refer_to_place: Vec<String>,
+    /// The speaker's place said ("in here", "this room"), each with what it
+    /// is read as when the client says where it is (`in the {area}`).
+    #[serde(default)]
+    pub speaker_place: BTreeMap<String, String>,
+    /// Words that take back a name just said: "the kitchen, sorry, the
+    /// dining room lights" is the dining room's.
+    #[serde(default)]
+    pub corrections: Vec<String>,
+    /// Typed slips that make another word ("of" for "off"), tried one at a
+    /// time where nothing understood the words as typed.
+    #[serde(default)]
+    pub word_slips: BTreeMap<String, String>,
+    /// The words that say each state of a kind of device, by domain and
+    /// state ("locked up" is a lock's `locked`): what a question's `state`
+    /// slot is read from.
+    #[serde(default)]
+    pub state_words: BTreeMap<String, BTreeMap<String, Vec<String>>>,
     /// What a word of `refer_to_thing` stands for when what was said before
     /// spoke of lights, not of one device: the first with the room said
     /// (`{area}`), the second without ("turn on the kitchen lights … turn
@@ -1047,6 +1077,10 @@ pub struct LanguageConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExampleConfig {
+    /// Its id, for a user's file to replace or remove it by (default: the
+    /// intent with its slots or conditions; `caal config check --json` lists them).
+    #[serde(default)]
+    pub id: Option<String>,
     pub intent: String,
     #[serde(default)]
     pub slots: BTreeMap<String, String>,
@@ -1068,6 +1102,10 @@ pub struct ExampleConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SentenceConfig {
+    /// Its id, for a user's file to replace or remove it by (default: the
+    /// intent with its slots or conditions; `caal config check --json` lists them).
+    #[serde(default)]
+    pub id: Option<String>,
     pub intent: String,
     pub sentences: Vec<String>,
     /// Slots every one of these sentences fills.
@@ -1085,6 +1123,10 @@ pub struct SentenceConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IntentMapConfig {
+    /// Its id, for a user's file to replace or remove it by (default: the
+    /// intent with its slots or conditions; `caal config check --json` lists them).
+    #[serde(default)]
+    pub id: Option<String>,
     pub intent: String,
     /// Slot values that must hold (`domain = "light"`); `*` for "present", `-` for "absent".
     #[serde(default)]
@@ -1266,6 +1308,7 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(Self, Option<PathBuf>), ConfigError> {
         let mut merged: toml::Table = parse(DEFAULT_TOML, "defaults (built in)")?;
+        let mut provenance = layers::of_defaults(&merged);
         let file = match &source.explicit {
             Some(path) => Some(path.clone()),
             None => source.candidates.iter().find(|p| p.is_file()).cloned(),
@@ -1275,17 +1318,28 @@ impl Config {
                 path: path.clone(),
                 source: e,
             })?;
-            let overlay = parse(&text, &path.display().to_string())?;
-            merge(&mut merged, overlay);
+            let origin = path.display().to_string();
+            layers::merge(
+                &mut merged,
+                parse(&text, &origin)?,
+                &origin,
+                &mut provenance,
+            )?;
         }
-        Self::from_table(merged, file.as_deref(), env).map(|c| (c, file))
+        let mut config = Self::from_table(merged, file.as_deref(), env)?;
+        config.provenance = provenance;
+        Ok((config, file))
     }
 
     /// Builds a configuration from TOML text merged over the defaults (tests, tools).
     pub fn from_toml_over_defaults(text: &str) -> Result<Self, ConfigError> {
         let mut merged: toml::Table = parse(DEFAULT_TOML, "defaults (built in)")?;
-        merge(&mut merged, parse(text, "(given text)")?);
-        Self::from_table(merged, None, &|_| None)
+        let mut provenance = layers::of_defaults(&merged);
+        let origin = "(given text)";
+        layers::merge(&mut merged, parse(text, origin)?, origin, &mut provenance)?;
+        let mut config = Self::from_table(merged, None, &|_| None)?;
+        config.provenance = provenance;
+        Ok(config)
     }
 
     fn from_table(
@@ -1603,15 +1657,20 @@ impl LlmConfig {
                 problem: "a remote tier needs both `url` and `model` (or CAAL_LLM_REMOTE_URL and CAAL_LLM_REMOTE_MODEL)".into(),
             });
         }
-        if let Some(t) = self
-            .offer_all_tools_to
-            .iter()
-            .find(|t| !matches!(t.as_str(), "local" | "remote"))
-        {
-            return Err(ConfigError::Value {
-                key: "llm.offer_all_tools_to".into(),
-                problem: format!("{t:?} is not a tier; name \"local\" or \"remote\""),
-            });
+        for (key, tiers) in [
+            ("llm.offer_all_tools_to", &self.offer_all_tools_to),
+            ("llm.answer_with", &self.answer_with),
+            ("llm.propose_with", &self.propose_with),
+        ] {
+            if let Some(t) = tiers
+                .iter()
+                .find(|t| !matches!(t.as_str(), "local" | "remote"))
+            {
+                return Err(ConfigError::Value {
+                    key: key.into(),
+                    problem: format!("{t:?} is not a tier; name \"local\" or \"remote\""),
+                });
+            }
         }
         if !(1..=4).contains(&self.tool_auth_floor) {
             return Err(ConfigError::Value {
@@ -1634,17 +1693,6 @@ fn parse(text: &str, origin: &str) -> Result<toml::Table, ConfigError> {
 }
 
 /// Tables merge key by key; anything else (lists included) is replaced.
-fn merge(base: &mut toml::Table, overlay: toml::Table) {
-    for (key, value) in overlay {
-        match (base.get_mut(&key), value) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
-            (_, v) => {
-                base.insert(key, v);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

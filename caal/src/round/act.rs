@@ -12,7 +12,7 @@ use crate::{
     ids::CallId,
     reasoning::ToolDecision,
     router::{CommandSpec, Intent, RouteDecision, render, render_with},
-    tools::{ToolCall, ToolStatus},
+    tools::{ToolCall, ToolOutcome, ToolStatus},
     trace::{
         EventDraft, EventStatus, OpenRound, StoreError,
         events::{CommandExecuted, CommandReversed, ToolRequest, ToolResponse, ValidatorRan},
@@ -106,28 +106,19 @@ impl Engine {
         override_reason: Option<OverrideReason>,
         now: i64,
     ) -> Result<Steps, RoundError> {
+        let run = ChainRun {
+            round,
+            chain,
+            confirmations,
+            override_reason,
+            now,
+        };
         let mut steps = Steps::reply("");
         let mut replies = Vec::new();
-        let header = round.header();
         let one_reply = self.one_reply(chain);
         for command in &chain.commands {
             if let Some((_, reason)) = &steps.failure {
-                round.append(
-                    EventDraft::new(CommandExecuted {
-                        command_id: command.command_id.clone(),
-                        status: "skipped".into(),
-                        result: json!({"reason": format!("not run: {reason}")}),
-                        auth_level: command.auth_level.get(),
-                        chain_id: chain.chain_id.clone(),
-                        ..CommandExecuted::default()
-                    })
-                    .with_status(EventStatus::Skipped),
-                )?;
-                steps.commands.push(CommandRun {
-                    command_id: command.command_id.clone(),
-                    call_id: None,
-                    status: "skipped".into(),
-                });
+                steps.commands.push(run.skipped(command, reason)?);
                 continue;
             }
             let Some(spec) = self.router.command(&command.command_id) else {
@@ -136,53 +127,9 @@ impl Engine {
             let (call_id, outcome) =
                 self.run_tool(round, command, spec, now, &mut steps.retries)?;
             let ok = outcome.status == ToolStatus::Ok;
-            round.append(
-                EventDraft::new(CommandExecuted {
-                    command_id: command.command_id.clone(),
-                    status: if ok { "ok" } else { "failed" }.into(),
-                    result: outcome.result.clone(),
-                    auth_level: command.auth_level.get(),
-                    chain_id: chain.chain_id.clone(),
-                    chain_level: Some(chain.chain_level.get()),
-                    confirmations: Some(confirmations),
-                })
-                .with_call(call_id)
-                .with_status(if ok {
-                    EventStatus::Ok
-                } else {
-                    EventStatus::Failed
-                }),
-            )?;
-            steps.commands.push(CommandRun {
-                command_id: command.command_id.clone(),
-                call_id: Some(call_id.to_string()),
-                status: outcome.status.as_str().into(),
-            });
-            self.tool_result_step(
-                round,
-                &command.command_id,
-                &call_id.to_string(),
-                &outcome,
-                crate::reasoning::StepType::ToolResult,
-            )?;
-            if let Some(d) = &command.decision {
-                let settled = if confirmations > 0 {
-                    "confirmed"
-                } else {
-                    "not_required"
-                };
-                self.receipt(
-                    round,
-                    &command.command_id,
-                    json!(command.params),
-                    d,
-                    Some(call_id.to_string()),
-                    if ok { "ok" } else { "failed" },
-                    settled,
-                    confirmations,
-                    override_reason.map(OverrideReason::as_str),
-                )?;
-            }
+            steps
+                .commands
+                .push(self.record_outcome(&run, command, call_id, &outcome)?);
             if !ok {
                 replies.push(format!(
                     "I couldn't {}: {}.",
@@ -204,27 +151,8 @@ impl Engine {
             if let Some(state) = outcome.state_out {
                 steps.boundary.state_out = Some(state);
             }
-            if command.auth_level.undoable()
-                && let Some(undo) = &spec.config.undo
-            {
-                let window = i64::try_from(self.config.authority.undo_window_seconds)
-                    .unwrap_or(i64::MAX / 4)
-                    * 1000;
-                steps.boundary.undo.push(UndoRecord {
-                    id: 0,
-                    conversation_id: header.conversation_id.to_string(),
-                    command_id: command.command_id.clone(),
-                    call_id: call_id.to_string(),
-                    summary: command.summary.clone(),
-                    undo_command: undo.command.clone(),
-                    undo_params: undo
-                        .params
-                        .iter()
-                        .map(|(k, t)| (k.clone(), render(t, &command.params)))
-                        .collect(),
-                    executed_at_ms: now,
-                    expires_at_ms: now + window,
-                });
+            if let Some(undo) = self.undo_record(&run, command, spec, call_id) {
+                steps.boundary.undo.push(undo);
             }
         }
         steps.reply = match one_reply {
@@ -234,6 +162,102 @@ impl Engine {
             _ => replies.join(" "),
         };
         Ok(steps)
+    }
+
+    /// A command of the chain that ran, recorded: `command.executed` (with
+    /// the chain's level and the confirmations said), its tool-result
+    /// reasoning step, and a governed command's receipt ("ok" or "failed").
+    fn record_outcome(
+        &self,
+        run: &ChainRun<'_>,
+        command: &Command,
+        call_id: CallId,
+        outcome: &ToolOutcome,
+    ) -> Result<CommandRun, RoundError> {
+        let (round, chain, confirmations) = (run.round, run.chain, run.confirmations);
+        let ok = outcome.status == ToolStatus::Ok;
+        round.append(
+            EventDraft::new(CommandExecuted {
+                command_id: command.command_id.clone(),
+                status: if ok { "ok" } else { "failed" }.into(),
+                result: outcome.result.clone(),
+                auth_level: command.auth_level.get(),
+                chain_id: chain.chain_id.clone(),
+                chain_level: Some(chain.chain_level.get()),
+                confirmations: Some(confirmations),
+            })
+            .with_call(call_id)
+            .with_status(if ok {
+                EventStatus::Ok
+            } else {
+                EventStatus::Failed
+            }),
+        )?;
+        let ran = CommandRun {
+            command_id: command.command_id.clone(),
+            call_id: Some(call_id.to_string()),
+            status: outcome.status.as_str().into(),
+        };
+        self.tool_result_step(
+            round,
+            &command.command_id,
+            &call_id.to_string(),
+            outcome,
+            crate::reasoning::StepType::ToolResult,
+        )?;
+        if let Some(d) = &command.decision {
+            let settled = if confirmations > 0 {
+                "confirmed"
+            } else {
+                "not_required"
+            };
+            self.receipt(
+                round,
+                &command.command_id,
+                json!(command.params),
+                d,
+                Some(call_id.to_string()),
+                if ok { "ok" } else { "failed" },
+                settled,
+                confirmations,
+                run.override_reason.map(OverrideReason::as_str),
+            )?;
+        }
+        Ok(ran)
+    }
+
+    /// How to take back a command that ran ("unlock the door" after "lock
+    /// the door"), kept for `undo_window_seconds`: only for a level that may
+    /// be undone and a command whose config says how.
+    fn undo_record(
+        &self,
+        run: &ChainRun<'_>,
+        command: &Command,
+        spec: &CommandSpec,
+        call_id: CallId,
+    ) -> Option<UndoRecord> {
+        if !command.auth_level.undoable() {
+            return None;
+        }
+        let undo = spec.config.undo.as_ref()?;
+        let now = run.now;
+        let window =
+            i64::try_from(self.config.authority.undo_window_seconds).unwrap_or(i64::MAX / 4) * 1000;
+        Some(UndoRecord {
+            id: 0,
+            conversation_id: run.round.header().conversation_id.to_string(),
+            command_id: command.command_id.clone(),
+            call_id: call_id.to_string(),
+            summary: command.summary.clone(),
+            undo_command: undo.command.clone(),
+            undo_params: undo
+                .params
+                .iter()
+                .map(|(k, t)| (k.clone(), render(t, &command.params)))
+                .collect(),
+            executed_at_ms: now,
+            expires_at_ms: now + window,
+        })
     }
 
     /// The command's `reply_many` for a chain of several runs of the same
@@ -448,5 +472,39 @@ impl Engine {
         steps.retries = retries;
         steps.decisions.push(undo_decision);
         Ok(steps)
+    }
+}
+
+/// What every command of a chain is run with: the round that records it,
+/// the chain, and how the gate let it through (the confirmations said, an
+/// override's reason), at the round's time.
+struct ChainRun<'a> {
+    round: &'a OpenRound,
+    chain: &'a CommandChain,
+    confirmations: u8,
+    override_reason: Option<OverrideReason>,
+    now: i64,
+}
+
+impl ChainRun<'_> {
+    /// A command not run because one before it failed: `command.executed`
+    /// as skipped, with the failure as its reason.
+    fn skipped(&self, command: &Command, reason: &str) -> Result<CommandRun, StoreError> {
+        self.round.append(
+            EventDraft::new(CommandExecuted {
+                command_id: command.command_id.clone(),
+                status: "skipped".into(),
+                result: json!({"reason": format!("not run: {reason}")}),
+                auth_level: command.auth_level.get(),
+                chain_id: self.chain.chain_id.clone(),
+                ..CommandExecuted::default()
+            })
+            .with_status(EventStatus::Skipped),
+        )?;
+        Ok(CommandRun {
+            command_id: command.command_id.clone(),
+            call_id: None,
+            status: "skipped".into(),
+        })
     }
 }

@@ -249,7 +249,11 @@ fn wrong_tool_arguments_are_retried_and_the_command_runs_once() {
             NO_DELAY,
         ),
     });
-    let home = home("[llm]\ntool_auth_floor = 1\n", Some(&local), None);
+    let home = home(
+        "[llm]\ntool_auth_floor = 1\npropose_with = [\"local\"]\n",
+        Some(&local),
+        None,
+    );
     let r = home.say("c", "could you make it bright in the kitchen");
     assert_eq!(r.reply, "Okay, the kitchen lights are on.");
     assert_eq!(
@@ -288,6 +292,38 @@ fn wrong_tool_arguments_are_retried_and_the_command_runs_once() {
 }
 
 #[test]
+fn a_small_models_guess_at_a_command_is_not_taken_unless_its_tier_proposes() {
+    let local = Server::start(|_, _| {
+        (
+            200,
+            openai_tool("lights_set", json!({"room": "kitchen", "state": "on"})),
+            NO_DELAY,
+        )
+    });
+    let home = home("", Some(&local), None);
+    let r = home.say("c", "it's gloomy by the stove");
+    assert!(
+        r.reply.starts_with("I can't help with that."),
+        "{}",
+        r.reply
+    );
+    assert!(r.pending_confirmation.is_none());
+    assert_eq!(home.executed("c", "lights.set"), 0);
+    // It was asked (its words may quote memory), and what it proposed is
+    // kept for the operator, marked withheld.
+    assert_eq!(local.seen().len(), 1);
+    assert_eq!(r.llm.as_ref().unwrap().outcome, "withheld");
+    let steps = home.of_type("c", "reasoning.step");
+    assert!(
+        steps.iter().any(|s| s["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not in [llm] propose_with")),
+        "{steps:?}"
+    );
+}
+
+#[test]
 fn a_command_a_model_picks_still_passes_the_authority_gate() {
     let local = Server::start(|_, _| {
         (
@@ -299,7 +335,8 @@ fn a_command_a_model_picks_still_passes_the_authority_gate() {
             NO_DELAY,
         )
     });
-    let home = home("", Some(&local), None);
+    // A tier asked to propose commands for talk (`[llm] propose_with`).
+    let home = home("[llm]\npropose_with = [\"local\"]\n", Some(&local), None);
     let asked = home.say("c", "let my friend in");
     assert_eq!(asked.reply, "Unlock the front door? Say yes to confirm.");
     assert_eq!(home.executed("c", "door.unlock"), 0);
@@ -320,7 +357,7 @@ fn a_command_a_model_picks_still_passes_the_authority_gate() {
             NO_DELAY,
         )
     });
-    let home = super::llm_tests::home("", Some(&local), None);
+    let home = super::llm_tests::home("[llm]\npropose_with = [\"local\"]\n", Some(&local), None);
     let asked = home.say("c", "it's too bright");
     assert_eq!(asked.auth_level, 3);
     assert_eq!(asked.reply, "Turn off all the lights? Say yes to confirm.");
@@ -627,7 +664,9 @@ fn a_tier_not_trusted_with_words_never_answers_talk_and_caal_says_what_it_can_do
             NO_DELAY,
         )
     });
-    let small = home("", Some(&local), None);
+    // Asked for a command near what was said (`propose_with`): its words
+    // are still not given.
+    let small = home("[llm]\npropose_with = [\"local\"]\n", Some(&local), None);
     let r = small.say("c", "how many seconds are in a minute");
     assert_eq!(r.route_code, "intent.chat");
     let offers = "I can't help with that. I look after the lights, the heating, the doors, \
@@ -657,7 +696,8 @@ fn a_tier_not_trusted_with_words_never_answers_talk_and_caal_says_what_it_can_do
         small.say("c", "how many seconds are in a minute").reply,
         "You can find all the tools in your home."
     );
-    // A tool call it makes is still a proposal, asked first.
+    // Named to propose (`propose_with`), a tool call it makes is a
+    // proposal, asked first.
     let proposing = Server::start(|_, _| {
         (
             200,
@@ -665,7 +705,11 @@ fn a_tier_not_trusted_with_words_never_answers_talk_and_caal_says_what_it_can_do
             NO_DELAY,
         )
     });
-    let proposed = home("", Some(&proposing), None);
+    let proposed = home(
+        "[llm]\npropose_with = [\"local\"]\n",
+        Some(&proposing),
+        None,
+    );
     let r = proposed.say("c", "it's gloomy by the stove");
     assert!(r.pending_confirmation.is_some(), "{r:?}");
     // A remote tier answers in words by default.

@@ -11,7 +11,9 @@ use serde::Serialize;
 use crate::{
     config::MemoryOp,
     ids::BucketId,
-    memory::{ContextPackage, ItemMetadata, ItemRef, Match, MemoryError, Signal, Tier, Written},
+    memory::{
+        ContextPackage, Hit, ItemMetadata, ItemRef, Match, MemoryError, Signal, Tier, Written,
+    },
     router::normalize,
     trace::{
         EventDraft, EventStatus, OpenRound, StoreError,
@@ -125,7 +127,6 @@ impl Engine {
         subject: Option<&str>,
         now: i64,
     ) -> Result<Steps, MemoryError> {
-        let memory = &self.memory;
         // "What do you remember about it": no word to search for is a question about everything.
         let subject = subject.filter(|s| {
             op != MemoryOp::Recall
@@ -134,56 +135,111 @@ impl Engine {
                     .any(|w| !crate::memory::is_stopword(w))
         });
         let Some(subject) = subject else {
-            // "What do you remember?": the top of the package.
-            let package = memory.package(bucket, now)?;
-            let top: Vec<&str> = package
+            return self.recall_everything(round, bucket, now);
+        };
+        if op == MemoryOp::Remember {
+            return self.remember_said(round, bucket, text, subject, now);
+        }
+        let hits = self.memory_about(round, bucket, op, subject, now)?;
+        if hits.is_empty() {
+            return Ok(Steps::reply(format!(
+                "I don't remember anything about {subject}."
+            )));
+        }
+        match op {
+            MemoryOp::Recall => self.recall_about(round, bucket, subject, &hits, now),
+            MemoryOp::Forget => self.forget_one(round, bucket, subject, &hits, now),
+            MemoryOp::Pin | MemoryOp::Unpin => {
+                self.pin_first(round, bucket, op == MemoryOp::Pin, &hits, now)
+            }
+            MemoryOp::Remember => unreachable!("remember returned above"),
+        }
+    }
+
+    /// A recall with no word to search for: the top three items of the
+    /// bucket's package, read as `memory.read` (matched "package").
+    fn recall_everything(
+        &self,
+        round: &OpenRound,
+        bucket: &BucketId,
+        now: i64,
+    ) -> Result<Steps, MemoryError> {
+        // "What do you remember?": the top of the package.
+        let package = self.memory.package(bucket, now)?;
+        let top: Vec<&str> = package
+            .items
+            .iter()
+            .take(3)
+            .map(|i| i.scored.item.content.as_str())
+            .collect();
+        round.append(EventDraft::new(MemoryRead {
+            bucket_id: bucket.to_string(),
+            op: "recall".into(),
+            query: None,
+            matched: "package".into(),
+            item_ids: package
                 .items
                 .iter()
                 .take(3)
-                .map(|i| i.scored.item.content.as_str())
-                .collect();
-            round.append(EventDraft::new(MemoryRead {
-                bucket_id: bucket.to_string(),
-                op: "recall".into(),
-                query: None,
-                matched: "package".into(),
-                item_ids: package
-                    .items
-                    .iter()
-                    .take(3)
-                    .map(|i| i.scored.item.item_id.clone())
-                    .collect(),
-            }))?;
-            return Ok(Steps::reply(if top.is_empty() {
-                "I don't remember anything yet. Say \"remember that …\" and I will.".to_owned()
-            } else {
-                format!("I remember: {}.", top.join("; "))
-            }));
+                .map(|i| i.scored.item.item_id.clone())
+                .collect(),
+        }))?;
+        Ok(Steps::reply(if top.is_empty() {
+            "I don't remember anything yet. Say \"remember that …\" and I will.".to_owned()
+        } else {
+            format!("I remember: {}.", top.join("; "))
+        }))
+    }
+
+    /// "Remember that the spare key is under the mat": `subject` kept in
+    /// the words the person said, with the round as its source (an item
+    /// already known is updated, and the reply says so).
+    fn remember_said(
+        &self,
+        round: &OpenRound,
+        bucket: &BucketId,
+        text: &str,
+        subject: &str,
+        now: i64,
+    ) -> Result<Steps, MemoryError> {
+        let content = as_said(text, subject);
+        let metadata = ItemMetadata {
+            source: Some(format!("round:{}", round.header().round_id)),
+            ..ItemMetadata::default()
         };
-        if op == MemoryOp::Remember {
-            let content = as_said(text, subject);
-            let metadata = ItemMetadata {
-                source: Some(format!("round:{}", round.header().round_id)),
-                ..ItemMetadata::default()
-            };
-            let written = memory.remember(bucket, &content, metadata, false, now)?;
-            self.record_written(round, &written, "round")?;
-            return Ok(Steps::reply(match written.op {
-                crate::memory::WriteOp::Update => {
-                    format!(
-                        "I already knew that {}; I'll keep it in mind.",
-                        written.item.content
-                    )
-                }
-                _ => format!("Okay, I'll remember that {}.", written.item.content),
-            }));
-        }
+        let written = self
+            .memory
+            .remember(bucket, &content, metadata, false, now)?;
+        self.record_written(round, &written, "round")?;
+        Ok(Steps::reply(match written.op {
+            crate::memory::WriteOp::Update => {
+                format!(
+                    "I already knew that {}; I'll keep it in mind.",
+                    written.item.content
+                )
+            }
+            _ => format!("Okay, I'll remember that {}.", written.item.content),
+        }))
+    }
+
+    /// The bucket's items about `subject`, at most five, read as
+    /// `memory.read`: a recall takes items with any of its words ("what do
+    /// you remember about the car"), the other commands only items with all
+    /// of them.
+    fn memory_about(
+        &self,
+        round: &OpenRound,
+        bucket: &BucketId,
+        op: MemoryOp,
+        subject: &str,
+        now: i64,
+    ) -> Result<Vec<Hit>, MemoryError> {
         let how = if op == MemoryOp::Recall {
             Match::Any
         } else {
             Match::All
         };
-        let hits = match memory.search(subject, Some(bucket), how, 5, now) {
+        let hits = match self.memory.search(subject, Some(bucket), how, 5, now) {
             Err(MemoryError::EmptyQuery { .. }) => Vec::new(),
             found => found?,
         };
@@ -193,66 +249,105 @@ impl Engine {
             op: op.as_str().into(),
             query: Some(subject.to_string()),
             matched: if how == Match::All { "all" } else { "any" }.into(),
-            item_ids: ids.clone(),
+            item_ids: ids,
         }))?;
-        if hits.is_empty() {
+        Ok(hits)
+    }
+
+    /// "What do you remember about the car": the first three items found,
+    /// said, and referenced as a topic hit.
+    fn recall_about(
+        &self,
+        round: &OpenRound,
+        bucket: &BucketId,
+        subject: &str,
+        hits: &[Hit],
+        now: i64,
+    ) -> Result<Steps, MemoryError> {
+        let shown: Vec<String> = hits
+            .iter()
+            .take(3)
+            .map(|h| h.scored.item.item_id.clone())
+            .collect();
+        let found = self
+            .memory
+            .reference(bucket, &shown, Signal::TopicHit, now)?;
+        self.record_referenced(round, bucket, Signal::TopicHit, Some(subject), &found)?;
+        let contents: Vec<&str> = hits[..shown.len()]
+            .iter()
+            .map(|h| h.scored.item.content.as_str())
+            .collect();
+        Ok(Steps::reply(format!(
+            "About {subject}, I remember: {}.",
+            contents.join("; ")
+        )))
+    }
+
+    /// "Forget the spare key": the one item found is forgotten (its
+    /// `memory.forgotten` never says what it was); among several, the one
+    /// that is exactly what was said, else the person is asked which.
+    fn forget_one(
+        &self,
+        round: &OpenRound,
+        bucket: &BucketId,
+        subject: &str,
+        hits: &[Hit],
+        now: i64,
+    ) -> Result<Steps, MemoryError> {
+        // One match, or one that is exactly what was said; else ask.
+        let exact = hits
+            .iter()
+            .position(|h| normalize(&h.scored.item.content) == subject);
+        let chosen = if hits.len() == 1 { Some(0) } else { exact };
+        let Some(i) = chosen else {
+            let contents: Vec<String> =
+                hits.iter().map(|h| h.scored.item.content.clone()).collect();
             return Ok(Steps::reply(format!(
-                "I don't remember anything about {subject}."
+                "I remember {} things about {subject}: {}. Which one should I forget? Say more of its words.",
+                hits.len(),
+                quoted(&contents)
             )));
-        }
-        let contents: Vec<String> = hits.iter().map(|h| h.scored.item.content.clone()).collect();
-        Ok(match op {
-            MemoryOp::Recall => {
-                let shown: Vec<String> = ids.iter().take(3).cloned().collect();
-                let found = memory.reference(bucket, &shown, Signal::TopicHit, now)?;
-                self.record_referenced(round, bucket, Signal::TopicHit, Some(subject), &found)?;
-                Steps::reply(format!(
-                    "About {subject}, I remember: {}.",
-                    contents[..shown.len()].join("; ")
-                ))
-            }
-            MemoryOp::Forget => {
-                // One match, or one that is exactly what was said; else ask.
-                let exact = hits
-                    .iter()
-                    .position(|h| normalize(&h.scored.item.content) == subject);
-                let chosen = if hits.len() == 1 { Some(0) } else { exact };
-                let Some(i) = chosen else {
-                    return Ok(Steps::reply(format!(
-                        "I remember {} things about {subject}: {}. Which one should I forget? Say more of its words.",
-                        hits.len(),
-                        quoted(&contents)
-                    )));
-                };
-                let item = memory.forget(bucket, &ids[i], now)?;
-                round.append(EventDraft::new(MemoryForgotten {
-                    bucket_id: bucket.to_string(),
-                    item_id: item.item_id.clone(),
-                    reason: "asked to forget".into(),
-                    was_pinned: item.pinned,
-                    source: "round".into(),
-                }))?;
-                Steps::reply("Okay, I've forgotten it.")
-            }
-            MemoryOp::Pin | MemoryOp::Unpin => {
-                let pin = op == MemoryOp::Pin;
-                let Some(hit) = hits.iter().find(|h| h.scored.item.pinned != pin) else {
-                    return Ok(Steps::reply(if pin {
-                        format!("That's already pinned: {}.", contents[0])
-                    } else {
-                        format!("That isn't pinned: {}.", contents[0])
-                    }));
-                };
-                let written = memory.set_pinned(bucket, &hit.scored.item.item_id, pin, now)?;
-                self.record_written(round, &written, "round")?;
-                Steps::reply(format!(
-                    "{}: {}.",
-                    if pin { "Pinned" } else { "Unpinned" },
-                    written.item.content
-                ))
-            }
-            MemoryOp::Remember => unreachable!("remember returned above"),
-        })
+        };
+        let item = self
+            .memory
+            .forget(bucket, &hits[i].scored.item.item_id, now)?;
+        round.append(EventDraft::new(MemoryForgotten {
+            bucket_id: bucket.to_string(),
+            item_id: item.item_id.clone(),
+            reason: "asked to forget".into(),
+            was_pinned: item.pinned,
+            source: "round".into(),
+        }))?;
+        Ok(Steps::reply("Okay, I've forgotten it."))
+    }
+
+    /// "Pin the spare key" (or unpin it): the first item found that is not
+    /// already so is changed; if none, the reply names the first found.
+    fn pin_first(
+        &self,
+        round: &OpenRound,
+        bucket: &BucketId,
+        pin: bool,
+        hits: &[Hit],
+        now: i64,
+    ) -> Result<Steps, MemoryError> {
+        let Some(hit) = hits.iter().find(|h| h.scored.item.pinned != pin) else {
+            let first = &hits[0].scored.item.content;
+            return Ok(Steps::reply(if pin {
+                format!("That's already pinned: {first}.")
+            } else {
+                format!("That isn't pinned: {first}.")
+            }));
+        };
+        let written = self
+            .memory
+            .set_pinned(bucket, &hit.scored.item.item_id, pin, now)?;
+        self.record_written(round, &written, "round")?;
+        Ok(Steps::reply(format!(
+            "{}: {}.",
+            if pin { "Pinned" } else { "Unpinned" },
+            written.item.content
+        )))
     }
 
     fn record_written(

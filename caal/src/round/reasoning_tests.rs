@@ -51,11 +51,10 @@ fn home_with_script(config: &str, local: Server) -> (Home, Server) {
         )),
         remote: None,
     });
-    let home = Home::with_llm(
-        Config::from_toml_over_defaults(config).unwrap(),
-        Arc::new(|_| None),
-        Some(tiers),
-    );
+    // The scripted model stands for a tier trusted to propose commands.
+    let mut config = Config::from_toml_over_defaults(config).unwrap();
+    config.llm.propose_with = vec!["local".into()];
+    let home = Home::with_llm(config, Arc::new(|_| None), Some(tiers));
     (home, local)
 }
 

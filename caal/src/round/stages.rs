@@ -399,10 +399,11 @@ impl Engine {
             return Ok((routed, considered));
         };
         // Talk no layer understood, with no tier whose words may answer it:
-        // CAAL says what it can do. A model is still asked where the
-        // meaning layer found commands near what was said, or where a tier
-        // plans from every command (`offer_all_tools_to`): it may propose
-        // one, asked first; its words are not given.
+        // CAAL says what it can do. A model is still asked where a tier of
+        // `propose_with` is there and the meaning layer found commands near
+        // what was said, or where a tier plans from every command
+        // (`offer_all_tools_to`): it may propose one, asked first; its
+        // words are not given.
         let honest = (*route == RouteType::Chat)
             .then(|| self.router.cannot_help(&routed.decision))
             .flatten()
@@ -432,11 +433,35 @@ impl Engine {
                     routed.decision.near.as_deref(),
                     state_in,
                 )?;
+                let tier = thought.summary.tier.clone();
                 considered.llm = Some(thought.summary);
                 considered.retries = thought.retries;
                 considered.narrative = thought.narrative;
                 self.refused(round, &thought.blocked, &mut considered.decisions)?;
-                if let Intent::Chain(chain) = &thought.intent {
+                // Talk CAAL cannot act on: a command is taken only from a
+                // tier named to propose one (`propose_with`, or offered
+                // every command); a small model's guess is not asked about.
+                let thought_intent = thought.intent;
+                let dropped = honest.is_some()
+                    && matches!(thought_intent, Intent::Chain(_))
+                    && !tier.as_deref().is_some_and(|t| {
+                        [
+                            &self.config.llm.propose_with,
+                            &self.config.llm.offer_all_tools_to,
+                        ]
+                        .iter()
+                        .any(|names| names.iter().any(|n| n == t))
+                    });
+                if dropped {
+                    if let Some(llm) = considered.llm.as_mut() {
+                        llm.outcome = "withheld".into();
+                    }
+                    self.not_answered(
+                        round,
+                        "the model's command is not taken: its tier is not in [llm] propose_with",
+                    )?;
+                }
+                if !dropped && let Intent::Chain(chain) = &thought_intent {
                     // The model chose what to do: that decision is recorded too.
                     round.append(EventDraft::new(RouteSelected {
                         route_code: "intent.command".into(),
@@ -460,7 +485,8 @@ impl Engine {
                 // Words that quote what the user asked to remember are
                 // given, and so is why a command it called was refused.
                 let withheld = !thought.remembered && thought.blocked.is_empty();
-                match (thought.intent, honest) {
+                match (thought_intent, honest) {
+                    (_, Some(reply)) if dropped => Intent::Reply(reply),
                     (Intent::Reply(_), Some(reply)) if withheld => {
                         if let Some(llm) = considered.llm.as_mut() {
                             llm.outcome = "withheld".into();

@@ -9,13 +9,17 @@ use super::RoundError;
 use serde::Serialize;
 use serde_json::json;
 
+use std::sync::Arc;
+
 use crate::{
     auth::{AuthLevel, CommandChain},
-    config::{Escalation, RouteType},
+    config::{Escalation, LlmConfig, RouteType, StateConfig},
     llm::{
-        ChatMessage, ChatRequest, ChatResponse, LlmError, cap_prompt,
+        ChatMessage, ChatRequest, ChatResponse, LlmError, Tier, ToolSpec, cap_prompt,
+        toolbox::Toolbox,
         validate::{Candidate, Status},
     },
+    memory::ContextPackage,
     router::Intent,
     trace::{
         EventDraft, EventStatus, OpenRound,
@@ -65,7 +69,51 @@ pub(super) struct Thought {
     pub remembered: bool,
 }
 
+/// One round's questioning of the models: the prompt every attempt starts
+/// from, what the bucket's memory put in it, and what the attempts have come
+/// to so far. Built once by `Engine::asking`; each attempt reads it and adds
+/// to it (a retry note, the feedback for the next attempt, its time).
+struct Asking<'a> {
+    round: &'a OpenRound,
+    cfg: &'a LlmConfig,
+    question: &'a str,
+    /// The system prompt and the question, capped to fit.
+    base: Vec<ChatMessage>,
+    /// The question was cut to fit the prompt.
+    question_truncated: bool,
+    /// What the bucket remembers, as the prompt says it: the text, the
+    /// package it came from, and whether its long part went in.
+    memory: Option<(String, Arc<ContextPackage>, bool)>,
+    now: i64,
+    retries: Vec<RetryNote>,
+    /// Why the last answer was turned down ("Your previous reply was not
+    /// usable: …"), said to the next attempt.
+    feedback: Option<String>,
+    attempts: u32,
+    /// Time spent in HTTP exchanges with models, all attempts together.
+    latency_ms: f64,
+}
+
+/// Where the questioning goes after an attempt that got no answer.
+enum Next {
+    /// The same tier again (a timeout, a rate limit, a garbled answer).
+    Attempt,
+    /// The next tier: this one will not do better (a refused key, say).
+    Tier,
+}
+
+/// What the validators made of an answer: the worst status any gave
+/// (`Ok` uses it, `Retry` asks again, `Escalate` moves to the next tier),
+/// and what the failed ones said, for the next attempt's feedback.
+struct Verdict {
+    worst: Status,
+    complaints: Vec<String>,
+}
+
 impl Engine {
+    /// The question put to the models, tier by tier in the order the state
+    /// wants, until an answer passes the validators; when none does, the
+    /// user is asked to say it another way.
     pub(super) fn think(
         &self,
         round: &OpenRound,
@@ -94,7 +142,7 @@ impl Engine {
         let narrowed = near
             .filter(|_| route == RouteType::Chat)
             .map(|near| self.toolbox.only(near));
-        let toolbox_for = |tier: &str| -> Option<&crate::llm::toolbox::Toolbox> {
+        let toolbox_for = |tier: &str| -> Option<&Toolbox> {
             if !offer {
                 return None;
             }
@@ -104,6 +152,46 @@ impl Engine {
                 None => Some(&self.toolbox),
             }
         };
+        let mut asking = self.asking(round, question, policy)?;
+        let plan = tiers.plan(escalation, cfg);
+        let first_tier = plan.first().map(|(t, _)| t.name);
+        for (tier, tier_attempts) in plan {
+            let toolbox = toolbox_for(tier.name);
+            let tools = toolbox.map(|t| t.specs()).unwrap_or_default();
+            for attempt in 1..=tier_attempts {
+                asking.attempts += 1;
+                let request = asking.request(tier, attempt, &tools)?;
+                let response = match asking.exchange(tier, &request) {
+                    Ok(r) => scrubbed(r),
+                    Err(e) => match asking.failed(tier, attempt, &e)? {
+                        Next::Attempt => continue,
+                        Next::Tier => break,
+                    },
+                };
+                let verdict = self.verdict(&asking, tier, attempt, toolbox, &response)?;
+                if verdict.worst < Status::Retry {
+                    let escalated = Some(tier.name) != first_tier;
+                    return self.accepted(asking, tier, toolbox, &response, escalated);
+                }
+                asking.rejected(tier, attempt, &verdict.complaints);
+                if verdict.worst == Status::Escalate {
+                    break;
+                }
+            }
+        }
+        asking.clarify()
+    }
+
+    /// The prompt every attempt of a round starts from: the system prompt,
+    /// the state's mode ("Mode: research (…)"), what the bucket remembers,
+    /// and the question, capped to fit `llm.max_prompt_chars`.
+    fn asking<'a>(
+        &'a self,
+        round: &'a OpenRound,
+        question: &'a str,
+        policy: Option<&StateConfig>,
+    ) -> Result<Asking<'a>, RoundError> {
+        let cfg = &self.config.llm;
         let mut system = cfg.system_prompt.clone();
         if let Some(p) = policy {
             system.push_str(&format!(" Mode: {} ({}).", p.label, p.description));
@@ -121,222 +209,125 @@ impl Engine {
         }
         let room = cfg.max_prompt_chars.saturating_sub(system.chars().count());
         let capped_question = cap_prompt(question, room.max(400));
-        let base = vec![
-            ChatMessage::new("system", system),
-            ChatMessage::new("user", capped_question.text.clone()),
-        ];
-        let mut retries = Vec::new();
-        let mut feedback: Option<String> = None;
-        let mut attempts = 0;
-        let mut latency_ms = 0.0;
-        let plan = tiers.plan(escalation, cfg);
-        let first_tier = plan.first().map(|(t, _)| t.name);
-        for (tier, tier_attempts) in plan {
-            let toolbox = toolbox_for(tier.name);
-            let tools = toolbox.map(|t| t.specs()).unwrap_or_default();
-            for attempt in 1..=tier_attempts {
-                attempts += 1;
-                let mut messages = base.clone();
-                if let Some(f) = &feedback {
-                    messages.push(ChatMessage::new("user", f.clone()));
-                }
-                let request = ChatRequest {
-                    messages,
-                    tools: tools.clone(),
-                    max_tokens: Some(cfg.max_tokens),
-                    // The first attempt is deterministic; retries vary.
-                    temperature: Some(if attempt == 1 { 0.0 } else { 0.7 }),
-                    tool_required: false,
-                };
-                let whole: String = request
-                    .messages
-                    .iter()
-                    .map(|m| format!("{}: {}\n", m.role, m.content))
-                    .collect();
-                let capped = cap_prompt(&whole, cfg.max_prompt_chars);
-                round.append(EventDraft::new(LlmRequest {
-                    model: tier.model().to_string(),
-                    prompt_hash: capped.hash.clone(),
-                    prompt_head: capped.head.clone(),
-                    prompt_tail: capped.tail.clone(),
-                    prompt_truncated: capped_question.truncated,
-                    tier: tier.name.to_string(),
-                    attempt,
-                    tools: tools.iter().map(|t| t.name.clone()).collect(),
-                    ..LlmRequest::default()
-                }))?;
-                let exchange = std::time::Instant::now();
-                let answer = tier.chat(&request);
-                latency_ms += exchange.elapsed().as_secs_f64() * 1e3;
-                let response = match answer {
-                    Ok(r) => scrubbed(r),
-                    Err(e) => {
-                        let transient = e.transient();
-                        round.append(
-                            EventDraft::new(LlmResponse {
-                                model: tier.model().to_string(),
-                                tier: tier.name.to_string(),
-                                attempt,
-                                error: Some(e.to_string()),
-                                transient: Some(transient),
-                                ..LlmResponse::default()
-                            })
-                            .with_status(EventStatus::Failed),
-                        )?;
-                        retries.push(RetryNote {
-                            stage: "llm".into(),
-                            tier: Some(tier.name.into()),
-                            attempt,
-                            reason: e.to_string(),
-                        });
-                        if matches!(&e, LlmError::Http { status: 429, .. }) {
-                            // Rate limited: back off before the next attempt.
-                            std::thread::sleep(std::time::Duration::from_millis(
-                                200 * u64::from(attempt),
-                            ));
-                        }
-                        if !transient && !matches!(e, LlmError::Malformed { .. }) {
-                            break; // this tier will not do better: escalate
-                        }
-                        continue;
-                    }
-                };
-                // The answer and its verdicts go to the trace together.
-                let mut drafts = vec![EventDraft::new(LlmResponse {
-                    model: response.model.clone(),
-                    latency_ms: response.latency_ms,
-                    text: response.text.clone(),
-                    usage: response.usage.clone(),
-                    truncated: response.truncated,
-                    tier: tier.name.to_string(),
-                    attempt,
-                    tool_calls: Some(json!(response.tool_calls)),
-                    reasoning: response.reasoning.clone(),
-                    narrative: (!response.tool_calls.is_empty()
-                        && !response.text.trim().is_empty())
-                    .then(|| response.text.clone()),
-                    ..LlmResponse::default()
-                })];
-                let candidate = Candidate {
-                    question,
-                    response: &response,
-                    toolbox,
-                    router: &self.router,
-                    system_prompt: &cfg.system_prompt,
-                };
-                let mut worst = Status::Ok;
-                let mut complaints = Vec::new();
-                for v in self.validators.iter() {
-                    let r = v.check(&candidate);
-                    let failed = r.status >= Status::Retry;
-                    drafts.push(
-                        EventDraft::new(ValidatorRan {
-                            validator_id: r.validator_id.clone(),
-                            code: r.code.clone(),
-                            status: name_of(&r.status),
-                            message: r.message.clone(),
-                            details: Some(r.details.clone()).filter(|d| !d.is_null()),
-                            tier: Some(tier.name.to_string()),
-                            attempt: Some(attempt),
-                        })
-                        .with_status(if failed {
-                            EventStatus::Failed
-                        } else {
-                            EventStatus::Ok
-                        }),
-                    );
-                    if failed {
-                        complaints.push(format!("{} ({})", r.message, r.code));
-                    }
-                    worst = worst.max(r.status);
-                }
-                round.append_all(drafts)?;
-                if worst < Status::Retry {
-                    let mut cited = 0;
-                    if let Some((_, package, with_long)) = &memory
-                        && response.tool_calls.is_empty()
-                    {
-                        cited = self.cite(round, package, *with_long, &response.text, now)?;
-                    }
-                    let outcome = if response.tool_calls.is_empty() {
-                        "answer"
-                    } else {
-                        "tool_call"
-                    };
-                    if let Some(thinking) = &response.reasoning {
-                        self.model_thinking(round, thinking)?;
-                    }
-                    let narrative = (!response.tool_calls.is_empty())
-                        .then(|| response.text.trim().to_owned())
-                        .filter(|t| !t.is_empty());
-                    let (intent, blocked) = self.intent_of(
-                        toolbox,
-                        &response,
-                        narrative.as_deref(),
-                        &round.header().round_id.to_string(),
-                    );
-                    return Ok(Thought {
-                        intent,
-                        remembered: cited > 0,
-                        narrative,
-                        blocked,
-                        summary: LlmSummary {
-                            tier: Some(tier.name.into()),
-                            model: Some(response.model.clone()),
-                            attempts,
-                            escalated: Some(tier.name) != first_tier,
-                            clarified: false,
-                            outcome: outcome.into(),
-                            latency_ms,
-                        },
-                        retries,
-                    });
-                }
-                let reason = complaints.join("; ");
-                retries.push(RetryNote {
-                    stage: "llm".into(),
-                    tier: Some(tier.name.into()),
-                    attempt,
-                    reason: reason.clone(),
-                });
-                feedback = Some(format!(
-                    "{}: {reason}. {}",
-                    crate::llm::validate::RETRY_NOT_USABLE,
-                    crate::llm::validate::RETRY_AGAIN
-                ));
-                if worst == Status::Escalate {
-                    break;
-                }
+        Ok(Asking {
+            round,
+            cfg,
+            question,
+            base: vec![
+                ChatMessage::new("system", system),
+                ChatMessage::new("user", capped_question.text),
+            ],
+            question_truncated: capped_question.truncated,
+            memory,
+            now,
+            retries: Vec::new(),
+            feedback: None,
+            attempts: 0,
+            latency_ms: 0.0,
+        })
+    }
+
+    /// A model's answer checked by every validator: one `llm.response`,
+    /// then a `validator.ran` per validator (failed where it asks for
+    /// another try).
+    fn verdict(
+        &self,
+        asking: &Asking<'_>,
+        tier: &Tier,
+        attempt: u32,
+        toolbox: Option<&Toolbox>,
+        response: &ChatResponse,
+    ) -> Result<Verdict, RoundError> {
+        // The answer and its verdicts go to the trace together.
+        let mut drafts = vec![answer_event(tier, attempt, response)];
+        let candidate = Candidate {
+            question: asking.question,
+            response,
+            toolbox,
+            router: &self.router,
+            system_prompt: &asking.cfg.system_prompt,
+        };
+        let mut worst = Status::Ok;
+        let mut complaints = Vec::new();
+        for v in self.validators.iter() {
+            let r = v.check(&candidate);
+            let failed = r.status >= Status::Retry;
+            drafts.push(
+                EventDraft::new(ValidatorRan {
+                    validator_id: r.validator_id.clone(),
+                    code: r.code.clone(),
+                    status: name_of(&r.status),
+                    message: r.message.clone(),
+                    details: Some(r.details.clone()).filter(|d| !d.is_null()),
+                    tier: Some(tier.name.to_string()),
+                    attempt: Some(attempt),
+                })
+                .with_status(if failed {
+                    EventStatus::Failed
+                } else {
+                    EventStatus::Ok
+                }),
+            );
+            if failed {
+                complaints.push(format!("{} ({})", r.message, r.code));
             }
+            worst = worst.max(r.status);
         }
-        round.append(
-            EventDraft::new(ValidatorRan {
-                validator_id: "retry_policy".into(),
-                code: "validator.exhausted".into(),
-                status: "error".into(),
-                message: format!(
-                    "no usable answer after {attempts} attempt(s); asking the user to say it another way"
-                ),
-                details: Some(json!({"attempts": attempts})),
-                ..ValidatorRan::default()
-            })
-            .with_status(EventStatus::Failed),
-        )?;
+        asking.round.append_all(drafts)?;
+        Ok(Verdict { worst, complaints })
+    }
+
+    /// The answer the validators passed, as the round's thought: the
+    /// remembered items its words quote are cited, the model's thinking
+    /// becomes reasoning steps, and its tool calls are decided ("turn on
+    /// the porch light" as a chain, or a reply saying why not).
+    fn accepted(
+        &self,
+        asking: Asking<'_>,
+        tier: &Tier,
+        toolbox: Option<&Toolbox>,
+        response: &ChatResponse,
+        escalated: bool,
+    ) -> Result<Thought, RoundError> {
+        let round = asking.round;
+        let mut cited = 0;
+        if let Some((_, package, with_long)) = &asking.memory
+            && response.tool_calls.is_empty()
+        {
+            cited = self.cite(round, package, *with_long, &response.text, asking.now)?;
+        }
+        let outcome = if response.tool_calls.is_empty() {
+            "answer"
+        } else {
+            "tool_call"
+        };
+        if let Some(thinking) = &response.reasoning {
+            self.model_thinking(round, thinking)?;
+        }
+        let narrative = (!response.tool_calls.is_empty())
+            .then(|| response.text.trim().to_owned())
+            .filter(|t| !t.is_empty());
+        let (intent, blocked) = self.intent_of(
+            toolbox,
+            response,
+            narrative.as_deref(),
+            &round.header().round_id.to_string(),
+        );
         Ok(Thought {
-            intent: Intent::Reply(cfg.clarify_reply.clone()),
-            remembered: false,
+            intent,
+            remembered: cited > 0,
+            narrative,
+            blocked,
             summary: LlmSummary {
-                tier: None,
-                model: None,
-                attempts,
-                escalated: false,
-                clarified: true,
-                outcome: "clarify".into(),
-                latency_ms,
+                tier: Some(tier.name.into()),
+                model: Some(response.model.clone()),
+                attempts: asking.attempts,
+                escalated,
+                clarified: false,
+                outcome: outcome.into(),
+                latency_ms: asking.latency_ms,
             },
-            retries,
-            narrative: None,
-            blocked: Vec::new(),
+            retries: asking.retries,
         })
     }
 
@@ -378,6 +369,161 @@ impl Engine {
         };
         (intent, blocked)
     }
+}
+
+impl Asking<'_> {
+    /// Attempt `attempt` of `tier`, recorded as `llm.request` before it is
+    /// sent: the base prompt, the last rejection's feedback, the tools on
+    /// offer.
+    fn request(
+        &self,
+        tier: &Tier,
+        attempt: u32,
+        tools: &[ToolSpec],
+    ) -> Result<ChatRequest, RoundError> {
+        let mut messages = self.base.clone();
+        if let Some(f) = &self.feedback {
+            messages.push(ChatMessage::new("user", f.clone()));
+        }
+        let request = ChatRequest {
+            messages,
+            tools: tools.to_vec(),
+            max_tokens: Some(self.cfg.max_tokens),
+            // The first attempt is deterministic; retries vary.
+            temperature: Some(if attempt == 1 { 0.0 } else { 0.7 }),
+            tool_required: false,
+        };
+        let whole: String = request
+            .messages
+            .iter()
+            .map(|m| format!("{}: {}\n", m.role, m.content))
+            .collect();
+        let capped = cap_prompt(&whole, self.cfg.max_prompt_chars);
+        self.round.append(EventDraft::new(LlmRequest {
+            model: tier.model().to_string(),
+            prompt_hash: capped.hash.clone(),
+            prompt_head: capped.head.clone(),
+            prompt_tail: capped.tail.clone(),
+            prompt_truncated: self.question_truncated,
+            tier: tier.name.to_string(),
+            attempt,
+            tools: tools.iter().map(|t| t.name.clone()).collect(),
+            ..LlmRequest::default()
+        }))?;
+        Ok(request)
+    }
+
+    /// `tier`'s answer to `request`, the exchange's time added to the round's.
+    fn exchange(&mut self, tier: &Tier, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let exchange = std::time::Instant::now();
+        let answer = tier.chat(request);
+        self.latency_ms += exchange.elapsed().as_secs_f64() * 1e3;
+        answer
+    }
+
+    /// An attempt that got no answer (the model unreachable, rate limited,
+    /// its reply unreadable): a failed `llm.response` and a retry note, and
+    /// whether the same tier is worth asking again.
+    fn failed(&mut self, tier: &Tier, attempt: u32, e: &LlmError) -> Result<Next, RoundError> {
+        let transient = e.transient();
+        self.round.append(
+            EventDraft::new(LlmResponse {
+                model: tier.model().to_string(),
+                tier: tier.name.to_string(),
+                attempt,
+                error: Some(e.to_string()),
+                transient: Some(transient),
+                ..LlmResponse::default()
+            })
+            .with_status(EventStatus::Failed),
+        )?;
+        self.retries.push(RetryNote {
+            stage: "llm".into(),
+            tier: Some(tier.name.into()),
+            attempt,
+            reason: e.to_string(),
+        });
+        if matches!(e, LlmError::Http { status: 429, .. }) {
+            // Rate limited: back off before the next attempt.
+            std::thread::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)));
+        }
+        if !transient && !matches!(e, LlmError::Malformed { .. }) {
+            return Ok(Next::Tier); // this tier will not do better: escalate
+        }
+        Ok(Next::Attempt)
+    }
+
+    /// An answer the validators turned down: a retry note, and the feedback
+    /// the next attempt is given ("Your previous reply was not usable: …").
+    fn rejected(&mut self, tier: &Tier, attempt: u32, complaints: &[String]) {
+        let reason = complaints.join("; ");
+        self.retries.push(RetryNote {
+            stage: "llm".into(),
+            tier: Some(tier.name.into()),
+            attempt,
+            reason: reason.clone(),
+        });
+        self.feedback = Some(format!(
+            "{}: {reason}. {}",
+            crate::llm::validate::RETRY_NOT_USABLE,
+            crate::llm::validate::RETRY_AGAIN
+        ));
+    }
+
+    /// No tier gave a usable answer: `validator.exhausted` goes to the
+    /// trace, and the user is asked to say it another way
+    /// (`llm.clarify_reply`).
+    fn clarify(self) -> Result<Thought, RoundError> {
+        let attempts = self.attempts;
+        self.round.append(
+            EventDraft::new(ValidatorRan {
+                validator_id: "retry_policy".into(),
+                code: "validator.exhausted".into(),
+                status: "error".into(),
+                message: format!(
+                    "no usable answer after {attempts} attempt(s); asking the user to say it another way"
+                ),
+                details: Some(json!({"attempts": attempts})),
+                ..ValidatorRan::default()
+            })
+            .with_status(EventStatus::Failed),
+        )?;
+        Ok(Thought {
+            intent: Intent::Reply(self.cfg.clarify_reply.clone()),
+            remembered: false,
+            summary: LlmSummary {
+                tier: None,
+                model: None,
+                attempts,
+                escalated: false,
+                clarified: true,
+                outcome: "clarify".into(),
+                latency_ms: self.latency_ms,
+            },
+            retries: self.retries,
+            narrative: None,
+            blocked: Vec::new(),
+        })
+    }
+}
+
+/// A model's answer as `llm.response`: its words, tool calls and thinking,
+/// and the words it said alongside tool calls as their narrative.
+fn answer_event(tier: &Tier, attempt: u32, response: &ChatResponse) -> EventDraft {
+    EventDraft::new(LlmResponse {
+        model: response.model.clone(),
+        latency_ms: response.latency_ms,
+        text: response.text.clone(),
+        usage: response.usage.clone(),
+        truncated: response.truncated,
+        tier: tier.name.to_string(),
+        attempt,
+        tool_calls: Some(json!(response.tool_calls)),
+        reasoning: response.reasoning.clone(),
+        narrative: (!response.tool_calls.is_empty() && !response.text.trim().is_empty())
+            .then(|| response.text.clone()),
+        ..LlmResponse::default()
+    })
 }
 
 /// A model's output is scrubbed before anything stores or shows it.

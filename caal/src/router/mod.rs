@@ -12,6 +12,7 @@ mod hearing;
 mod params;
 pub mod replay;
 mod several;
+mod spans;
 mod understood;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -88,6 +89,13 @@ pub struct Router {
     question_words: Vec<String>,
     refer_to_thing: Vec<String>,
     refer_to_place: Vec<String>,
+    /// The speaker's place said ("in here"), and what it is read as
+    /// (`in the {area}`), longest phrase first.
+    speaker_place: Vec<(String, String)>,
+    /// Words that take back a name just said ("sorry", "I mean").
+    corrections: Vec<String>,
+    /// Typed slips that make another word, and the word meant.
+    word_slips: Vec<(String, String)>,
     refer_to_lights: Vec<String>,
     light_words: Vec<String>,
     item_leads: Vec<String>,
@@ -323,167 +331,19 @@ impl Router {
                 u.language
             ),
         })?;
-        let mut library = library.unwrap_or_else(|| Library::empty(lang));
         let words = u.languages.get(lang.code()).cloned().unwrap_or_default();
-        for w in &words.skip_words {
-            library.add_skip_word(w);
-        }
-        for (name, body) in &words.rules {
-            library
-                .set_rule(name, body)
-                .map_err(|e| ConfigError::Value {
-                    key: format!("understand.languages.{}.rules.{name}", lang.code()),
-                    problem: e.to_string(),
-                })?;
-        }
-        for s in &words.sentences {
-            library
-                .add_sentences(&s.intent, &s.sentences, &s.slots, s.by_sound)
-                .map_err(|e| ConfigError::Value {
-                    key: format!(
-                        "understand.languages.{}.sentences ({})",
-                        lang.code(),
-                        s.intent
-                    ),
-                    problem: e.to_string(),
-                })?;
-        }
+        let library = taught(
+            library.unwrap_or_else(|| Library::empty(lang)),
+            &words,
+            lang,
+        )?;
         understood::check_maps(&u.intents, &commands)?;
         understood::check_examples(&words.examples, &u.intents, &u.semantic, lang)?;
         understood::check_model_choice(&u.model)?;
-        let semantic = embedder.filter(|_| !words.examples.is_empty()).map(|e| {
-            Semantic::new(e, u.semantic.clone(), lang, &words.examples, &home).with_opposites(
-                words
-                    .opposites
-                    .iter()
-                    .map(|[a, b]| [normalize(a), normalize(b)]),
-            )
-        });
-        let mut seen = HashSet::new();
-        let mut rules = Vec::with_capacity(config.rules.len());
-        for rule in &config.rules {
-            let problem = |problem: String| ConfigError::Rule {
-                rule: rule.name.clone(),
-                problem,
-            };
-            if rule.name.trim().is_empty() {
-                return Err(ConfigError::Value {
-                    key: "rules.name".into(),
-                    problem: "a rule has an empty name".into(),
-                });
-            }
-            if !seen.insert(rule.name.as_str()) {
-                return Err(problem(
-                    "the name is used by another rule; give each rule its own name".into(),
-                ));
-            }
-            let level = rule
-                .auth_level
-                .map(|l| {
-                    AuthLevel::new(l)
-                        .ok_or_else(|| problem(format!("auth_level {l} is outside 1–4")))
-                })
-                .transpose()?;
-            if rule.route == RouteType::Feedback && rule.feedback.is_none() {
-                return Err(problem(
-                    "a feedback rule needs feedback = \"good\" or \"bad\"".into(),
-                ));
-            }
-            let regex =
-                Regex::new(&rule.pattern).map_err(|e| problem(format!("invalid pattern: {e}")))?;
-            let captures: BTreeSet<&str> = regex.capture_names().flatten().collect();
-            if let Some(topic) = &rule.topic
-                && !captures.contains(topic.as_str())
-            {
-                return Err(problem(format!(
-                    "topic names the capture {topic:?}, which the pattern does not have"
-                )));
-            }
-            match (rule.route, rule.memory) {
-                (RouteType::Memory, None) => {
-                    return Err(problem(
-                        "a memory route needs `memory` = \"remember\", \"forget\", \"pin\", \"unpin\" or \"recall\"".into(),
-                    ));
-                }
-                (RouteType::Memory, Some(op)) if op != MemoryOp::Recall && rule.topic.is_none() => {
-                    return Err(problem(format!(
-                        "memory = {:?} needs `topic`: the capture that says what to {}",
-                        op.as_str(),
-                        op.as_str()
-                    )));
-                }
-                (route, Some(_)) if route != RouteType::Memory => {
-                    return Err(problem(format!(
-                        "`memory` belongs on memory routes, not on route {:?}",
-                        route.as_str()
-                    )));
-                }
-                _ => {}
-            }
-            let target = match (rule.route, &rule.command, &rule.macro_name) {
-                (RouteType::Command | RouteType::State, Some(_), Some(_)) => {
-                    return Err(problem("name a command or a macro, not both".into()));
-                }
-                (RouteType::Command | RouteType::State, Some(id), None) => {
-                    let spec = commands.get(id).ok_or_else(|| {
-                        problem(format!("command {id:?} is not defined under [commands]"))
-                    })?;
-                    for (name, param) in &spec.config.params {
-                        if param.default.is_none()
-                            && !param.optional
-                            && !captures.contains(name.as_str())
-                        {
-                            return Err(problem(format!(
-                                "the pattern never captures `{name}`, which command {id} needs; add (?P<{name}>...) or a default"
-                            )));
-                        }
-                    }
-                    for capture in &captures {
-                        if !spec.config.params.contains_key(*capture)
-                            && rule.topic.as_deref() != Some(*capture)
-                        {
-                            return Err(problem(format!(
-                                "the pattern captures `{capture}`, which is not a parameter of command {id}"
-                            )));
-                        }
-                    }
-                    Target::Command(id.clone())
-                }
-                (RouteType::Command | RouteType::State, None, Some(name)) => {
-                    if !config.macros.contains_key(name) {
-                        return Err(problem(format!(
-                            "macro {name:?} is not defined under [macros]"
-                        )));
-                    }
-                    Target::Macro(name.clone())
-                }
-                (RouteType::Command | RouteType::State, None, None) => {
-                    return Err(problem(format!(
-                        "route {:?} needs `command` or `macro`",
-                        rule.route.as_str()
-                    )));
-                }
-                (_, None, None) => Target::None,
-                (route, _, _) => {
-                    return Err(problem(format!(
-                        "route {:?} takes no command or macro",
-                        route.as_str()
-                    )));
-                }
-            };
-            rules.push(CompiledRule {
-                config: rule.clone(),
-                regex,
-                target,
-                level,
-            });
-        }
-        let set = RegexSet::new(rules.iter().map(|r| r.config.pattern.as_str())).map_err(|e| {
-            ConfigError::Value {
-                key: "rules".into(),
-                problem: e.to_string(),
-            }
-        })?;
+        let semantic = embedder
+            .filter(|_| !words.examples.is_empty())
+            .map(|e| meaning_layer(e, u, lang, &words, &home));
+        let (rules, set) = compile_rules(config, &commands)?;
         // What CAAL offers when it cannot help: what is configured.
         let offers: Vec<crate::config::OfferConfig> = words
             .offers
@@ -512,15 +372,25 @@ impl Router {
             question_words: words.question_words.iter().map(|w| normalize(w)).collect(),
             refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
             refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
+            speaker_place: longest_first(
+                (words.speaker_place.iter())
+                    .map(|(k, v)| (normalize(k), v.clone()))
+                    .collect(),
+                |(k, _)| k,
+            ),
+            corrections: words.corrections.iter().map(|w| normalize(w)).collect(),
+            word_slips: words
+                .word_slips
+                .iter()
+                .map(|(k, v)| (normalize(k), normalize(v)))
+                .collect(),
             refer_to_lights: words.refer_to_lights.clone(),
             light_words: words.light_words.iter().map(|w| normalize(w)).collect(),
             item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
-            remember_leads: {
-                let mut leads: Vec<String> =
-                    words.remember_leads.iter().map(|w| normalize(w)).collect();
-                leads.sort_by_key(|l| std::cmp::Reverse(l.len()));
-                leads
-            },
+            remember_leads: longest_first(
+                words.remember_leads.iter().map(|w| normalize(w)).collect(),
+                String::as_str,
+            ),
             remind_with: words.remind_with.clone(),
             cannot_help: words.cannot_help.replace(
                 "{offers}",
@@ -658,6 +528,20 @@ impl Router {
         if let Some(joined) = self.joined_prefix(text) {
             return self.route_in(&joined, state, context);
         }
+        // A template that says "here" itself reads it as it was written.
+        if let Some(here) = self
+            .here_said(text, context)
+            .filter(|_| self.by_templates(text, context).is_none())
+        {
+            let d = self.route_in(&here, state, context);
+            return spans::read_as(d, &here, "the speaker's place");
+        }
+        if let Some(meant) = self.corrected(text) {
+            let d = self.route_in(&meant, state, context);
+            if d.layer != "none" {
+                return spans::read_as(d, &meant, "a name taken back");
+            }
+        }
         if let Some(d) = self.by_earlier(text, state, context) {
             return d;
         }
@@ -735,7 +619,11 @@ impl Router {
                 d
             }
         };
-        self.unless_conditional(text, d)
+        let d = self.unless_conditional(text, d);
+        if d.layer == "none" && !context.spoken {
+            return self.slipped(text, state, context).unwrap_or(d);
+        }
+        d
     }
 
     /// A sentence longer than the sentence layers read (`MAX_WORDS`): a
@@ -1295,6 +1183,218 @@ pub struct StateView<'a> {
     pub name: &'a str,
     #[serde(flatten)]
     pub config: &'a StateConfig,
+}
+
+/// Every rule checked and compiled, each name once, and the set that
+/// finds which match.
+fn compile_rules(
+    config: &Config,
+    commands: &BTreeMap<String, CommandSpec>,
+) -> Result<(Vec<CompiledRule>, RegexSet), ConfigError> {
+    let mut seen = HashSet::new();
+    let mut rules = Vec::with_capacity(config.rules.len());
+    for rule in &config.rules {
+        if rule.name.trim().is_empty() {
+            return Err(ConfigError::Value {
+                key: "rules.name".into(),
+                problem: "a rule has an empty name".into(),
+            });
+        }
+        if !seen.insert(rule.name.as_str()) {
+            return Err(ConfigError::Rule {
+                rule: rule.name.clone(),
+                problem: "the name is used by another rule; give each rule its own name".into(),
+            });
+        }
+        rules.push(compile_rule(rule, commands, &config.macros)?);
+    }
+    let set = RegexSet::new(rules.iter().map(|r| r.config.pattern.as_str())).map_err(|e| {
+        ConfigError::Value {
+            key: "rules".into(),
+            problem: e.to_string(),
+        }
+    })?;
+    Ok((rules, set))
+}
+
+/// The meaning layer over the language's examples, with its opposite
+/// words and the words that say each state.
+fn meaning_layer(
+    embedder: Arc<Embedder>,
+    u: &crate::config::UnderstandConfig,
+    lang: Lang,
+    words: &crate::config::LanguageConfig,
+    home: &Home,
+) -> Semantic {
+    Semantic::new(embedder, u.semantic.clone(), lang, &words.examples, home)
+        .with_opposites(
+            words
+                .opposites
+                .iter()
+                .map(|[a, b]| [normalize(a), normalize(b)]),
+        )
+        .with_states(&words.state_words)
+}
+
+/// Phrases the longest first, so "in this room" is taken before "this
+/// room" and "don't forget to" before "don't forget".
+fn longest_first<T>(mut phrases: Vec<T>, phrase: impl Fn(&T) -> &str) -> Vec<T> {
+    phrases.sort_by_key(|p| std::cmp::Reverse(phrase(p).len()));
+    phrases
+}
+
+/// The sentence library with the language's own words, expansion rules and
+/// sentences added (`[understand.languages.LANG]`).
+fn taught(
+    mut library: Library,
+    words: &crate::config::LanguageConfig,
+    lang: Lang,
+) -> Result<Library, ConfigError> {
+    for w in &words.skip_words {
+        library.add_skip_word(w);
+    }
+    for (name, body) in &words.rules {
+        library
+            .set_rule(name, body)
+            .map_err(|e| ConfigError::Value {
+                key: format!("understand.languages.{}.rules.{name}", lang.code()),
+                problem: e.to_string(),
+            })?;
+    }
+    for s in &words.sentences {
+        library
+            .add_sentences(&s.intent, &s.sentences, &s.slots, s.by_sound)
+            .map_err(|e| ConfigError::Value {
+                key: format!(
+                    "understand.languages.{}.sentences ({})",
+                    lang.code(),
+                    s.intent
+                ),
+                problem: e.to_string(),
+            })?;
+    }
+    Ok(library)
+}
+
+/// One rule checked and compiled: its level, its pattern, what its
+/// captures feed, and what it routes to.
+fn compile_rule(
+    rule: &crate::config::RuleConfig,
+    commands: &BTreeMap<String, CommandSpec>,
+    macros: &BTreeMap<String, MacroConfig>,
+) -> Result<CompiledRule, ConfigError> {
+    let problem = |problem: String| ConfigError::Rule {
+        rule: rule.name.clone(),
+        problem,
+    };
+    let level = rule
+        .auth_level
+        .map(|l| AuthLevel::new(l).ok_or_else(|| problem(format!("auth_level {l} is outside 1–4"))))
+        .transpose()?;
+    if rule.route == RouteType::Feedback && rule.feedback.is_none() {
+        return Err(problem(
+            "a feedback rule needs feedback = \"good\" or \"bad\"".into(),
+        ));
+    }
+    let regex = Regex::new(&rule.pattern).map_err(|e| problem(format!("invalid pattern: {e}")))?;
+    let captures: BTreeSet<&str> = regex.capture_names().flatten().collect();
+    if let Some(topic) = &rule.topic
+        && !captures.contains(topic.as_str())
+    {
+        return Err(problem(format!(
+            "topic names the capture {topic:?}, which the pattern does not have"
+        )));
+    }
+    match (rule.route, rule.memory) {
+        (RouteType::Memory, None) => {
+            return Err(problem(
+                "a memory route needs `memory` = \"remember\", \"forget\", \"pin\", \"unpin\" or \"recall\"".into(),
+            ));
+        }
+        (RouteType::Memory, Some(op)) if op != MemoryOp::Recall && rule.topic.is_none() => {
+            return Err(problem(format!(
+                "memory = {:?} needs `topic`: the capture that says what to {}",
+                op.as_str(),
+                op.as_str()
+            )));
+        }
+        (route, Some(_)) if route != RouteType::Memory => {
+            return Err(problem(format!(
+                "`memory` belongs on memory routes, not on route {:?}",
+                route.as_str()
+            )));
+        }
+        _ => {}
+    }
+    let target = rule_target(rule, &captures, commands, macros)?;
+    Ok(CompiledRule {
+        config: rule.clone(),
+        regex,
+        target,
+        level,
+    })
+}
+
+/// What a rule routes to: a command whose needed parameters its pattern
+/// captures (and no capture it lacks), a macro, or nothing.
+fn rule_target(
+    rule: &crate::config::RuleConfig,
+    captures: &BTreeSet<&str>,
+    commands: &BTreeMap<String, CommandSpec>,
+    macros: &BTreeMap<String, MacroConfig>,
+) -> Result<Target, ConfigError> {
+    let problem = |problem: String| ConfigError::Rule {
+        rule: rule.name.clone(),
+        problem,
+    };
+    Ok(match (rule.route, &rule.command, &rule.macro_name) {
+        (RouteType::Command | RouteType::State, Some(_), Some(_)) => {
+            return Err(problem("name a command or a macro, not both".into()));
+        }
+        (RouteType::Command | RouteType::State, Some(id), None) => {
+            let spec = commands.get(id).ok_or_else(|| {
+                problem(format!("command {id:?} is not defined under [commands]"))
+            })?;
+            for (name, param) in &spec.config.params {
+                if param.default.is_none() && !param.optional && !captures.contains(name.as_str()) {
+                    return Err(problem(format!(
+                        "the pattern never captures `{name}`, which command {id} needs; add (?P<{name}>...) or a default"
+                    )));
+                }
+            }
+            for capture in captures {
+                if !spec.config.params.contains_key(*capture)
+                    && rule.topic.as_deref() != Some(*capture)
+                {
+                    return Err(problem(format!(
+                        "the pattern captures `{capture}`, which is not a parameter of command {id}"
+                    )));
+                }
+            }
+            Target::Command(id.clone())
+        }
+        (RouteType::Command | RouteType::State, None, Some(name)) => {
+            if !macros.contains_key(name) {
+                return Err(problem(format!(
+                    "macro {name:?} is not defined under [macros]"
+                )));
+            }
+            Target::Macro(name.clone())
+        }
+        (RouteType::Command | RouteType::State, None, None) => {
+            return Err(problem(format!(
+                "route {:?} needs `command` or `macro`",
+                rule.route.as_str()
+            )));
+        }
+        (_, None, None) => Target::None,
+        (route, _, _) => {
+            return Err(problem(format!(
+                "route {:?} takes no command or macro",
+                route.as_str()
+            )));
+        }
+    })
 }
 
 #[cfg(test)]

@@ -86,6 +86,10 @@ fn devices_of<'h>(spec: &ParamSpec, home: &'h Home) -> Vec<&'h str> {
         .collect()
 }
 
+/// One parameter's text, typed and checked against its spec: "21.5" for
+/// a number between 10 and 30 °C is `Number(21.5)`, "ten minutes" for a
+/// duration is `Seconds(600)`, "the kitchen" for an area is the home's
+/// "kitchen". The problem names the parameter and says what would do.
 fn parse_one(
     name: &str,
     spec: &ParamSpec,
@@ -97,45 +101,7 @@ fn parse_one(
         code: "validator.bad_value",
         message,
     };
-    let unit = spec
-        .unit
-        .as_deref()
-        .map(|u| format!(" {u}"))
-        .unwrap_or_default();
-    let range = |x: f64, shown: String| -> Result<(), ParamProblem> {
-        let below = spec.min.is_some_and(|min| x < min);
-        let above = spec.max.is_some_and(|max| x > max);
-        if below || above {
-            let bounds = match (spec.min, spec.max) {
-                (Some(min), Some(max)) => format!("between {} and {}{unit}", trim(min), trim(max)),
-                (Some(min), None) => format!("at least {}{unit}", trim(min)),
-                (None, Some(max)) => format!("at most {}{unit}", trim(max)),
-                (None, None) => String::new(),
-            };
-            // "Set the thermostat to 68": said in Fahrenheit, most likely.
-            let celsius = (x - 32.0) * 5.0 / 9.0;
-            let fahrenheit = spec.unit.as_deref() == Some("°C")
-                && spec.min.is_none_or(|min| celsius >= min)
-                && spec.max.is_none_or(|max| celsius <= max);
-            let hint = if fahrenheit {
-                let c = (celsius * 2.0).round() / 2.0;
-                format!(
-                    "; {} °F is about {} °C, so say {}",
-                    trim(x),
-                    trim(c),
-                    trim(c)
-                )
-            } else {
-                String::new()
-            };
-            return Err(ParamProblem {
-                param: name.to_owned(),
-                code: "validator.out_of_range",
-                message: format!("the {name} must be {bounds}, not {shown}{hint}"),
-            });
-        }
-        Ok(())
-    };
+    let unit = unit_of(spec);
     match spec.kind {
         ParamKind::String => {
             if text.chars().count() > 200 {
@@ -153,60 +119,8 @@ fn parse_one(
                 )))
             }
         }
-        ParamKind::Area => {
-            let said = crate::understand::normalize(text);
-            let said = said.strip_prefix("the ").unwrap_or(&said);
-            if known.home.areas.is_empty() || said == "all" {
-                return Ok(ParamValue::Text(said.to_owned()));
-            }
-            match known
-                .home
-                .areas
-                .iter()
-                .find(|a| a.name == said || a.aliases.iter().any(|x| x == said))
-            {
-                Some(area) => Ok(ParamValue::Text(area.name.clone())),
-                None => Err(ParamProblem {
-                    param: name.to_owned(),
-                    code: "validator.unknown_area",
-                    message: format!(
-                        "there is no {said} here; the rooms are {}",
-                        known.home.area_names().join(", ")
-                    ),
-                }),
-            }
-        }
-        ParamKind::Device => {
-            let said = crate::understand::normalize(text);
-            let said = said.strip_prefix("the ").unwrap_or(&said);
-            if said.is_empty() || known.home.devices.is_empty() {
-                return Ok(ParamValue::Text(said.to_owned()));
-            }
-            // An id as given ("light.kitchen_island", which normalising would
-            // change), or a name or other name as said.
-            let found = known.home.devices.iter().find(|d| {
-                (d.id == text.trim()
-                    || d.id == said
-                    || d.name == said
-                    || d.aliases.iter().any(|x| x == said))
-                    && (spec.values.is_empty() || spec.values.contains(&d.domain))
-            });
-            match found {
-                Some(d) => Ok(ParamValue::Text(d.name.clone())),
-                None => {
-                    let kind = spec.values.first().map(String::as_str);
-                    Err(ParamProblem {
-                        param: name.to_owned(),
-                        code: "validator.unknown_device",
-                        message: format!(
-                            "I don't know a {} called {said}; there are {}",
-                            kind.unwrap_or("device"),
-                            known.home.device_names(kind).join(", ")
-                        ),
-                    })
-                }
-            }
-        }
+        ParamKind::Area => area_named(name, text, known.home),
+        ParamKind::Device => device_named(name, spec, text, known.home),
         ParamKind::Time => text
             .parse::<crate::understand::clock::TimeOfDay>()
             .map(|t| ParamValue::Text(t.to_string()))
@@ -226,7 +140,7 @@ fn parse_one(
             let n: i64 = text
                 .parse()
                 .map_err(|_| bad(format!("the {name} must be a whole number, not {text:?}")))?;
-            range(n as f64, format!("{n}{unit}"))?;
+            in_range(name, spec, n as f64, format!("{n}{unit}"))?;
             Ok(ParamValue::Integer(n))
         }
         ParamKind::Number => {
@@ -235,7 +149,7 @@ fn parse_one(
                 .ok()
                 .filter(|x: &f64| x.is_finite())
                 .ok_or_else(|| bad(format!("the {name} must be a number, not {text:?}")))?;
-            range(x, format!("{}{unit}", trim(x)))?;
+            in_range(name, spec, x, format!("{}{unit}", trim(x)))?;
             Ok(ParamValue::Number(x))
         }
         ParamKind::Duration => {
@@ -249,8 +163,122 @@ fn parse_one(
                     message: "say how long, for example \"for 10 minutes\"".into(),
                 });
             }
-            range(s as f64, human_duration(s))?;
+            in_range(name, spec, s as f64, human_duration(s))?;
             Ok(ParamValue::Seconds(s))
+        }
+    }
+}
+
+/// The spec's unit as said after a number (" °C"), or nothing.
+fn unit_of(spec: &ParamSpec) -> String {
+    spec.unit
+        .as_deref()
+        .map(|u| format!(" {u}"))
+        .unwrap_or_default()
+}
+
+/// `x` checked against the spec's `min` and `max`; out of range, the
+/// problem says the bounds and `shown` ("the temperature must be between
+/// 10 and 30 °C, not 400 °C"), and a Celsius value said in Fahrenheit gets
+/// a hint.
+fn in_range(name: &str, spec: &ParamSpec, x: f64, shown: String) -> Result<(), ParamProblem> {
+    let below = spec.min.is_some_and(|min| x < min);
+    let above = spec.max.is_some_and(|max| x > max);
+    if below || above {
+        let unit = unit_of(spec);
+        let bounds = match (spec.min, spec.max) {
+            (Some(min), Some(max)) => format!("between {} and {}{unit}", trim(min), trim(max)),
+            (Some(min), None) => format!("at least {}{unit}", trim(min)),
+            (None, Some(max)) => format!("at most {}{unit}", trim(max)),
+            (None, None) => String::new(),
+        };
+        // "Set the thermostat to 68": said in Fahrenheit, most likely.
+        let celsius = (x - 32.0) * 5.0 / 9.0;
+        let fahrenheit = spec.unit.as_deref() == Some("°C")
+            && spec.min.is_none_or(|min| celsius >= min)
+            && spec.max.is_none_or(|max| celsius <= max);
+        let hint = if fahrenheit {
+            let c = (celsius * 2.0).round() / 2.0;
+            format!(
+                "; {} °F is about {} °C, so say {}",
+                trim(x),
+                trim(c),
+                trim(c)
+            )
+        } else {
+            String::new()
+        };
+        return Err(ParamProblem {
+            param: name.to_owned(),
+            code: "validator.out_of_range",
+            message: format!("the {name} must be {bounds}, not {shown}{hint}"),
+        });
+    }
+    Ok(())
+}
+
+/// The home's area an area parameter names, by name or other name ("the
+/// lounge" for the living room); any text where the home has no areas,
+/// and "all" for every room.
+fn area_named(name: &str, text: &str, home: &Home) -> Result<ParamValue, ParamProblem> {
+    let said = crate::understand::normalize(text);
+    let said = said.strip_prefix("the ").unwrap_or(&said);
+    if home.areas.is_empty() || said == "all" {
+        return Ok(ParamValue::Text(said.to_owned()));
+    }
+    match home
+        .areas
+        .iter()
+        .find(|a| a.name == said || a.aliases.iter().any(|x| x == said))
+    {
+        Some(area) => Ok(ParamValue::Text(area.name.clone())),
+        None => Err(ParamProblem {
+            param: name.to_owned(),
+            code: "validator.unknown_area",
+            message: format!(
+                "there is no {said} here; the rooms are {}",
+                home.area_names().join(", ")
+            ),
+        }),
+    }
+}
+
+/// The home's device a device parameter names, as its name ("kitchen
+/// island"), another of its names, or its id, among the spec's domains;
+/// any text where the home has no devices.
+fn device_named(
+    name: &str,
+    spec: &ParamSpec,
+    text: &str,
+    home: &Home,
+) -> Result<ParamValue, ParamProblem> {
+    let said = crate::understand::normalize(text);
+    let said = said.strip_prefix("the ").unwrap_or(&said);
+    if said.is_empty() || home.devices.is_empty() {
+        return Ok(ParamValue::Text(said.to_owned()));
+    }
+    // An id as given ("light.kitchen_island", which normalising would
+    // change), or a name or other name as said.
+    let found = home.devices.iter().find(|d| {
+        (d.id == text.trim()
+            || d.id == said
+            || d.name == said
+            || d.aliases.iter().any(|x| x == said))
+            && (spec.values.is_empty() || spec.values.contains(&d.domain))
+    });
+    match found {
+        Some(d) => Ok(ParamValue::Text(d.name.clone())),
+        None => {
+            let kind = spec.values.first().map(String::as_str);
+            Err(ParamProblem {
+                param: name.to_owned(),
+                code: "validator.unknown_device",
+                message: format!(
+                    "I don't know a {} called {said}; there are {}",
+                    kind.unwrap_or("device"),
+                    home.device_names(kind).join(", ")
+                ),
+            })
         }
     }
 }

@@ -181,7 +181,7 @@ fn unmatched_input_follows_the_state() {
 
 #[test]
 fn equal_priority_rules_naming_different_commands_ask_which() {
-    // A user's rules replace the default list (lists replace on merge).
+    // A user's rules join the defaults' (none of which says "open the garage").
     let config = Config::from_toml_over_defaults(
         r#"
         [[rules]]
@@ -497,4 +497,48 @@ fn a_side_of_an_opposite_pair_the_audio_leaves_in_doubt_is_asked_about() {
         router.doubted(decided, &heard, &typed).auth_level,
         AuthLevel::RUN
     );
+}
+
+#[test]
+fn a_name_taken_back_is_put_where_the_one_it_corrects_was() {
+    let r = router();
+    let fix = |t: &str| r.corrected(&normalize(t));
+    assert_eq!(
+        fix("turn on the kitchen, sorry, the dining room lights").as_deref(),
+        Some("turn on the dining room lights")
+    );
+    assert_eq!(
+        fix("switch off the desk lamp, i mean the bedroom lamp").as_deref(),
+        Some("switch off the bedroom lamp")
+    );
+    // No name after it: what follows is the request.
+    assert_eq!(
+        fix("lights on, no wait, lights off").as_deref(),
+        Some("lights off")
+    );
+    // An apology before the request corrects nothing.
+    assert_eq!(fix("sorry, turn on the lights"), None);
+    assert_eq!(fix("turn on the lights"), None);
+}
+
+#[test]
+fn here_is_the_speakers_room_only_where_no_room_is_named() {
+    let r = router();
+    let at = |area: Option<&str>, t: &str| {
+        let context = Context {
+            area: area.map(str::to_owned),
+            ..Context::default()
+        };
+        r.here_said(&normalize(t), &context)
+    };
+    assert_eq!(
+        at(Some("office"), "it's too dark in here").as_deref(),
+        Some("it's too dark in the office")
+    );
+    assert_eq!(
+        at(Some("office"), "light this room up").as_deref(),
+        Some("light the office up")
+    );
+    assert_eq!(at(None, "it's too dark in here"), None);
+    assert_eq!(at(Some("office"), "turn on the kitchen lights here"), None);
 }

@@ -476,7 +476,14 @@ fn sure_request(d: &RouteDecision) -> bool {
 }
 
 /// Slots the semantic layer reads by kind; any other it reads where an example marks it.
-const READ_BY_KIND: &[&str] = &["area", "name", "brightness", "temperature", "seconds"];
+const READ_BY_KIND: &[&str] = &[
+    "area",
+    "name",
+    "brightness",
+    "temperature",
+    "seconds",
+    "state",
+];
 
 /// Whether words taken by an open slot could be a room's or a device's
 /// name: a few words, none of them a function word or the home's own kinds
@@ -722,6 +729,73 @@ fn understood_json(u: &Understood, layer: &str) -> Value {
     })
 }
 
+/// One reading of what was heard: the words changed, as (first word, how
+/// many, read as).
+type Reading = Vec<(usize, usize, String)>;
+
+/// Whether a word is letters (and apostrophes) only.
+fn alphabetic(w: &str) -> bool {
+    !w.is_empty() && w.chars().all(|c| c.is_alphabetic() || c == '\'')
+}
+
+/// What was heard, word by word, with the words the sentences know.
+struct Heard<'a> {
+    vocabulary: &'a Vocabulary,
+    lang: crate::understand::Lang,
+    /// Each word lower case, without the marks around it.
+    bare: Vec<String>,
+}
+
+impl Heard<'_> {
+    /// A word the sentences, the home or the numbers know.
+    fn known(&self, w: &str) -> bool {
+        w.is_empty()
+            || self.vocabulary.contains_key(w)
+            || w.chars().any(|c| c.is_ascii_digit())
+            || !crate::understand::numbers::numbers_at(self.lang, w, 0).is_empty()
+    }
+
+    /// Words no sentence knows, each read as the one known word nearest
+    /// in spelling; two words heard for one ("thermos tap"). Several as
+    /// near, or a short word: each is tried, and the one the sentence is
+    /// understood with is taken ("lock the mac door": back, not max).
+    fn unknown_words(&self) -> Vec<Reading> {
+        let (bare, vocabulary) = (&self.bare, self.vocabulary);
+        let mut first = Vec::new();
+        let mut alternatives = Vec::new();
+        let mut i = 0;
+        while i < bare.len() {
+            let w = &bare[i];
+            if let Some(next) = bare.get(i + 1)
+                && (!self.known(w) || !self.known(next))
+                && let [one] = nearest_words(vocabulary, &format!("{w}{next}"), 4).as_slice()
+            {
+                first.push((i, 2, one.clone()));
+                i += 2;
+                continue;
+            }
+            if !self.known(w) {
+                match nearest_words(vocabulary, w, 3).as_slice() {
+                    [] => {}
+                    [one] if w.chars().count() >= 4 => first.push((i, 1, one.clone())),
+                    several => alternatives.extend(several.iter().map(|c| (i, 1, c.clone()))),
+                }
+            }
+            i += 1;
+        }
+        let mut readings = Vec::new();
+        if !first.is_empty() {
+            readings.push(first.clone());
+        }
+        for alt in alternatives {
+            let mut r = first.clone();
+            r.push(alt);
+            readings.push(r);
+        }
+        readings
+    }
+}
+
 impl Router {
     fn map_for(&self, u: &Understood) -> Option<&IntentMapConfig> {
         self.intent_maps
@@ -733,6 +807,7 @@ impl Router {
     /// device only by a word several devices share comes after the others.
     pub(super) fn by_templates(&self, text: &str, context: &Context) -> Option<RouteDecision> {
         let mut found = self.library.understand(text, &self.home, context);
+        found.retain(|u| self.room_as_named(text, u));
         for u in &mut found {
             self.narrow_by_area(u);
         }
@@ -1307,7 +1382,8 @@ impl Router {
     /// negation anywhere, other than in a saying that asks ("never mind the
     /// timer") or says who is there ("no one's in the guest room").
     fn says_not(&self, text: &str) -> bool {
-        let mut padded = format!(" {text} ");
+        // Words before a comma are words ("no, leave it").
+        let mut padded = padded_words(text);
         for idiom in &self.negation_idioms {
             padded = padded.replace(&format!(" {idiom} "), " ");
         }
@@ -1324,7 +1400,8 @@ impl Router {
     /// for nothing (no request verb): "my timer at work went off three
     /// times today" is a story, not a wish to cancel the timers.
     fn tells_a_story(&self, text: &str) -> bool {
-        let padded = format!(" {text} ");
+        // "I forgot to buy milk yesterday, typical": a word before a comma counts.
+        let padded = padded_words(text);
         let has = |w: &String| padded.contains(&format!(" {w} "));
         self.narrative_words.iter().any(has) && !self.request_verbs.iter().any(has)
     }
@@ -1601,6 +1678,24 @@ impl Router {
         if (1..own.len()).any(|i| self.resolve_reference(own[i], &own[..i]).is_some()) {
             return None;
         }
+        // "Make it a bit cooler": a template that says the word itself (no
+        // slot of it took it) reads the sentence whole; "it" points nowhere.
+        let (place, thing) = self.referring_words(text);
+        let word = format!(" {} ", place.or(thing)?);
+        if let Some(d) = self.by_templates(text, context)
+            && d.confidence >= 1.0
+        {
+            let slots = d.understood.as_ref().and_then(|u| u.get("slots"));
+            let took_it = slots.and_then(Value::as_object).is_some_and(|slots| {
+                slots.values().any(|s| {
+                    let said = s.get("said").and_then(Value::as_str).unwrap_or("");
+                    format!(" {said} ").contains(&word)
+                })
+            });
+            if !took_it {
+                return None;
+            }
+        }
         let earlier: Vec<&str> = context.earlier.iter().map(String::as_str).collect();
         let (said, referent) = self.resolve_reference(text, &earlier)?;
         let here = Context {
@@ -1714,62 +1809,52 @@ impl Router {
             return None;
         }
         let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
-        let bare: Vec<String> = words
-            .iter()
-            .map(|w| {
-                w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
-                    .to_lowercase()
-            })
-            .collect();
-        let known = |w: &str| {
-            w.is_empty()
-                || vocabulary.contains_key(w)
-                || w.chars().any(|c| c.is_ascii_digit())
-                || !crate::understand::numbers::numbers_at(self.library.lang, w, 0).is_empty()
+        let heard = Heard {
+            vocabulary,
+            lang: self.library.lang,
+            bare: words
+                .iter()
+                .map(|w| {
+                    w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+                        .to_lowercase()
+                })
+                .collect(),
         };
-        let alphabetic =
-            |w: &str| !w.is_empty() && w.chars().all(|c| c.is_alphabetic() || c == '\'');
-        // Each reading: the words changed, as (first word, how many, read as).
-        let mut readings: Vec<Vec<(usize, usize, String)>> = Vec::new();
-
-        // Words no sentence knows, each read as the one known word nearest
-        // in spelling; two words heard for one ("thermos tap").
-        let mut first = Vec::new();
-        let mut alternatives = Vec::new();
-        let mut i = 0;
-        while i < bare.len() {
-            let w = &bare[i];
-            if let Some(next) = bare.get(i + 1)
-                && (!known(w) || !known(next))
-                && let [one] = nearest_words(vocabulary, &format!("{w}{next}"), 4).as_slice()
-            {
-                first.push((i, 2, one.clone()));
-                i += 2;
-                continue;
-            }
-            if !known(w) {
-                match nearest_words(vocabulary, w, 3).as_slice() {
-                    [] => {}
-                    [one] if w.chars().count() >= 4 => first.push((i, 1, one.clone())),
-                    // Several as near, or a short word: each is tried, and
-                    // the one the sentence is understood with is taken
-                    // ("lock the mac door": back, not max).
-                    several => alternatives.extend(several.iter().map(|c| (i, 1, c.clone()))),
+        let mut readings = heard.unknown_words();
+        readings.extend(self.names_heard(&heard));
+        readings.extend(self.sounds_heard(&heard));
+        let bare = &heard.bare;
+        readings.into_iter().take(MAX_READINGS).find_map(|edits| {
+            let mut out: Vec<&str> = Vec::with_capacity(words.len());
+            let mut changed = Vec::new();
+            let mut i = 0;
+            while i < words.len() {
+                if let Some((_, n, read)) = edits.iter().find(|(at, _, _)| *at == i) {
+                    changed.push(json!({"heard": bare[i..i + n].join(" "), "read": read}));
+                    if !read.is_empty() {
+                        out.push(read);
+                    }
+                    i += n;
+                } else {
+                    out.push(words[i]);
+                    i += 1;
                 }
             }
-            i += 1;
-        }
-        if !first.is_empty() {
-            readings.push(first.clone());
-        }
-        for alt in alternatives {
-            let mut r = first.clone();
-            r.push(alt);
-            readings.push(r);
-        }
-        // A name of the home heard as other words ("mad room": bedroom,
-        // "best lamp": desk lamp), one or two words within two edits of a
-        // name of six letters or more, spelled or sounded.
+            let read = out.join(" ");
+            let d = understand(&read).filter(sure_request)?;
+            Some(decided_by(
+                d,
+                "heard_as",
+                [("read_as", json!(read)), ("words", json!(changed))],
+            ))
+        })
+    }
+
+    /// A name of the home heard as other words ("mad room": bedroom,
+    /// "best lamp": desk lamp), one or two words within two edits of a
+    /// name of six letters or more, spelled or sounded.
+    fn names_heard(&self, heard: &Heard) -> Vec<Reading> {
+        let bare = &heard.bare;
         let names: Vec<String> = self
             .home
             .areas
@@ -1784,6 +1869,7 @@ impl Router {
             .map(|n| normalize(n))
             .collect();
         let said = format!(" {} ", bare.join(" "));
+        let mut readings = Vec::new();
         for n in 1..=2 {
             for i in 0..bare.len().saturating_sub(n - 1) {
                 let window = bare[i..i + n].concat();
@@ -1807,13 +1893,19 @@ impl Router {
                 }
             }
         }
-        // Sounds heard as other known words (every reading below changes
-        // words that are known, so only a sentence then understood counts):
+        readings
+    }
+
+    /// Sounds heard as other known words (every reading here changes
+    /// words that are known, so only a sentence then understood counts).
+    fn sounds_heard(&self, heard: &Heard) -> Vec<Reading> {
+        let (bare, vocabulary) = (&heard.bare, heard.vocabulary);
+        let mut readings = Vec::new();
         // - two words heard for one longer one ("the activate": deactivate);
         for i in 0..bare.len().saturating_sub(1) {
             let joined = format!("{}{}", bare[i], bare[i + 1]);
-            if known(&bare[i])
-                && known(&bare[i + 1])
+            if heard.known(&bare[i])
+                && heard.known(&bare[i + 1])
                 && alphabetic(&joined)
                 && let [one] = nearest_words(vocabulary, &joined, 8).as_slice()
             {
@@ -1876,31 +1968,7 @@ impl Router {
         {
             readings.push(vec![(0, 1, String::new())]);
         }
-
-        readings.into_iter().take(MAX_READINGS).find_map(|edits| {
-            let mut out: Vec<&str> = Vec::with_capacity(words.len());
-            let mut changed = Vec::new();
-            let mut i = 0;
-            while i < words.len() {
-                if let Some((_, n, read)) = edits.iter().find(|(at, _, _)| *at == i) {
-                    changed.push(json!({"heard": bare[i..i + n].join(" "), "read": read}));
-                    if !read.is_empty() {
-                        out.push(read);
-                    }
-                    i += n;
-                } else {
-                    out.push(words[i]);
-                    i += 1;
-                }
-            }
-            let read = out.join(" ");
-            let d = understand(&read).filter(sure_request)?;
-            Some(decided_by(
-                d,
-                "heard_as",
-                [("read_as", json!(read)), ("words", json!(changed))],
-            ))
-        })
+        readings
     }
 
     /// What speech to text heard, read as the sentence of the library it
@@ -2471,6 +2539,15 @@ impl Router {
             return None;
         }
         let mut found = self.library.understand_open(text, &self.home, context);
+        // A word of a name the home has ("counter" of "the counter lights")
+        // is no room or thing it lacks.
+        let spans = crate::understand::semantic::mentions(&self.home, text, None);
+        let of_a_name = |said: &str| {
+            let said = said.strip_prefix("the ").unwrap_or(said);
+            spans
+                .iter()
+                .any(|m| format!(" {} ", m.said).contains(&format!(" {said} ")))
+        };
         // As sure either way ("turn on the jukebox"): a thing is likelier than a room.
         found.sort_by(|a, b| {
             b.confidence.total_cmp(&a.confidence).then(
@@ -2510,6 +2587,7 @@ impl Router {
             } else if let Some(area) = u.slots.get("area")
                 && self.home.areas.iter().all(|a| a.name != area.text())
                 && plausible_name(&area.said)
+                && !of_a_name(&area.said)
             {
                 let said = area.said.strip_prefix("the ").unwrap_or(&area.said);
                 format!(
@@ -2519,6 +2597,7 @@ impl Router {
             } else if let Some(name) = u.slots.get("name")
                 && plausible_name(&name.said)
                 && !self.is_area(&name.said)
+                && !of_a_name(&name.said)
             {
                 let said = name.said.strip_prefix("the ").unwrap_or(&name.said);
                 // The devices this request could be for: the kinds its intent runs commands on.

@@ -29,6 +29,8 @@ pub const PARAPHRASE_SUITE: &str = include_str!("../../suites/paraphrases-en.jso
 pub const OUT_OF_DOMAIN_SUITE: &str = include_str!("../../suites/out-of-domain-en.jsonl");
 pub const HELD_OUT_SUITE: &str = include_str!("../../suites/held-out-en.jsonl");
 pub const FRESH_SUITE: &str = include_str!("../../suites/fresh-en.jsonl");
+pub const FRESH_A_SUITE: &str = include_str!("../../suites/fresh-a-en.jsonl");
+pub const FRESH_B_SUITE: &str = include_str!("../../suites/fresh-b-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../suites/everyday-en.jsonl");
 pub const UNSEEN_SUITE: &str = include_str!("../../suites/unseen-en.jsonl");
@@ -517,6 +519,8 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
                 parse_suite(HELD_OUT_SUITE, "held-out-en")?,
             ),
             ("fresh-en".into(), parse_suite(FRESH_SUITE, "fresh-en")?),
+            ("fresh-a-en".into(), parse_suite(FRESH_A_SUITE, "fresh-a-en")?),
+            ("fresh-b-en".into(), parse_suite(FRESH_B_SUITE, "fresh-b-en")?),
             (
                 "untouched-en".into(),
                 parse_suite(UNTOUCHED_SUITE, "untouched-en")?,

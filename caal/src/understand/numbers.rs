@@ -167,6 +167,17 @@ enum Last {
 /// recording every prefix that is a whole number ("twenty", "twenty one").
 fn english_at(text: &str, pos: usize, out: &mut Vec<(f64, usize)>) {
     let words = words_from(text, pos, 10);
+    // "a couple of degrees", "a couple of minutes": two.
+    if let [(a, _), ("couple", couple), rest @ ..] = words.as_slice()
+        && matches!(*a, "a" | "another")
+    {
+        let end = match rest.first() {
+            Some(("of", of)) => *of,
+            _ => *couple,
+        };
+        out.push((2.0, end));
+        return;
+    }
     let mut total = 0.0; // thousands, done
     let mut current = 0.0; // below a thousand, in progress
     let mut last = Last::Nothing;
@@ -392,6 +403,8 @@ pub fn parse_duration(lang: Lang, text: &str) -> Option<u64> {
 fn duration_amount(lang: Lang, text: &str, pos: usize) -> Option<(f64, usize)> {
     let rest = &text[pos..];
     for (phrase, value) in [
+        ("a couple of ", 2.0),
+        ("a couple ", 2.0),
         ("half an ", 0.5),
         ("half a ", 0.5),
         ("a half ", 0.5),

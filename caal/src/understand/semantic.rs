@@ -53,6 +53,9 @@ pub struct Semantic {
     /// for every example at every sentence took a third of the meaning
     /// layer's time once the encoder was fast).
     example_sides: Vec<Vec<Sides>>,
+    /// The words that say each state of a kind of device (`state_words`):
+    /// domain, then the state's value, then its phrases, longest first.
+    states: BTreeMap<String, Vec<(String, String)>>,
 }
 
 /// Which words of each pair of opposites a text says.
@@ -131,7 +134,45 @@ impl Semantic {
             vectors: Arc::new(OnceLock::new()),
             opposites: Vec::new(),
             example_sides: Vec::new(),
+            states: BTreeMap::new(),
         }
+    }
+
+    /// The phrases that say each state of each kind of device ("locked
+    /// up" is `locked`), for the slot `state` an example finds.
+    pub fn with_states(mut self, words: &BTreeMap<String, BTreeMap<String, Vec<String>>>) -> Self {
+        self.states = words
+            .iter()
+            .map(|(domain, states)| {
+                let mut said: Vec<(String, String)> = states
+                    .iter()
+                    .flat_map(|(value, phrases)| {
+                        phrases.iter().map(move |p| (normalize(p), value.clone()))
+                    })
+                    .collect();
+                said.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+                (domain.clone(), said)
+            })
+            .collect();
+        self
+    }
+
+    /// The state of a `domain` device `text` says, by its longest phrase.
+    fn state_said(&self, domain: Option<&str>, text: &str) -> Option<Slot> {
+        let padded = format!(" {} ", text.replace([',', '?', '!', '.'], " "));
+        let padded = padded.split_whitespace().collect::<Vec<_>>().join(" ");
+        let padded = format!(" {padded} ");
+        let (phrase, value) = self
+            .states
+            .get(domain?)?
+            .iter()
+            .find(|(p, _)| padded.contains(&format!(" {p} ")))?;
+        Some(Slot {
+            value: json!(value),
+            said: phrase.clone(),
+            context: None,
+            wildcard_span: None,
+        })
     }
 
     /// Pairs of words of opposite meaning (normalised), either way round.
@@ -376,6 +417,7 @@ impl Semantic {
                     .filter(|n| needed || *n >= 1.0)
                     .map(|n| number_slot(n, text)),
                 "temperature" => first_number(self.lang, text).map(|n| number_slot(n, text)),
+                "state" => self.state_said(domain, text),
                 "seconds" => longest_duration(self.lang, text).map(|s| Slot {
                     value: json!(s),
                     said: text.to_owned(),
@@ -399,8 +441,9 @@ impl Semantic {
                 Some(s) => {
                     slots.insert(want.clone(), s);
                 }
-                // Rooms and devices are optional (the mapping decides); the rest are needed.
-                None if !needed || matches!(want.as_str(), "area" | "name") => {}
+                // Rooms, devices and states are optional (the mapping
+                // decides); the rest are needed.
+                None if !needed || matches!(want.as_str(), "area" | "name" | "state") => {}
                 None => return None,
             }
         }
@@ -449,7 +492,9 @@ impl Semantic {
 
 /// Which words of each pair `text` says.
 fn sides(pairs: &[[String; 2]], text: &str) -> Vec<Sides> {
-    let has = |w: &str| text.split(' ').any(|x| x == w);
+    // A side may be a phrase ("a timer" against "the timer").
+    let padded = format!(" {text} ");
+    let has = |w: &str| padded.contains(&format!(" {w} "));
     pairs.iter().map(|[a, b]| (has(a), has(b))).collect()
 }
 
@@ -679,6 +724,13 @@ pub struct Mention {
     pub context: Option<BTreeMap<String, String>>,
     start: usize,
     end: usize,
+}
+
+impl Mention {
+    /// Where it is said in the text it was found in (bytes, start and end).
+    pub fn span(&self) -> (usize, usize) {
+        (self.start, self.end)
+    }
 }
 
 /// The home's rooms and devices said in `text`, longest first where they

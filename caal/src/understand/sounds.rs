@@ -735,7 +735,7 @@ impl Table {
         self.cur[start] = 0.0;
         let mut span = Span(start, start);
         for col in 0..=n {
-            let word = said.starts.iter().position(|&s| s == col);
+            let word = word_at(said, col);
             if let Some(k) = word {
                 for &(t, from, c) in &wild {
                     let v = c + WILD_WORD * (k - from) as f32;
@@ -826,6 +826,20 @@ impl Table {
 
     /// The cheapest alignment of `said` with a path of `g`, and what it says.
     fn align(&mut self, g: &Graph, said: &Said) -> Option<Path> {
+        self.fill(g, said);
+        let at = |col: usize, v: usize| cell(g, col, v);
+        let cost = self.cost[at(said.phones.len(), g.end as usize)];
+        if !cost.is_finite() {
+            return None;
+        }
+        self.path_back(g, said, cost)
+    }
+
+    /// The tables for `said` against `g`, column by column (a column per
+    /// phone heard, and one before the first): the cheapest cost of each
+    /// node, the step that got there, and whether that step's heard phone
+    /// went to a said one.
+    fn fill(&mut self, g: &Graph, said: &Said) {
         let n = said.phones.len();
         let nodes = g.first.len() - 1;
         let size = nodes * (n + 1);
@@ -835,7 +849,6 @@ impl Table {
         self.back.resize(size, Back::default());
         self.after.clear();
         self.after.resize(size, false);
-        let at = |col: usize, v: usize| col * nodes + v;
         let boundary: Vec<bool> = {
             let mut b = vec![false; n + 1];
             for &s in &said.starts {
@@ -843,78 +856,92 @@ impl Table {
             }
             b
         };
-        let word_at = |col: usize| said.starts.iter().position(|&s| s == col);
         let start = g.start as usize;
-        self.cost[at(0, start)] = 0.0;
+        self.cost[cell(g, 0, start)] = 0.0;
         // Columns index the cost tables, the phones and `boundary` alike.
-        #[allow(clippy::needless_range_loop)]
         for col in 0..=n {
             for v in 0..nodes {
-                let c = self.cost[at(col, v)];
-                if !c.is_finite() {
-                    continue;
+                self.step_from(g, said, &boundary, col, v);
+            }
+        }
+    }
+
+    /// Every step out of node `v` at column `col`, each lowering the cost
+    /// of the cell it reaches if it is cheaper: a heard phone not said (1),
+    /// a said phone not heard (2), a said phone heard (3), an edge that
+    /// says nothing (4), a wildcard taking whole heard words from a word's
+    /// start (5). `boundary` marks the columns where a heard word starts.
+    fn step_from(&mut self, g: &Graph, said: &Said, boundary: &[bool], col: usize, v: usize) {
+        let n = said.phones.len();
+        let at = |col: usize, v: usize| cell(g, col, v);
+        let c = self.cost[at(col, v)];
+        if !c.is_finite() {
+            return;
+        }
+        let after = self.after[at(col, v)];
+        if col < n {
+            let ins = c + lexicon::gap(said.phones[col]);
+            if ins < self.cost[at(col + 1, v)] {
+                self.cost[at(col + 1, v)] = ins;
+                self.after[at(col + 1, v)] = false;
+                self.back[at(col + 1, v)] = Back {
+                    node: v as u32,
+                    col: col as u16,
+                    op: 1,
+                    edge: 0,
+                };
+            }
+        }
+        for ei in g.first[v] as usize..g.first[v + 1] as usize {
+            let e = g.edges[ei];
+            let t = e.to as usize;
+            let relax = |table: &mut Self, tcol: usize, value: f32, op: u8| {
+                if value < table.cost[at(tcol, t)] {
+                    table.cost[at(tcol, t)] = value;
+                    table.after[at(tcol, t)] = match op {
+                        3 => true,
+                        2 | 4 => after,
+                        _ => false,
+                    };
+                    table.back[at(tcol, t)] = Back {
+                        node: v as u32,
+                        col: col as u16,
+                        op,
+                        edge: ei as u32,
+                    };
                 }
-                let after = self.after[at(col, v)];
-                if col < n {
-                    let ins = c + lexicon::gap(said.phones[col]);
-                    if ins < self.cost[at(col + 1, v)] {
-                        self.cost[at(col + 1, v)] = ins;
-                        self.after[at(col + 1, v)] = false;
-                        self.back[at(col + 1, v)] = Back {
-                            node: v as u32,
-                            col: col as u16,
-                            op: 1,
-                            edge: 0,
-                        };
+            };
+            match e.kind {
+                Kind::Phone(p, first) => {
+                    relax(self, col, c + lexicon::gap(p), 2);
+                    if col < n {
+                        let sub = c + substitution(p, first, after, said, col);
+                        relax(self, col + 1, sub, 3);
                     }
                 }
-                for ei in g.first[v] as usize..g.first[v + 1] as usize {
-                    let e = g.edges[ei];
-                    let t = e.to as usize;
-                    let relax = |table: &mut Self, tcol: usize, value: f32, op: u8| {
-                        if value < table.cost[at(tcol, t)] {
-                            table.cost[at(tcol, t)] = value;
-                            table.after[at(tcol, t)] = match op {
-                                3 => true,
-                                2 | 4 => after,
-                                _ => false,
-                            };
-                            table.back[at(tcol, t)] = Back {
-                                node: v as u32,
-                                col: col as u16,
-                                op,
-                                edge: ei as u32,
-                            };
-                        }
+                Kind::Word(_) | Kind::Skip => relax(self, col, c, 4),
+                Kind::Wild => {
+                    if !boundary[col] {
+                        continue;
+                    }
+                    let Some(w0) = word_at(said, col) else {
+                        continue;
                     };
-                    match e.kind {
-                        Kind::Phone(p, first) => {
-                            relax(self, col, c + lexicon::gap(p), 2);
-                            if col < n {
-                                let sub = c + substitution(p, first, after, said, col);
-                                relax(self, col + 1, sub, 3);
-                            }
-                        }
-                        Kind::Word(_) | Kind::Skip => relax(self, col, c, 4),
-                        Kind::Wild => {
-                            if !boundary[col] {
-                                continue;
-                            }
-                            let Some(w0) = word_at(col) else { continue };
-                            for (k, &end) in said.starts.iter().enumerate().skip(w0 + 1) {
-                                let words = (k - w0) as f32;
-                                relax(self, end, c + WILD_WORD * words, 5);
-                            }
-                        }
+                    for (k, &end) in said.starts.iter().enumerate().skip(w0 + 1) {
+                        let words = (k - w0) as f32;
+                        relax(self, end, c + WILD_WORD * words, 5);
                     }
                 }
             }
         }
-        let end = g.end as usize;
-        let cost = self.cost[at(n, end)];
-        if !cost.is_finite() {
-            return None;
-        }
+    }
+
+    /// The path `fill` found, read back from its end (whose cost is
+    /// `cost`): what it said, in order (its words, and the heard words a
+    /// wildcard took), and how long it was, for `Path::norm`.
+    fn path_back(&self, g: &Graph, said: &Said, cost: f32) -> Option<Path> {
+        let at = |col: usize, v: usize| cell(g, col, v);
+        let (start, end) = (g.start as usize, g.end as usize);
         // Back along the path: what it said, and how long it was.
         let (mut subs, mut ins, mut dels, mut wild_phones, mut wild_words) =
             (0u32, 0u32, 0u32, 0usize, 0u32);
@@ -922,7 +949,7 @@ impl Table {
         // Backwards, a word's edge comes before its phones: the phones
         // heard after it (until the next edge) are its own.
         let mut word: Option<usize> = None;
-        let (mut col, mut v) = (n, end);
+        let (mut col, mut v) = (said.phones.len(), end);
         while col > 0 || v != start {
             let b = self.back[at(col, v)];
             match b.op {
@@ -943,7 +970,7 @@ impl Table {
                 }
                 5 => {
                     word = None;
-                    let (a, z) = (word_at(b.col as usize)?, word_at(col)?);
+                    let (a, z) = (word_at(said, b.col as usize)?, word_at(said, col)?);
                     output.push(Output::Heard(a, z));
                     wild_phones += col - b.col as usize;
                     wild_words += (z - a) as u32;
@@ -962,6 +989,18 @@ impl Table {
             output,
         })
     }
+}
+
+/// Where node `v` at column `col` is in `Table`'s cost, back-pointer and
+/// `after` tables for `g`: one column of `g`'s nodes after another.
+fn cell(g: &Graph, col: usize, v: usize) -> usize {
+    col * (g.first.len() - 1) + v
+}
+
+/// The heard word that starts at phone `col`, if one does ("set a timer":
+/// word 1 starts at phone 3).
+fn word_at(said: &Said, col: usize) -> Option<usize> {
+    said.starts.iter().position(|&s| s == col)
 }
 
 #[cfg(test)]

@@ -1,0 +1,148 @@
+//! What a sentence names, found before what it asks: the home's rooms and
+//! devices as spans (longest first: "the living room lamp" is the lamp, not
+//! the room), the speaker's place said as "here" or "this room", and a
+//! name taken back and said again ("the kitchen, sorry, the dining room
+//! lights"). A reading that names a room the sentence's spans do not hold
+//! is no reading of it. The phrases are the language's (`speaker_place`,
+//! `corrections`).
+
+use crate::understand::{Context, semantic::mentions};
+
+use super::{RouteDecision, Router};
+use crate::understand::Understood;
+
+impl Router {
+    /// `text` with its speaker's-place phrase ("in here", "this room") put
+    /// as the room the client said it is in, when it names no room itself;
+    /// `None` when there is no such phrase or no room is known.
+    pub(super) fn here_said(&self, text: &str, context: &Context) -> Option<String> {
+        let area = context.area.as_deref()?;
+        let padded = format!(" {text} ");
+        let (phrase, put) = self
+            .speaker_place
+            .iter()
+            .find(|(phrase, _)| padded.contains(&format!(" {phrase} ")))?;
+        if mentions(&self.home, text, None)
+            .iter()
+            .any(|m| m.slot == "area")
+        {
+            return None;
+        }
+        let with = padded.replacen(
+            &format!(" {phrase} "),
+            &format!(" {} ", put.replace("{area}", area)),
+            1,
+        );
+        Some(with.trim().to_owned())
+    }
+
+    /// "Turn on the kitchen, sorry, the dining room lights": what follows
+    /// a correction word ("sorry", "I mean") put in place of the name it
+    /// corrects (the last one said before it of the same kind), or, when
+    /// it names none, in place of everything before it ("lights on, no
+    /// wait, lights off"). `None` when no correction word is said between
+    /// two parts.
+    pub(super) fn corrected(&self, text: &str) -> Option<String> {
+        let spaced = text.replace(',', " , ");
+        let padded = format!(
+            " {} ",
+            spaced.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+        let (at, word) = self
+            .corrections
+            .iter()
+            .filter_map(|w| {
+                [format!(" , {w} , "), format!(" , {w} "), format!(" {w} , ")]
+                    .into_iter()
+                    .find_map(|marked| padded.find(&marked).map(|at| (at, marked)))
+            })
+            .min_by_key(|(at, _)| *at)?;
+        let before = tidy(&padded[..at]);
+        let after = tidy(&padded[at + word.len()..]);
+        if before.is_empty() || after.is_empty() {
+            return None;
+        }
+        let named_after = mentions(&self.home, &after, None);
+        let Some(first) = named_after.first() else {
+            return Some(after);
+        };
+        let named_before = mentions(&self.home, &before, None);
+        let Some(last) = named_before.iter().rev().find(|m| m.slot == first.slot) else {
+            return Some(after);
+        };
+        // "the kitchen, sorry, the dining room lights": from the start of
+        // the name before, what follows the name after takes over.
+        let start = first.span().0;
+        Some(format!("{}{}", &before[..last.span().0], &after[start..]))
+    }
+
+    /// What was typed read with one word that is a common slip for
+    /// another ("turn of the bathroom lights"), the first such reading
+    /// that a template or rule reads whole; `None` when none does.
+    pub(super) fn slipped(
+        &self,
+        text: &str,
+        state: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let words: Vec<&str> = text.split(' ').collect();
+        for (i, w) in words.iter().enumerate() {
+            let bare = w.trim_end_matches([',', '?', '!', '.']);
+            let Some((_, meant)) = self.word_slips.iter().find(|(slip, _)| slip == bare) else {
+                continue;
+            };
+            let mut read = words.clone();
+            let with = format!("{meant}{}", &w[bare.len()..]);
+            read[i] = &with;
+            let read = read.join(" ");
+            // Read whole by a template or rule: a layer that takes a part
+            // of the words, or the nearest meaning, would find a request
+            // in talk ("my kids left every light on").
+            let d = self.route_in(&read, state, context);
+            if matches!(d.layer, "template" | "rule" | "split") {
+                return Some(read_as(d, &read, "a typing slip"));
+            }
+        }
+        None
+    }
+
+    /// Whether a reading's room is one the sentence names as a room: not
+    /// part of a longer name ("living room" in "the living room lamp"), nor
+    /// absent (given by the client's place, or by the conversation).
+    pub(super) fn room_as_named(&self, text: &str, u: &Understood) -> bool {
+        let Some(said) = u.slots.get("area").map(|s| s.said.to_lowercase()) else {
+            return true;
+        };
+        if said.is_empty() {
+            return true;
+        }
+        let spans = mentions(&self.home, text, None);
+        let inside_longer = spans
+            .iter()
+            .any(|m| m.slot != "area" && m.said.contains(&said) && m.said != said);
+        !inside_longer
+    }
+}
+
+/// Words between single spaces, a comma's spaces and the ends gone.
+fn tidy(part: &str) -> String {
+    part.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(" ,", ",")
+        .trim_matches([',', ' '])
+        .to_owned()
+}
+
+/// `d`, decided on the sentence as read (`read_as`), saying so in what it understood.
+pub(super) fn read_as(mut d: RouteDecision, read_as: &str, why: &str) -> RouteDecision {
+    if let Some(serde_json::Value::Object(u)) = d.understood.as_mut() {
+        u.insert(
+            "read_as".into(),
+            serde_json::json!({"text": read_as, "why": why}),
+        );
+    } else {
+        d.understood = Some(serde_json::json!({"read_as": {"text": read_as, "why": why}}));
+    }
+    d
+}
