@@ -519,8 +519,14 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
                 parse_suite(HELD_OUT_SUITE, "held-out-en")?,
             ),
             ("fresh-en".into(), parse_suite(FRESH_SUITE, "fresh-en")?),
-            ("fresh-a-en".into(), parse_suite(FRESH_A_SUITE, "fresh-a-en")?),
-            ("fresh-b-en".into(), parse_suite(FRESH_B_SUITE, "fresh-b-en")?),
+            (
+                "fresh-a-en".into(),
+                parse_suite(FRESH_A_SUITE, "fresh-a-en")?,
+            ),
+            (
+                "fresh-b-en".into(),
+                parse_suite(FRESH_B_SUITE, "fresh-b-en")?,
+            ),
             (
                 "untouched-en".into(),
                 parse_suite(UNTOUCHED_SUITE, "untouched-en")?,
