@@ -621,7 +621,7 @@ impl Router {
         };
         let d = self.unless_conditional(text, d);
         if d.layer == "none" && !context.spoken {
-            return self.slipped(text, state, context).unwrap_or(d);
+            return self.slipped(text, context).unwrap_or(d);
         }
         d
     }

@@ -79,12 +79,7 @@ impl Router {
     /// What was typed read with one word that is a common slip for
     /// another ("turn of the bathroom lights"), the first such reading
     /// that a template or rule reads whole; `None` when none does.
-    pub(super) fn slipped(
-        &self,
-        text: &str,
-        state: &str,
-        context: &Context,
-    ) -> Option<RouteDecision> {
+    pub(super) fn slipped(&self, text: &str, context: &Context) -> Option<RouteDecision> {
         let words: Vec<&str> = text.split(' ').collect();
         for (i, w) in words.iter().enumerate() {
             let bare = w.trim_end_matches([',', '?', '!', '.']);
@@ -95,11 +90,14 @@ impl Router {
             let with = format!("{meant}{}", &w[bare.len()..]);
             read[i] = &with;
             let read = read.join(" ");
-            // Read whole by a template or rule: a layer that takes a part
-            // of the words, or the nearest meaning, would find a request
-            // in talk ("my kids left every light on").
-            let d = self.route_in(&read, state, context);
-            if matches!(d.layer, "template" | "rule" | "split") {
+            // Read whole by a template or a rule (never the nearest meaning
+            // or a part of the words, which would find a request in talk: "my
+            // kids left every light on"); neither embeds, so talk with such a
+            // word costs little more.
+            let d = self
+                .by_templates(&read, context)
+                .or_else(|| self.by_rules(&read).map(|(_, d)| d));
+            if let Some(d) = d {
                 return Some(read_as(d, &read, "a typing slip"));
             }
         }
