@@ -578,7 +578,9 @@ mod tests {
     #[test]
     fn the_built_in_suites_parse_and_bad_lines_are_named() {
         let all = suites(None).unwrap();
-        assert_eq!(all.len(), 12);
+        let names: Vec<&str> = all.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(all.len(), 14, "{names:?}");
+        assert!(names.contains(&"fresh-a-en") && names.contains(&"fresh-b-en"));
         assert!(all.iter().all(|(_, cases)| !cases.is_empty()));
         let err = parse_suite("{\"text\": \"hi\"}\nnot json\n", "mine.jsonl").unwrap_err();
         assert!(err.contains("mine.jsonl line 2"), "{err}");
