@@ -104,21 +104,28 @@ impl Router {
         None
     }
 
-    /// Whether a reading's room is one the sentence names as a room: not
-    /// part of a longer name ("living room" in "the living room lamp"), nor
-    /// absent (given by the client's place, or by the conversation).
-    pub(super) fn room_as_named(&self, text: &str, u: &Understood) -> bool {
-        let Some(said) = u.slots.get("area").map(|s| s.said.to_lowercase()) else {
-            return true;
+    /// The readings whose room is one the sentence names as a room: not
+    /// part of a longer name ("living room" in "the living room lamp"). A
+    /// room not said (the client's place, the conversation's) stands. The
+    /// sentence's names are found once, and only when a reading says a room.
+    pub(super) fn rooms_as_named(&self, text: &str, found: &mut Vec<Understood>) {
+        let said_room = |u: &Understood| {
+            u.slots
+                .get("area")
+                .map(|s| s.said.to_lowercase())
+                .filter(|s| !s.is_empty())
         };
-        if said.is_empty() {
-            return true;
+        if !found.iter().any(|u| said_room(u).is_some()) {
+            return;
         }
         let spans = mentions(&self.home, text, None);
-        let inside_longer = spans
-            .iter()
-            .any(|m| m.slot != "area" && m.said.contains(&said) && m.said != said);
-        !inside_longer
+        found.retain(|u| {
+            said_room(u).is_none_or(|said| {
+                !spans
+                    .iter()
+                    .any(|m| m.slot != "area" && m.said.contains(&said) && m.said != said)
+            })
+        });
     }
 }
 

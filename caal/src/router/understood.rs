@@ -304,18 +304,7 @@ fn kind_word(domain: &str) -> &str {
     }
 }
 
-/// What ends a clause.
-const CLAUSE_MARKS: [char; 5] = [',', ';', '?', '!', '.'];
-
-/// ` w1 w2 … `: a sentence's words between single spaces, its clause marks
-/// left out, to find whole words and phrases in.
-fn padded_words(text: &str) -> String {
-    let words: Vec<&str> = text
-        .split(|c: char| c.is_whitespace() || CLAUSE_MARKS.contains(&c))
-        .filter(|w| !w.is_empty())
-        .collect();
-    format!(" {} ", words.join(" "))
-}
+use crate::understand::{CLAUSE_MARKS, padded_words};
 
 /// A sentence's clauses, at a clause mark followed by a space or the end
 /// ("21.5" and "1,000" are numbers, not clauses).
@@ -807,7 +796,7 @@ impl Router {
     /// device only by a word several devices share comes after the others.
     pub(super) fn by_templates(&self, text: &str, context: &Context) -> Option<RouteDecision> {
         let mut found = self.library.understand(text, &self.home, context);
-        found.retain(|u| self.room_as_named(text, u));
+        self.rooms_as_named(text, &mut found);
         for u in &mut found {
             self.narrow_by_area(u);
         }

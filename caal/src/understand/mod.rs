@@ -115,6 +115,19 @@ pub fn normalize_mapped(text: &str) -> (String, Vec<usize>) {
     (out, map)
 }
 
+/// What ends a clause.
+pub const CLAUSE_MARKS: [char; 5] = [',', ';', '?', '!', '.'];
+
+/// ` w1 w2 … `: a sentence's words between single spaces, its clause marks
+/// left out, to find whole words and phrases in.
+pub fn padded_words(text: &str) -> String {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || CLAUSE_MARKS.contains(&c))
+        .filter(|w| !w.is_empty())
+        .collect();
+    format!(" {} ", words.join(" "))
+}
+
 /// A slot of an understood request: its value and the words it was said with.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Slot {

@@ -159,9 +159,7 @@ impl Semantic {
 
     /// The state of a `domain` device `text` says, by its longest phrase.
     fn state_said(&self, domain: Option<&str>, text: &str) -> Option<Slot> {
-        let padded = format!(" {} ", text.replace([',', '?', '!', '.'], " "));
-        let padded = padded.split_whitespace().collect::<Vec<_>>().join(" ");
-        let padded = format!(" {padded} ");
+        let padded = super::padded_words(text);
         let (phrase, value) = self
             .states
             .get(domain?)?
