@@ -888,7 +888,7 @@ pub(super) fn route_selected(decision: &RouteDecision, state: &str) -> RouteSele
         command_id: decision.command_id.clone(),
         params: decision.params.clone(),
         state: state.into(),
-        layer: Some(decision.layer.into()),
+        layer: Some(decision.layer.as_str().into()),
         understood: decision.understood.clone(),
         ..RouteSelected::default()
     }

@@ -55,7 +55,7 @@ impl Router {
     /// matches every other word ("price timer" for "rice timer"). Why is
     /// kept in `understood.heard`.
     pub fn heard(&self, mut d: RouteDecision, hearing: &Hearing<'_>) -> RouteDecision {
-        let guessed = matches!(d.layer, "semantic" | "span" | "model");
+        let guessed = d.layer.guessed();
         let Intent::Chain(chain) = &mut d.intent else {
             return d;
         };

@@ -32,7 +32,7 @@ use crate::{
         RouteType, RuleConfig, StateConfig, Unmatched,
     },
     tools,
-    understand::{Context, Embedder, Home, Lang, Library, Semantic, sounds::Sounds},
+    understand::{Context, Embedder, Home, Lang, Layer, Library, Semantic, sounds::Sounds},
 };
 
 /// A decision, or the meaning layer left to decide (with what it found,
@@ -183,11 +183,9 @@ pub struct RouteDecision {
     /// Typed parameters of a single command (raw text if they were refused).
     pub params: Value,
     pub intent: Intent,
-    /// Which layer decided: `rule`, `template`, `split` (several requests),
-    /// `negation`, `home` (a room or device that is not there), `semantic`
-    /// (the nearest examples), `span` (a request among other words),
-    /// `model` (a model chose among the nearest meanings), `none`.
-    pub layer: &'static str,
+    /// Which layer decided (stored and shown by its name: `rule`,
+    /// `template`, `split`, `semantic`, ...).
+    pub layer: Layer,
     /// What the understanding layers matched and how sure they were.
     pub understood: Option<Value>,
     /// How sure the deciding layer is, 0–1 (rules: 1).
@@ -232,7 +230,11 @@ impl RouteDecision {
             command_id: None,
             params: json!({}),
             intent,
-            layer: if source_rule_is_some { "rule" } else { "none" },
+            layer: if source_rule_is_some {
+                Layer::Rule
+            } else {
+                Layer::None
+            },
             understood: None,
             confidence: 1.0,
             choices: Vec::new(),
@@ -504,13 +506,14 @@ impl Router {
         self.route_in(text, state, &Context::default())
     }
 
-    /// Routes in layers: rules above the template priority; a negated
-    /// request (never run); the sentence templates; several requests in one
-    /// sentence; the remaining rules; the clauses of a longer sentence, each
-    /// on its own with what "it" or "there" points back at; a word no
-    /// sentence knows read as the one it sounds like; a room or device
-    /// that is not in the home (a reply naming what is); the nearest examples
-    /// in meaning; else the state's unmatched route.
+    /// Routes in layers, in the order `understand::layer::ORDER` lists
+    /// (rules above the template priority; a negated request, never run;
+    /// the sentence templates; several requests in one sentence; the
+    /// remaining rules; the clauses of a longer sentence; a word read as
+    /// one spelled or sounding near it; a room or device that is not in the
+    /// home; the nearest examples in meaning; a request among other words;
+    /// else the state's unmatched route). `RouteDecision::layer` says which
+    /// decided.
     pub fn route_in(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
         let d = self.route_once(text, state, context);
         self.each_of_several(d)
@@ -538,7 +541,7 @@ impl Router {
         }
         if let Some(meant) = self.corrected(text) {
             let d = self.route_in(&meant, state, context);
-            if d.layer != "none" {
+            if d.layer != Layer::None {
                 return spans::read_as(d, &meant, "a name taken back");
             }
         }
@@ -585,7 +588,7 @@ impl Router {
             // Heard words a wildcard took ("pause what our timer": a timer
             // called "what our") may be a mishearing of a slot the home or a
             // number fills ("pause one hour timer").
-            if d.layer == "template" && d.confidence < 1.0 {
+            if d.layer == Layer::Template && d.confidence < 1.0 {
                 return self.by_sound(text, context, true).unwrap_or(d);
             }
             return d;
@@ -610,7 +613,7 @@ impl Router {
                     })
                     .or_else(|| self.by_span(text, context))
                     .unwrap_or_else(|| self.unmatched(state));
-                if d.layer != "span" {
+                if d.layer != Layer::Span {
                     d.choices = meaning.choices;
                 }
                 if matches!(d.intent, Intent::Think { .. }) {
@@ -620,7 +623,7 @@ impl Router {
             }
         };
         let d = self.unless_conditional(text, d);
-        if d.layer == "none" && !context.spoken {
+        if d.layer == Layer::None && !context.spoken {
             return self.slipped(text, context).unwrap_or(d);
         }
         d
@@ -828,7 +831,7 @@ impl Router {
                     _ => json!({}),
                 },
                 intent: Intent::Chain(chain),
-                layer: "rule",
+                layer: Layer::Rule,
                 understood: None,
                 confidence: 1.0,
                 choices: Vec::new(),
@@ -849,7 +852,7 @@ impl Router {
                     command_id,
                     problem,
                 },
-                layer: "rule",
+                layer: Layer::Rule,
                 understood: None,
                 confidence: 1.0,
                 choices: Vec::new(),

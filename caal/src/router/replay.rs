@@ -39,7 +39,7 @@ impl Decided {
             command_id: d.command_id.clone(),
             params: d.params.clone(),
             auth_level: d.auth_level.get(),
-            layer: Some(d.layer.to_owned()),
+            layer: Some(d.layer.as_str().to_owned()),
         }
     }
 

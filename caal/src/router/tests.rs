@@ -336,12 +336,12 @@ fn a_guess_from_a_word_heard_unsurely_is_asked_about_first() {
         bars,
     };
     // (Unit tests have no sentence library: the command rules match it.)
-    assert!(matches!(matched.layer, "rule" | "template"), "{matched:?}");
+    assert!(matched.layer.matched_whole(), "{matched:?}");
     // Every word matched a rule or template: the transcript's weakest word does not matter.
     assert_eq!(router.heard(matched.clone(), &hearing(0.05)), matched);
     // The same request guessed by a layer below is asked about when a word was unsure ...
     let mut guessed = matched.clone();
-    guessed.layer = "semantic";
+    guessed.layer = Layer::Semantic;
     let asked = router.heard(guessed.clone(), &hearing(0.12));
     assert_eq!(asked.auth_level, AuthLevel::CONFIRM);
     assert_eq!(chain(&asked).chain_level, AuthLevel::CONFIRM);
@@ -352,7 +352,7 @@ fn a_guess_from_a_word_heard_unsurely_is_asked_about_first() {
     // ... and runs at its level when every word was heard surely enough.
     assert_eq!(router.heard(guessed, &hearing(0.3)), {
         let mut same = matched;
-        same.layer = "semantic";
+        same.layer = Layer::Semantic;
         same
     });
 }
@@ -435,7 +435,7 @@ fn a_long_input_is_read_by_its_clauses_only_and_else_goes_to_the_fallback() {
     let long = &long[..2_000];
     let d = router.route(&normalize(long), "default");
     assert!(!matches!(d.intent, Intent::Chain(_)), "{d:?}");
-    assert_eq!(d.layer, "none");
+    assert_eq!(d.layer, Layer::None);
     // A request in a clause of its own is still heard, after a long story.
     let story: String = ["we had a long day"; 15].join(" and ");
     let said = format!("{story}. turn on the kitchen lights");

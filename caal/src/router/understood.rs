@@ -12,7 +12,9 @@ use super::{Choice, Intent, RouteDecision, Router, normalize};
 use crate::{
     auth::{AuthLevel, CommandChain},
     config::{ConfigError, ExampleConfig, IntentMapConfig, SemanticConfig},
-    understand::{Context, Lang, MAX_WORDS, Understood, home::value_names, sounds::SoundMatch},
+    understand::{
+        Context, Lang, Layer, MAX_WORDS, Understood, home::value_names, sounds::SoundMatch,
+    },
 };
 
 /// The model layer's way out: the sentence is none of the meanings offered.
@@ -273,7 +275,7 @@ fn sounds_near(vocabulary: &Vocabulary, rest: &str) -> Vec<String> {
 /// once at its highest level, with each part's own reading.
 fn several_parts(
     commands: Vec<crate::auth::Command>,
-    layer: &'static str,
+    layer: Layer,
     parts: Vec<Value>,
 ) -> RouteDecision {
     let chain = CommandChain::new(commands, None, None);
@@ -370,14 +372,14 @@ fn clause_decision(
     if referent.is_some() {
         fields.extend([("said", json!(said)), ("referent", json!(referent))]);
     }
-    decided_by(d, "clause", fields)
+    decided_by(d, Layer::Clause, fields)
 }
 
 /// `d` as the layer `layer` decided it, its `understood` recording the
 /// layer and `fields` (what that layer read).
 fn decided_by(
     mut d: RouteDecision,
-    layer: &'static str,
+    layer: Layer,
     fields: impl IntoIterator<Item = (&'static str, Value)>,
 ) -> RouteDecision {
     d.layer = layer;
@@ -707,7 +709,7 @@ fn fill(template: &str, u: &Understood) -> Option<String> {
     Some(out)
 }
 
-fn understood_json(u: &Understood, layer: &str) -> Value {
+fn understood_json(u: &Understood, layer: Layer) -> Value {
     json!({
         "layer": layer,
         "intent": u.intent,
@@ -839,7 +841,7 @@ impl Router {
     }
 
     fn template_command(&self, u: &Understood) -> Option<RouteDecision> {
-        self.intent_command(u, "template", None, None)
+        self.intent_command(u, Layer::Template, None, None)
     }
 
     /// An understood intent as a decision of `layer`: the command its
@@ -848,7 +850,7 @@ impl Router {
     fn intent_command(
         &self,
         u: &Understood,
-        layer: &'static str,
+        layer: Layer,
         raise_to: Option<AuthLevel>,
         extra: Option<(&str, Value)>,
     ) -> Option<RouteDecision> {
@@ -964,7 +966,7 @@ impl Router {
                 .map(|c| CommandChain::new(vec![c], None, None))
                 .map_err(|problem| (negation.command.clone(), problem));
             let mut d = self.chain_decision("intent.command", source, built, &raw);
-            d.layer = "negation";
+            d.layer = Layer::Negation;
             d.understood = Some(json!({"layer": "negation", "negated": command.command_id,
                                        "asks": negation.command}));
             return Some(d);
@@ -978,7 +980,7 @@ impl Router {
             inner.source_rule.clone(),
             Intent::Reply(format!("Okay, I won't {summary}.")),
         );
-        d.layer = "negation";
+        d.layer = Layer::Negation;
         d.understood =
             Some(json!({"layer": "negation", "negated": inner.command_id, "summary": summary}));
         Some(d)
@@ -1003,7 +1005,7 @@ impl Router {
             understood.push(json!({"layer": part.layer, "source_rule": part.source_rule,
                                    "understood": part.understood}));
         }
-        Some(several_parts(commands, "split", understood))
+        Some(several_parts(commands, Layer::Split, understood))
     }
 
     fn split(&self, text: &str, context: &Context, depth: usize) -> Option<Vec<RouteDecision>> {
@@ -1128,7 +1130,7 @@ impl Router {
                 let raise_to = (best.score < cfg.sure).then_some(AuthLevel::CONFIRM);
                 let mut d = self.intent_command(
                     u,
-                    "semantic",
+                    Layer::Semantic,
                     raise_to,
                     Some(("nearest", found.nearest_json(3))),
                 )?;
@@ -1234,7 +1236,7 @@ impl Router {
             let Some(u) = semantic.reading(near, text, &self.home, context) else {
                 continue;
             };
-            let Some(d) = self.intent_command(&u, "model", None, None) else {
+            let Some(d) = self.intent_command(&u, Layer::Model, None, None) else {
                 continue;
             };
             let label = match &d.intent {
@@ -1351,14 +1353,14 @@ impl Router {
         let evidence = json!({"picked": pick, "options": options});
         let Some(u) = &choice.understood else {
             let mut none = self.unmatched(state);
-            none.layer = "model";
+            none.layer = Layer::Model;
             none.understood = Some(json!({"layer": "model", "intent": "-", "choice": evidence}));
             none.confidence = choice.similarity;
             return none;
         };
         let agreed = choice.rank == 0 && choice.similarity >= threshold;
         let raise_to = (!agreed).then_some(AuthLevel::CONFIRM);
-        match self.intent_command(u, "model", raise_to, Some(("choice", evidence))) {
+        match self.intent_command(u, Layer::Model, raise_to, Some(("choice", evidence))) {
             Some(mut decided) => {
                 decided.confidence = choice.similarity;
                 decided
@@ -1497,7 +1499,7 @@ impl Router {
                     continue;
                 };
                 let covered = len as f64 / n as f64;
-                d.layer = "span";
+                d.layer = Layer::Span;
                 d.confidence = covered;
                 if let Some(Value::Object(u)) = &mut d.understood {
                     u.insert("layer".into(), json!("span"));
@@ -1624,7 +1626,7 @@ impl Router {
             return Some(clause_decision(d, &clause, &said, referent));
         }
         let commands = commands.into_iter().map(|(_, c)| c).collect();
-        Some(several_parts(commands, "clause", parts))
+        Some(several_parts(commands, Layer::Clause, parts))
     }
 
     /// Whether `text` says a number, in digits or words.
@@ -1833,7 +1835,7 @@ impl Router {
             let d = understand(&read).filter(sure_request)?;
             Some(decided_by(
                 d,
-                "heard_as",
+                Layer::HeardAs,
                 [("read_as", json!(read)), ("words", json!(changed))],
             ))
         })
@@ -2047,7 +2049,7 @@ impl Router {
                 json!((f64::from(fit) * 100.0).round() / 100.0),
             ));
         }
-        Some(decided_by(d, "sounds", fields))
+        Some(decided_by(d, Layer::Sounds, fields))
     }
 
     /// Of readings of a mishearing, the one that fits the audio best, and
@@ -2324,7 +2326,7 @@ impl Router {
             matches!(d.intent, Intent::Chain(_)).then(|| {
                 decided_by(
                     d,
-                    "answer",
+                    Layer::Answer,
                     [("asked", json!(asked)), ("said", json!(said))],
                 )
             })
@@ -2377,7 +2379,7 @@ impl Router {
         matches!(d.intent, Intent::Chain(_)).then(|| {
             decided_by(
                 d,
-                "answer",
+                Layer::Answer,
                 [("options", json!(options)), ("said", json!(pick))],
             )
         })
@@ -2465,7 +2467,7 @@ impl Router {
         asked.into_iter().find_map(|q| {
             let d = self.route_in(&q, state, context);
             (matches!(d.intent, Intent::Chain(_)) && (polite || !self.changes_something(&d)))
-                .then(|| decided_by(d, "indirect", [("asked", json!(q))]))
+                .then(|| decided_by(d, Layer::Indirect, [("asked", json!(q))]))
         })
     }
 
@@ -2615,7 +2617,7 @@ impl Router {
                 Some(format!("template:{}", u.intent)),
                 Intent::Reply(reply.clone()),
             );
-            d.layer = "home";
+            d.layer = Layer::Home;
             d.understood = Some(
                 json!({"layer": "home", "intent": u.intent, "template": u.template,
                                        "reply": reply}),

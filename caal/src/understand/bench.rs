@@ -402,7 +402,7 @@ pub fn run_suite(
             layer: if chatted.is_some() {
                 "chat".to_owned()
             } else {
-                decision.layer.to_owned()
+                decision.layer.as_str().to_owned()
             },
             said_cannot_help: chatted
                 .as_ref()

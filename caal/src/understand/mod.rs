@@ -9,6 +9,7 @@ pub mod bench;
 pub mod clock;
 pub mod embed;
 pub mod home;
+pub mod layer;
 pub mod lexicon;
 pub mod library;
 pub mod numbers;
@@ -23,6 +24,7 @@ use serde_json::Value;
 
 pub use embed::Embedder;
 pub use home::Home;
+pub use layer::Layer;
 pub use library::{Library, LibraryError};
 pub use semantic::Semantic;
 
