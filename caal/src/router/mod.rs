@@ -9,11 +9,11 @@
 
 pub mod bench;
 mod hearing;
+mod layers;
 mod params;
 pub mod replay;
 mod several;
 mod spans;
-mod understood;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -39,7 +39,7 @@ use crate::{
 /// when it was asked already).
 enum Meant {
     Decided(RouteDecision),
-    Meaning(Option<understood::Meaning>),
+    Meaning(Option<layers::Meaning>),
 }
 
 /// A template match at least this sure is taken over a split of the sentence.
@@ -124,7 +124,7 @@ pub struct Router {
     /// know: a word of what was heard that is none of them may be a
     /// mishearing of one. Made the first time a sentence needs it (about
     /// 1.5 ms: a process that never meets such a word never pays it).
-    vocabulary: std::sync::OnceLock<understood::Vocabulary>,
+    vocabulary: std::sync::OnceLock<crate::understand::spelling::Vocabulary>,
     /// The semantic layer, when its model is loaded and the language has examples.
     semantic: Option<Semantic>,
     /// The sound layer, when its dictionary is installed (speech only).
@@ -339,9 +339,9 @@ impl Router {
             &words,
             lang,
         )?;
-        understood::check_maps(&u.intents, &commands)?;
-        understood::check_examples(&words.examples, &u.intents, &u.semantic, lang)?;
-        understood::check_model_choice(&u.model)?;
+        layers::check_maps(&u.intents, &commands)?;
+        layers::check_examples(&words.examples, &u.intents, &u.semantic, lang)?;
+        layers::check_model_choice(&u.model)?;
         let semantic = embedder
             .filter(|_| !words.examples.is_empty())
             .map(|e| meaning_layer(e, u, lang, &words, &home));

@@ -15,6 +15,7 @@ pub mod library;
 pub mod numbers;
 pub mod semantic;
 pub mod sounds;
+pub mod spelling;
 pub mod template;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,278 @@
+//! The clause and span layers: a longer sentence read clause by clause,
+//! a question asked inside one, and a request found among other words.
+
+use super::*;
+
+/// How sure a clause's own reading must be: a template that matched it
+/// (a wildcard may take part of it, inside the clause).
+pub(in crate::router) const SURE_CLAUSE: f64 = 0.5;
+
+/// The most clauses a sentence is read in; more is no request (a list
+/// read out, a pasted text).
+const MAX_CLAUSES: usize = 12;
+
+/// The longest sentence a run of half of it may be the request in.
+const SPAN_WORDS: usize = 24;
+
+pub(in crate::router) fn clauses(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, b) in bytes.iter().enumerate() {
+        if CLAUSE_MARKS.contains(&char::from(*b))
+            && bytes.get(i + 1).is_none_or(|n| n.is_ascii_whitespace())
+        {
+            out.push(&text[start..i]);
+            start = i + 1;
+        }
+    }
+    out.push(&text[start..]);
+    out.into_iter()
+        .map(str::trim)
+        .filter(|c| c.chars().any(char::is_alphanumeric))
+        .collect()
+}
+
+/// One clause's decision, saying which clause it was and what it pointed back at.
+fn clause_decision(
+    d: RouteDecision,
+    clause: &str,
+    said: &str,
+    referent: Option<String>,
+) -> RouteDecision {
+    let mut fields = vec![("clause", json!(clause))];
+    if referent.is_some() {
+        fields.extend([("said", json!(said)), ("referent", json!(referent))]);
+    }
+    decided_by(d, Layer::Clause, fields)
+}
+
+/// What a clause after "if" or "whether" asks, as questions to try in
+/// turn, and whether it asks for something to be done ("you could turn on
+/// the lights" is "turn on the lights"): "the garage is open" is "is the
+/// garage open"; "I left the porch light on" is "did I leave the porch
+/// light on"; "we locked the door" is "did we lock …" (or "locke …": the
+/// one a layer understands is taken).
+pub(in crate::router) fn as_questions(clause: &str) -> (Vec<String>, bool) {
+    const POLITE: &[&str] = &[
+        "you could ",
+        "you can ",
+        "you would ",
+        "you'd ",
+        "you might ",
+    ];
+    if let Some(rest) = POLITE.iter().find_map(|p| clause.strip_prefix(p)) {
+        return (vec![rest.to_owned()], true);
+    }
+    let words: Vec<&str> = clause.split(' ').collect();
+    let mut asked = Vec::new();
+    const SUBJECTS: &[&str] = &[
+        "i", "we", "you", "someone", "somebody", "anyone", "anybody", "they", "he", "she",
+    ];
+    if let [subject, verb, rest @ ..] = words.as_slice()
+        && SUBJECTS.contains(subject)
+    {
+        let rest = rest.join(" ");
+        // A past tense asked with "did": the few irregular ones said of a
+        // home's things, else "-ed" taken off ("locked", "closed").
+        let bases: Vec<String> = match *verb {
+            "left" => vec!["leave".into()],
+            "shut" | "put" | "set" => vec![(*verb).into()],
+            "forgot" => vec!["forget".into()],
+            v if v.ends_with("ed") => vec![v[..v.len() - 2].into(), v[..v.len() - 1].into()],
+            _ => Vec::new(),
+        };
+        for base in bases {
+            asked.push(format!("did {subject} {base} {rest}").trim().to_owned());
+        }
+    }
+    // "The garage is open": the verb first.
+    if let Some(at) = words
+        .iter()
+        .position(|w| matches!(*w, "is" | "are" | "was" | "were"))
+        .filter(|&at| at > 0)
+    {
+        let mut q = vec![words[at]];
+        q.extend(&words[..at]);
+        q.extend(&words[at + 1..]);
+        asked.push(q.join(" "));
+    }
+    (asked, false)
+}
+
+impl Router {
+    pub(in crate::router) fn by_span(
+        &self,
+        text: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        if self.says_not(text) || self.asks_whether(text) {
+            return None;
+        }
+        let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+        let n = words.len();
+        // Half the sentence is the request: a request is a few words, so a
+        // longer sentence is no request in a story (and its runs, about n²/8
+        // of them, would each be matched against every template).
+        if !(3..=SPAN_WORDS).contains(&n) {
+            return None;
+        }
+        for len in (n.div_ceil(2).max(2)..n).rev() {
+            if context.out_of_time() {
+                return None;
+            }
+            for start in 0..=n - len {
+                // A run right after an article is not a clause of its own:
+                // "the activate the lights" is a mishearing of "deactivate".
+                if start > 0 && ["the", "a", "an", "my", "our", "your"].contains(&words[start - 1])
+                {
+                    continue;
+                }
+                let span = words[start..start + len].join(" ");
+                let Some(mut d) = self
+                    .by_templates(&span, context)
+                    .filter(|d| d.confidence >= 1.0 && matches!(d.intent, Intent::Chain(_)))
+                    .filter(|d| asks_something(&span, d))
+                else {
+                    continue;
+                };
+                let covered = len as f64 / n as f64;
+                d.layer = Layer::Span;
+                d.confidence = covered;
+                if let Some(Value::Object(u)) = &mut d.understood {
+                    u.insert("layer".into(), json!("span"));
+                    let span = span.trim_matches(|c: char| !c.is_alphanumeric());
+                    u.insert("span".into(), json!(span));
+                    u.insert("covered".into(), json!((covered * 1000.0).round() / 1000.0));
+                }
+                return Some(d);
+            }
+        }
+        None
+    }
+
+    /// A longer sentence in clauses, at `,` `;` `?` `!` `.` ("tea's brewing,
+    /// remind me in four minutes"): the clauses a template understands whole
+    /// are the request (several, one chain), the others what was said around
+    /// it. A clause may point back at what an earlier one named: "it" or
+    /// "them" at a device of the home or at what "we need" or "we're out of"
+    /// named, "there" at a room ("is the front door locked? lock it" is "lock
+    /// the front door"). Never in a sentence that says "not", nor in a story.
+    pub(in crate::router) fn by_clause(
+        &self,
+        text: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let clauses = clauses(text);
+        if !(2..=MAX_CLAUSES).contains(&clauses.len())
+            || self.says_not(text)
+            || self.tells_a_story(text)
+        {
+            return None;
+        }
+        // Each command with the part (clause understood) it came from.
+        let mut commands: Vec<(usize, crate::auth::Command)> = Vec::new();
+        let mut parts = Vec::new();
+        let mut last = None;
+        // Whether a clause understood took a level its sentence fixes
+        // ("dim the bedroom a bit" is 30%), and another said a number.
+        let (mut level_fixed, mut number_aside) = (false, false);
+        for (i, clause) in clauses.iter().enumerate() {
+            if context.out_of_time() {
+                return None;
+            }
+            // A clause longer than a sentence is read (see MAX_WORDS) is no request.
+            if clause.split_whitespace().nth(MAX_WORDS).is_some() {
+                continue;
+            }
+            let (mut said, mut referent) = match self.resolve_reference(clause, &clauses[..i]) {
+                Some((resolved, referent)) => (resolved, Some(referent)),
+                None => (clause.to_string(), None),
+            };
+            let Some(mut d) = self
+                .command_of(&said, context)
+                .filter(|d| d.confidence >= SURE_CLAUSE)
+            else {
+                number_aside |= self.says_a_number(clause);
+                continue;
+            };
+            level_fixed |= fixes_a_level(&d);
+            // "The kitchen is dark, turn on the lights": the room asked for is the one said before.
+            if d.route_code == "intent.clarify"
+                && let Some(area) = clauses[..i].iter().rev().find_map(|c| self.area_in(c))
+                && let Some(placed) = self
+                    .command_of(&format!("{said} in the {area}"), context)
+                    .filter(|d| matches!(d.intent, Intent::Chain(_)))
+            {
+                said = format!("{said} in the {area}");
+                referent = Some(format!("in the {area}"));
+                d = placed;
+            }
+            match &d.intent {
+                Intent::Chain(chain) => {
+                    // Said twice ("it's dark in here, lights on in here"): done once.
+                    for c in &chain.commands {
+                        if !commands
+                            .iter()
+                            .any(|(_, k)| k.command_id == c.command_id && k.params == c.params)
+                        {
+                            commands.push((parts.len(), c.clone()));
+                        }
+                    }
+                }
+                // A clause whose parameters were refused, or that is ambiguous, answers for all.
+                _ => return Some(clause_decision(d, clause, &said, referent)),
+            }
+            parts.push(json!({"clause": clause, "said": said, "referent": referent,
+                              "layer": d.layer, "source_rule": d.source_rule, "understood": d.understood}));
+            last = Some((d, clause.to_string(), said, referent));
+        }
+        // "Is the front door locked? Lock it": the question says what the
+        // request is about, and doing it answers it.
+        let targets = |c: &crate::auth::Command| -> Vec<String> {
+            c.params
+                .iter()
+                .filter(|(k, _)| matches!(k.as_str(), "device" | "door" | "room"))
+                .map(|(_, v)| v.to_string())
+                .collect()
+        };
+        let acted_on: Vec<String> = commands
+            .iter()
+            .filter(|(_, c)| self.changes(c))
+            .flat_map(|(_, c)| targets(c))
+            .collect();
+        let asked = |c: &crate::auth::Command| {
+            !self.changes(c) && targets(c).iter().any(|t| acted_on.contains(t))
+        };
+        let answered: Vec<usize> = (0..parts.len())
+            .filter(|p| {
+                let of_part = || commands.iter().filter(|(at, _)| at == p);
+                of_part().count() > 0 && of_part().all(|(_, c)| asked(c))
+            })
+            .collect();
+        commands.retain(|(_, c)| !asked(c));
+        let last_answered = answered.contains(&parts.len().saturating_sub(1));
+        let parts: Vec<Value> = parts
+            .into_iter()
+            .enumerate()
+            .filter(|(p, _)| !answered.contains(p))
+            .map(|(_, part)| part)
+            .collect();
+        // "Make the bedroom a bit dimmer, like forty percent": the level is
+        // the one said aside, which the meaning layer reads from the whole.
+        if level_fixed && number_aside {
+            return None;
+        }
+        let (d, clause, said, referent) = last?;
+        if parts.len() == 1 && !last_answered {
+            return Some(clause_decision(d, &clause, &said, referent));
+        }
+        let commands = commands.into_iter().map(|(_, c)| c).collect();
+        Some(several_parts(commands, Layer::Clause, parts))
+    }
+
+    /// Whether `text` says a number, in digits or words.
+    fn says_a_number(&self, text: &str) -> bool {
+        !crate::understand::numbers::numbers_in(self.library.lang, text).is_empty()
+    }
+}

@@ -1,0 +1,325 @@
+//! What the conversation gives: "it", "them", "there" read as what was
+//! asked before, an answer to "which one?", and a question asked indirectly.
+
+use super::*;
+
+impl Router {
+    /// The words of `text` that point back at a place and at a thing, if any.
+    fn referring_words(&self, text: &str) -> (Option<&String>, Option<&String>) {
+        let padded = format!(" {text} ");
+        let said = |w: &&String| padded.contains(&format!(" {w} "));
+        (
+            self.refer_to_place.iter().find(said),
+            self.refer_to_thing.iter().find(said),
+        )
+    }
+
+    /// Whether `text` says a word that points back ("it", "them", "there"):
+    /// only then is what the conversation asked before worth reading.
+    pub fn points_back(&self, text: &str) -> bool {
+        let (place, thing) = self.referring_words(text);
+        place.is_some() || thing.is_some()
+    }
+
+    /// A request that points back at what the conversation asked for just
+    /// before ("turn on the kitchen lights" … "turn them off", "lock the
+    /// back door" … "is it locked?"): the sentence with the words put back,
+    /// when so it is a request. The decision says what it pointed at.
+    pub(in crate::router) fn by_earlier(
+        &self,
+        text: &str,
+        state: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        if context.earlier.is_empty() {
+            return None;
+        }
+        // "We need bread, add it to the list": the sentence names it itself.
+        let own = clauses(text);
+        if (1..own.len()).any(|i| self.resolve_reference(own[i], &own[..i]).is_some()) {
+            return None;
+        }
+        // "Make it a bit cooler": a template that says the word itself (no
+        // slot of it took it) reads the sentence whole; "it" points nowhere.
+        let (place, thing) = self.referring_words(text);
+        let word = format!(" {} ", place.or(thing)?);
+        if let Some(d) = self.by_templates(text, context)
+            && d.confidence >= 1.0
+        {
+            let slots = d.understood.as_ref().and_then(|u| u.get("slots"));
+            let took_it = slots.and_then(Value::as_object).is_some_and(|slots| {
+                slots.values().any(|s| {
+                    let said = s.get("said").and_then(Value::as_str).unwrap_or("");
+                    format!(" {said} ").contains(&word)
+                })
+            });
+            if !took_it {
+                return None;
+            }
+        }
+        let earlier: Vec<&str> = context.earlier.iter().map(String::as_str).collect();
+        let (said, referent) = self.resolve_reference(text, &earlier)?;
+        let here = Context {
+            area: context.area.clone(),
+            spoken: context.spoken,
+            earlier: Vec::new(),
+            asked: None,
+            listen: context.listen.clone(),
+            deadline: context.deadline,
+        };
+        let d = self.route_in(&said, state, &here);
+        answered_with(d, "earlier", json!({"said": said, "referent": referent}))
+    }
+
+    /// A request said after words that ask it be kept in mind ("don't
+    /// forget we need milk", "remember to lock the back door"): the request
+    /// after them. After a lead that ends in "to", what is no request of its
+    /// own is something to be reminded of ("don't forget to call mom at 5"
+    /// is "remind me to call mom at 5"). The decision says the lead.
+    pub(in crate::router) fn by_remembering(
+        &self,
+        text: &str,
+        state: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let said = normalize(text);
+        let (lead, rest) = self.remember_leads.iter().find_map(|lead| {
+            let rest = said.strip_prefix(lead.as_str())?.strip_prefix(' ')?;
+            Some((lead, rest.trim()))
+        })?;
+        if rest.is_empty() {
+            return None;
+        }
+        let mut d = self.route_in(rest, state, context);
+        let mut asked = rest.to_owned();
+        if !matches!(d.intent, Intent::Chain(_))
+            && lead.ends_with(" to")
+            && self.remind_with.contains("{what}")
+        {
+            asked = self.remind_with.replace("{what}", rest);
+            d = self.route_in(&asked, state, context);
+        }
+        answered_with(d, "remembered", json!({"lead": lead, "said": asked}))
+    }
+
+    /// `clause` with a word that points back ("it", "there") replaced by
+    /// what the nearest earlier clause named, and that referent; `None` when
+    /// it points at nothing, or nothing earlier names one.
+    pub(in crate::router) fn resolve_reference(
+        &self,
+        clause: &str,
+        earlier: &[&str],
+    ) -> Option<(String, String)> {
+        let padded = format!(" {clause} ");
+        let (place, thing) = self.referring_words(clause);
+        let (word, referent) = if let Some(word) = place {
+            let area = earlier.iter().rev().find_map(|c| self.area_in(c))?;
+            (word, format!("in the {area}"))
+        } else {
+            let word = thing?;
+            let named = earlier.iter().rev().find_map(|c| {
+                self.device_in(c)
+                    .or_else(|| self.lights_in(c))
+                    .or_else(|| self.item_in(c))
+                    .or_else(|| self.item_asked_in(c))
+            })?;
+            (word, named)
+        };
+        let resolved = padded
+            .replacen(&format!(" {word} "), &format!(" {referent} "), 1)
+            .trim()
+            .to_owned();
+        Some((resolved, referent))
+    }
+
+    /// An answer to "Which room?": what was asked for just before
+    /// (`context.asked`) said again in the room now named ("turn off
+    /// the lights" … "the kitchen" is "turn off the lights in the
+    /// kitchen"), or everywhere ("all of them"). The room is tried where
+    /// each request of it ends ("turn off the lights in the kitchen and
+    /// lock the front door"); the first a layer understands is taken.
+    pub(in crate::router) fn answers_which(
+        &self,
+        text: &str,
+        state: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        // Routed as said, the question answered.
+        let here = Context {
+            asked: None,
+            ..context.clone()
+        };
+        let asked = match context.asked.as_ref()? {
+            crate::understand::Asked::Room(asked) => asked.as_str(),
+            crate::understand::Asked::Choice(options) => {
+                return self.picked(text, options, state, &here);
+            }
+        };
+        let place = self.room_answer(text)?;
+        let padded = format!(" {asked} ");
+        let mut ends: Vec<usize> = self
+            .split_words
+            .iter()
+            .flat_map(|w| {
+                let needle = format!(" {w} ");
+                padded
+                    .match_indices(&needle)
+                    .map(|(at, _)| at)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        ends.push(padded.len() - 1);
+        ends.sort_unstable();
+        ends.dedup();
+        ends.into_iter().find_map(|end| {
+            let said = format!("{} {place}{}", &padded[..end], &padded[end..]);
+            let said = said.trim();
+            let d = self.route_in(said, state, &here);
+            matches!(d.intent, Intent::Chain(_)).then(|| {
+                decided_by(
+                    d,
+                    Layer::Answer,
+                    [("asked", json!(asked)), ("said", json!(said))],
+                )
+            })
+        })
+    }
+
+    /// The one of `options` ("turn on the bedroom lamp", "turn on the desk
+    /// lamp") an answer picks: by the words it says that only that one
+    /// has ("the bedroom one", "desk"), or by its place ("the second one",
+    /// "the last"). `here`: the context with the question answered.
+    pub(in crate::router) fn picked(
+        &self,
+        text: &str,
+        options: &[String],
+        state: &str,
+        here: &Context,
+    ) -> Option<RouteDecision> {
+        const ORDINALS: &[&str] = &["first", "second", "third", "fourth", "fifth"];
+        const FILLERS: &[&str] = &[
+            "the", "one", "please", "a", "that", "this", "i", "mean", "meant", "yes", "in",
+        ];
+        let said = normalize(text);
+        let words: Vec<&str> = said
+            .split(' ')
+            .filter(|w| !w.is_empty() && !FILLERS.contains(w))
+            .collect();
+        let at = |w: &str| {
+            ORDINALS
+                .iter()
+                .position(|o| *o == w)
+                .or_else(|| (w == "last").then(|| options.len() - 1))
+        };
+        let pick = match words.as_slice() {
+            [] => return None,
+            [w] if at(w).is_some() => options.get(at(w)?)?,
+            _ => {
+                let has = |o: &String| {
+                    let own = format!(" {o} ");
+                    words.iter().all(|w| own.contains(&format!(" {w} ")))
+                };
+                let mut fit = options.iter().filter(|o| has(o));
+                let one = fit.next()?;
+                if fit.next().is_some() {
+                    return None;
+                }
+                one
+            }
+        };
+        let d = self.route_in(pick, state, here);
+        matches!(d.intent, Intent::Chain(_)).then(|| {
+            decided_by(
+                d,
+                Layer::Answer,
+                [("options", json!(options)), ("said", json!(pick))],
+            )
+        })
+    }
+
+    /// Whether `text` is short enough to answer a question asked back
+    /// (a room, "all of them", "the desk lamp", "the second one").
+    pub fn could_answer(&self, text: &str) -> bool {
+        (1..=5).contains(&normalize(text).split(' ').filter(|w| !w.is_empty()).count())
+    }
+
+    /// What a room said alone places a request in: "in the kitchen" for
+    /// "the kitchen", "kitchen please" or "in the lounge" (as the room is
+    /// named), "everywhere" for "all of them"; none for anything more.
+    fn room_answer(&self, text: &str) -> Option<String> {
+        const ALL: &[&str] = &[
+            "all",
+            "all of them",
+            "everywhere",
+            "every room",
+            "all rooms",
+            "all the rooms",
+            "the whole house",
+            "whole house",
+            "the whole place",
+            "all over",
+            "everything",
+        ];
+        let mut said = normalize(text);
+        for tail in [" please", " then", " lights", " light"] {
+            if let Some(rest) = said.strip_suffix(tail) {
+                said = rest.to_owned();
+            }
+        }
+        for lead in ["in ", "the ", "my ", "our "] {
+            if let Some(rest) = said.strip_prefix(lead) {
+                said = rest.to_owned();
+            }
+        }
+        if ALL.contains(&said.as_str()) || ALL.contains(&format!("the {said}").as_str()) {
+            return Some("everywhere".into());
+        }
+        self.home
+            .areas
+            .iter()
+            .find(|a| a.name == said || a.aliases.contains(&said))
+            .map(|a| format!("in the {}", a.name))
+    }
+
+    /// A question asked indirectly: "can you check if the garage is
+    /// open", "I wonder whether I left the porch light on" (after one of
+    /// `asking_words`, "if" or "whether" asks; it sets no condition). What
+    /// follows is asked as a question ("is the garage open", "did I leave
+    /// the porch light on") and taken only as one, changing nothing; "… if
+    /// you could turn on the lights" asks for it.
+    pub(in crate::router) fn asked_indirectly(
+        &self,
+        text: &str,
+        state: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let padded = padded_words(text);
+        let (at, joiner) = [" if ", " whether "]
+            .into_iter()
+            .find_map(|j| padded.find(j).map(|at| (at, j)))?;
+        let before = &padded[..at];
+        if !self
+            .asking_words
+            .iter()
+            .any(|w| before.ends_with(&format!(" {w}")))
+        {
+            return None;
+        }
+        let clause = padded[at + joiner.len()..].trim();
+        // "Check if the garage is open and close it": more than a question.
+        let padded_clause = format!(" {clause} ");
+        if self
+            .split_words
+            .iter()
+            .any(|w| padded_clause.contains(&format!(" {w} ")))
+        {
+            return None;
+        }
+        let (asked, polite) = as_questions(clause);
+        asked.into_iter().find_map(|q| {
+            let d = self.route_in(&q, state, context);
+            (matches!(d.intent, Intent::Chain(_)) && (polite || !self.changes_something(&d)))
+                .then(|| decided_by(d, Layer::Indirect, [("asked", json!(q))]))
+        })
+    }
+}

@@ -1,0 +1,356 @@
+//! The understanding layers as the router reads them, a file each (the
+//! order they are asked in is `understand::layer::ORDER`): what a layer
+//! found becomes a routing decision here, an intent mapped to a command by
+//! `[[understand.intents]]`, its parameters filled from the slots and
+//! checked against the home.
+
+mod checks;
+mod clause;
+mod earlier;
+mod heard;
+mod meaning;
+mod sound;
+mod targets;
+mod templates;
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::{Value, json};
+
+use super::{Choice, Intent, RouteDecision, Router, normalize};
+use crate::{
+    auth::{AuthLevel, CommandChain},
+    config::{ConfigError, ExampleConfig, IntentMapConfig, SemanticConfig},
+    understand::{
+        Context, Lang, Layer, MAX_WORDS, Understood,
+        home::value_names,
+        sounds::SoundMatch,
+        spelling::{
+            Vocabulary, alphabetic, heard_distance, heard_within, nearest_words, sound_spelling,
+            sounds_near,
+        },
+    },
+};
+
+/// The model layer's way out: the sentence is none of the meanings offered.
+pub const NONE_OF_THESE: &str = "none of these: not a request to do something";
+
+/// What the meaning layer made of a sentence: a decision if it was near
+/// enough and clearly apart, and, when the model layer is on and it was not
+/// sure, the nearest meanings for a model to choose among.
+#[derive(Default)]
+pub(in crate::router) struct Meaning {
+    pub decided: Option<RouteDecision>,
+    pub choices: Vec<Choice>,
+    /// The commands of the requests found near (`RouteDecision::near`).
+    pub near: Option<Vec<String>>,
+}
+
+/// A decision reached by routing other words than were said (what "it"
+/// pointed back at put in, a lead taken off): kept only when it is a request
+/// (to run, or one whose target is named as missing or asked about), with
+/// how it was reached noted in its `understood` under `key`.
+pub(in crate::router) fn answered_with(
+    mut d: RouteDecision,
+    key: &str,
+    how: Value,
+) -> Option<RouteDecision> {
+    if !matches!(
+        d.intent,
+        Intent::Chain(_) | Intent::Invalid { .. } | Intent::Ambiguous { .. }
+    ) {
+        return None;
+    }
+    let mut u = d
+        .understood
+        .take()
+        .unwrap_or_else(|| json!({"layer": d.layer}));
+    if let Some(obj) = u.as_object_mut() {
+        obj.insert(key.into(), how);
+    }
+    d.understood = Some(u);
+    Some(d)
+}
+
+/// Several requests found by `layer` (a split, clauses) as one chain, gated
+/// once at its highest level, with each part's own reading.
+pub(in crate::router) fn several_parts(
+    commands: Vec<crate::auth::Command>,
+    layer: Layer,
+    parts: Vec<Value>,
+) -> RouteDecision {
+    let chain = CommandChain::new(commands, None, None);
+    RouteDecision {
+        route_code: "intent.command".into(),
+        source_rule: None,
+        topic: None,
+        auth_level: chain.chain_level,
+        macro_name: None,
+        command_id: chain.command_id().map(str::to_owned),
+        params: json!({}),
+        intent: Intent::Chain(chain),
+        layer,
+        understood: Some(json!({"layer": layer, "parts": parts})),
+        confidence: 1.0,
+        choices: Vec::new(),
+        near: None,
+    }
+}
+
+/// A device kind as people say it.
+pub(in crate::router) fn kind_word(domain: &str) -> &str {
+    match domain {
+        "climate" => "thermostat",
+        "cover" => "door or blind that opens",
+        "media_player" => "media player",
+        other => other,
+    }
+}
+
+use crate::understand::{CLAUSE_MARKS, padded_words};
+
+/// `d` as the layer `layer` decided it, its `understood` recording the
+/// layer and `fields` (what that layer read).
+pub(in crate::router) fn decided_by(
+    mut d: RouteDecision,
+    layer: Layer,
+    fields: impl IntoIterator<Item = (&'static str, Value)>,
+) -> RouteDecision {
+    d.layer = layer;
+    let mut u = d.understood.take().unwrap_or_else(|| json!({}));
+    if let Some(obj) = u.as_object_mut() {
+        obj.insert("layer".into(), json!(layer));
+        for (key, value) in fields {
+            obj.insert(key.into(), value);
+        }
+    }
+    d.understood = Some(u);
+    d
+}
+
+/// Whether `d` took a level (a brightness, a temperature or a change of
+/// it) that its sentence fixes rather than one said.
+pub(in crate::router) fn fixes_a_level(d: &RouteDecision) -> bool {
+    let slots = d.understood.as_ref().and_then(|u| u.get("slots"));
+    ["brightness", "temperature", "change"].iter().any(|k| {
+        slots
+            .and_then(|s| s.get(*k))
+            .and_then(|s| s.get("said"))
+            .and_then(Value::as_str)
+            .is_some_and(str::is_empty)
+    })
+}
+
+/// Whether a reading of what was heard is a request sure enough to take
+/// (`heard_as`, `by_sound`).
+pub(in crate::router) fn sure_request(d: &RouteDecision) -> bool {
+    matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE
+}
+
+/// Whether a run of words says more than the names its template read: a
+/// bare "the porch light" inside "leave the porch light as it is" asks
+/// for nothing.
+pub(in crate::router) fn asks_something(span: &str, d: &RouteDecision) -> bool {
+    let said: Vec<&str> = d
+        .understood
+        .as_ref()
+        .and_then(|u| u["slots"].as_object())
+        .map(|slots| {
+            slots
+                .values()
+                .filter_map(|s| s["said"].as_str())
+                .flat_map(|s| s.split(' '))
+                .collect()
+        })
+        .unwrap_or_default();
+    span.split(' ')
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .any(|w| !w.is_empty() && !["the", "a", "my", "please"].contains(&w) && !said.contains(&w))
+}
+
+/// Whether slot `key` satisfies a mapping's condition: `*` (present),
+/// or one of `a|b|c` (case-insensitive).
+fn slot_is(u: &Understood, key: &str, want: &str) -> bool {
+    let Some(slot) = u.slots.get(key) else {
+        return want == "-";
+    };
+    if want == "-" {
+        return false;
+    }
+    want == "*"
+        || want
+            .split('|')
+            .any(|w| w.eq_ignore_ascii_case(&slot.text()))
+}
+
+/// A mapping's parameter template over the slots: `{slot}` or
+/// `{slot|default}`; none when a slot without a default is missing.
+fn fill(template: &str, u: &Understood) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find('}')? + open;
+        let inner = &rest[open + 1..close];
+        let (slot, default) = match inner.split_once('|') {
+            Some((s, d)) => (s, Some(d)),
+            None => (inner, None),
+        };
+        match (u.slots.get(slot), default) {
+            (Some(s), _) => out.push_str(&s.text()),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => return None,
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+fn understood_json(u: &Understood, layer: Layer) -> Value {
+    json!({
+        "layer": layer,
+        "intent": u.intent,
+        "template": u.template,
+        "source": u.source,
+        "confidence": u.confidence,
+        "slots": u.slots.iter().map(|(k, s)| (k.clone(), json!({"value": s.value, "said": s.said}))).collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+impl Router {
+    fn map_for(&self, u: &Understood) -> Option<&IntentMapConfig> {
+        self.intent_maps
+            .iter()
+            .find(|m| m.intent == u.intent && m.when.iter().all(|(k, v)| slot_is(u, k, v)))
+    }
+
+    pub(in crate::router) fn template_command(&self, u: &Understood) -> Option<RouteDecision> {
+        self.intent_command(u, Layer::Template, None, None)
+    }
+
+    /// An understood intent as a decision of `layer`: the command its
+    /// mapping names, asked about when a device is ambiguous or a room is
+    /// needed, its level raised to `raise_to` if given.
+    pub(in crate::router) fn intent_command(
+        &self,
+        u: &Understood,
+        layer: Layer,
+        raise_to: Option<AuthLevel>,
+        extra: Option<(&str, Value)>,
+    ) -> Option<RouteDecision> {
+        let map = self.map_for(u)?;
+        let source = Some(format!("{layer}:{}", u.intent));
+        let mut json = understood_json(u, layer);
+        if let (Some((key, value)), Some(obj)) = (extra, json.as_object_mut()) {
+            obj.insert(key.to_owned(), value);
+        }
+        let understood = Some(json);
+        // "the lamp" when there are two: ask which, naming them.
+        if let Some(slot) = u.slots.values().find(|s| s.value.is_array()) {
+            let candidates = value_names(&slot.value)
+                .into_iter()
+                .map(|id| {
+                    let mut one = u.clone();
+                    if let Some(s) = one.slots.values_mut().find(|s| s.value.is_array()) {
+                        s.value = Value::String(id.clone());
+                    }
+                    let raw = self.raw_params(map, &one);
+                    self.resolve_command(&map.command, raw, None, None)
+                        .map(|c| c.summary)
+                        .unwrap_or(id)
+                })
+                .collect();
+            let mut d =
+                RouteDecision::simple("intent.ambiguous", source, Intent::Ambiguous { candidates });
+            d.layer = layer;
+            d.understood = understood;
+            d.confidence = u.confidence;
+            return Some(d);
+        }
+        // "Turn on the lights" said where CAAL does not know the room, for a
+        // command that needs one: ask, rather than guess "all".
+        if u.needs_area
+            && map.params.values().any(|t| t.contains("{area"))
+            && !u.slots.contains_key("area")
+        {
+            let reply = format!(
+                "Which room? The rooms are {}; or say all of them.",
+                self.home.area_names().join(", ")
+            );
+            let mut d = RouteDecision::simple("intent.clarify", source, Intent::Reply(reply));
+            d.layer = layer;
+            d.understood = understood;
+            d.confidence = u.confidence;
+            return Some(d);
+        }
+        let raw = self.raw_params(map, u);
+        let built = self
+            .resolve_commands(&map.command, raw.clone(), source.clone(), raise_to)
+            .map(|c| CommandChain::new(c, None, None))
+            .map_err(|problem| (map.command.clone(), problem));
+        let mut d = self.chain_decision("intent.command", source, built, &raw);
+        d.layer = layer;
+        d.understood = understood;
+        d.confidence = u.confidence;
+        Some(d)
+    }
+
+    pub(in crate::router) fn raw_params(
+        &self,
+        map: &IntentMapConfig,
+        u: &Understood,
+    ) -> BTreeMap<String, String> {
+        map.params
+            .iter()
+            .filter_map(|(k, t)| fill(t, u).map(|v| (k.clone(), v)))
+            .collect()
+    }
+
+    /// One request as a command chain, by the layers in their order: rules
+    /// above the template priority, templates, then the fallback rules.
+    pub(in crate::router) fn command_of(
+        &self,
+        text: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let text = normalize(text);
+        let is_request = |d: &RouteDecision| {
+            matches!(
+                d.intent,
+                Intent::Chain(_) | Intent::Invalid { .. } | Intent::Ambiguous { .. }
+            )
+        };
+        let ruled = self.by_rules(&text);
+        if let Some((priority, d)) = &ruled
+            && *priority > self.template_priority
+        {
+            return is_request(d).then(|| d.clone());
+        }
+        self.by_templates(&text, context)
+            .or_else(|| ruled.map(|(_, d)| d).filter(is_request))
+    }
+
+    /// Whether a decision runs a command that changes something (a
+    /// question may ask for a report, "is my timer almost done", never for a
+    /// change: "did you turn off the porch light").
+    pub(in crate::router) fn changes_something(&self, d: &RouteDecision) -> bool {
+        match &d.intent {
+            Intent::Chain(chain) => chain.commands.iter().any(|c| self.changes(c)),
+            _ => false,
+        }
+    }
+
+    /// Whether running a command changes something (its `side_effects`).
+    pub(in crate::router) fn changes(&self, c: &crate::auth::Command) -> bool {
+        self.commands
+            .get(&c.command_id)
+            .is_none_or(|spec| spec.config.side_effects)
+    }
+}
+
+pub(in crate::router) use checks::{check_examples, check_maps, check_model_choice};
+use clause::{SURE_CLAUSE, as_questions, clauses};
+use heard::vocabulary_of;
+use sound::MAX_READINGS;
+use targets::READ_BY_KIND;

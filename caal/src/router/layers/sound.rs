@@ -1,0 +1,183 @@
+//! The sound layer (speech only): readings of what was heard by how it
+//! sounds, weighed against the audio by whisper's decoder.
+
+use super::*;
+
+/// At most this many readings of a misheard sentence are tried (each a
+/// template match, well under a millisecond).
+pub(in crate::router) const MAX_READINGS: usize = 16;
+
+/// At most this many readings by sound are weighed against the audio
+/// (each a few milliseconds of whisper's decoder a token).
+const LISTENED: usize = 6;
+
+/// Words as whisper writes a sentence, to weigh against the audio: numbers
+/// spelled as said, the first letter capital, a full stop at the end.
+fn as_written(words: &str) -> String {
+    let said: Vec<String> = words
+        .split_whitespace()
+        .map(|w| crate::understand::lexicon::spell_number(w).unwrap_or_else(|| w.to_owned()))
+        .collect();
+    let said = said.join(" ");
+    let mut chars = said.chars();
+    match chars.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+        None => String::new(),
+    }
+}
+
+impl Router {
+    /// What speech to text heard, read as the sentence of the library it
+    /// sounds nearest ("Set the bedroom lamp, write us to 50%": brightness;
+    /// "Activate the lights in our phone": home), when that sentence is
+    /// within `understand.sounds.threshold` and the templates understand it
+    /// as a request. Further than `sure`, it asks first; a wildcard may take
+    /// heard words only within `sure` (`by_name`: none at all, and within
+    /// `sure`). Never a heard word read as its opposite ("turn on" as "turn
+    /// out"); only for speech, never for a sentence that says "not" or
+    /// tells a story. The trace's `understood` keeps what was heard, what it
+    /// was read as, the sentence it sounds like, and how near.
+    pub(in crate::router) fn by_sound(
+        &self,
+        text: &str,
+        context: &Context,
+        by_name: bool,
+    ) -> Option<RouteDecision> {
+        let sounds = self.sounds.as_ref().filter(|_| context.spoken)?;
+        if self.says_not(text) || self.tells_a_story(text) {
+            return None;
+        }
+        let grammar = sounds.grammar(|lexicon| self.sound_grammar(lexicon))?;
+        let prepared = self.library.prepare(text);
+        let config = &sounds.config;
+        let (threshold, sure) = (config.threshold, config.sure);
+        let listen = context.listen.as_ref().filter(|_| config.listen);
+        let limit = match (by_name, listen) {
+            (true, _) => sure,
+            (false, Some(_)) => threshold.max(config.listen_threshold),
+            (false, None) => threshold,
+        };
+        let found = grammar.nearest(&prepared, MAX_READINGS, limit as f32);
+        let mut readings = found.into_iter().filter_map(|near| {
+            let wild_ok = if by_name {
+                near.wild_words == 0
+            } else {
+                near.wild_words == 0 || f64::from(near.distance) <= sure
+            };
+            if !wild_ok
+                || crate::understand::semantic::opposed(&self.opposites, &prepared, &near.reading)
+            {
+                return None;
+            }
+            let d = self
+                .understood(&near.reading, context)
+                .filter(sure_request)?;
+            Some((near, d))
+        });
+        let (near, mut d, fit) = match listen {
+            None => {
+                let (near, d) = readings.next()?;
+                (near, d, None)
+            }
+            Some(listen) => {
+                let readings: Vec<_> = readings.take(LISTENED).collect();
+                self.listened(&prepared, readings, listen, config)?
+            }
+        };
+        let distance = f64::from(near.distance);
+        // Near, but a side ("on", "out", "lock") no heard sound went to
+        // is a guess: asked about, never run on it; so is one further
+        // than `sure`, however well it fits the audio. A question is
+        // answered: the answer says what was understood, and changes nothing.
+        let guessed = near
+            .unheard
+            .iter()
+            .any(|w| self.opposites.iter().any(|pair| pair.contains(w)));
+        if (distance > sure || guessed)
+            && self.changes_something(&d)
+            && let Intent::Chain(chain) = &mut d.intent
+            && chain.chain_level < AuthLevel::CONFIRM
+        {
+            chain.chain_level = AuthLevel::CONFIRM;
+            d.auth_level = AuthLevel::CONFIRM;
+        }
+        d.confidence = (1.0 - distance).clamp(0.0, 1.0);
+        let mut fields = vec![
+            ("heard", json!(text)),
+            ("read_as", json!(near.reading)),
+            ("distance", json!((distance * 1000.0).round() / 1000.0)),
+            ("sounds_like", json!(near.template)),
+        ];
+        if let Some(fit) = fit {
+            fields.push((
+                "fits_audio",
+                json!((f64::from(fit) * 100.0).round() / 100.0),
+            ));
+        }
+        Some(decided_by(d, Layer::Sounds, fields))
+    }
+
+    /// Of readings of a mishearing, the one that fits the audio best, and
+    /// by how much better than the words heard (log-likelihood). Read: any
+    /// within `threshold`, and one up to `listen_threshold` that fits no
+    /// more than `listen_margin` worse than the words heard. A reading
+    /// whose wildcard took heard words fits as they were heard, so it is
+    /// weighed only when no other is near. Unscored (no audio), the nearest
+    /// within `threshold`.
+    fn listened(
+        &self,
+        prepared: &str,
+        readings: Vec<(SoundMatch, RouteDecision)>,
+        listen: &crate::understand::Listen,
+        config: &crate::config::SoundsConfig,
+    ) -> Option<(SoundMatch, RouteDecision, Option<f32>)> {
+        let within = |near: &SoundMatch| f64::from(near.distance) <= config.threshold;
+        let filled = readings.iter().any(|(near, _)| near.wild_words == 0);
+        let readings: Vec<_> = readings
+            .into_iter()
+            .filter(|(near, _)| !filled || near.wild_words == 0)
+            .collect();
+        if readings.is_empty() {
+            return None;
+        }
+        let texts: Vec<String> = std::iter::once(prepared)
+            .chain(readings.iter().map(|(near, _)| near.reading.as_str()))
+            .map(as_written)
+            .collect();
+        let Some(scores) = listen.score(&texts) else {
+            return readings
+                .into_iter()
+                .find(|(near, _)| within(near))
+                .map(|(near, d)| (near, d, None));
+        };
+        let heard = scores[0];
+        readings
+            .into_iter()
+            .zip(&scores[1..])
+            .map(|((near, d), score)| (near, d, score - heard))
+            .filter(|(near, _, fit)| within(near) || f64::from(*fit) >= -config.listen_margin)
+            .max_by(|a, b| a.2.total_cmp(&b.2))
+            .map(|(near, d, fit)| (near, d, Some(fit)))
+    }
+
+    /// The library's sentences that run a command, by sound.
+    fn sound_grammar(
+        &self,
+        lexicon: crate::understand::lexicon::Lexicon,
+    ) -> crate::understand::sounds::SoundGrammar {
+        let rules = [self.library.rules()];
+        let lists = [self.home.lists(), self.library.lists()];
+        let scope = crate::understand::sounds::SoundScope {
+            rules: &rules,
+            lists: &lists,
+        };
+        let mapped: HashSet<&str> = self.intent_maps.iter().map(|m| m.intent.as_str()).collect();
+        crate::understand::sounds::SoundGrammar::build(
+            lexicon,
+            &scope,
+            self.library
+                .sentences()
+                .filter(|(intent, _, _)| mapped.contains(intent)),
+        )
+    }
+}

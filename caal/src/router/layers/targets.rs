@@ -1,0 +1,354 @@
+//! Targets not in the home: a room or device the sentence names that the
+//! home does not have, answered by naming what it has.
+
+use super::*;
+
+/// Slots the semantic layer reads by kind; any other it reads where an example marks it.
+pub(in crate::router) const READ_BY_KIND: &[&str] = &[
+    "area",
+    "name",
+    "brightness",
+    "temperature",
+    "seconds",
+    "state",
+];
+
+/// Whether words taken by an open slot could be a room's or a device's
+/// name: a few words, none of them a function word or the home's own kinds
+/// ("the", "lights", "temperature"), so "set the temperature to 19.5" is not
+/// read as a device called "the temperature".
+fn plausible_name(said: &str) -> bool {
+    const NOT_NAMES: &[&str] = &[
+        "the",
+        "a",
+        "an",
+        "my",
+        "our",
+        "your",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "all",
+        "every",
+        "each",
+        "light",
+        "lights",
+        "lighting",
+        "lamp",
+        "lamps",
+        "temperature",
+        "temp",
+        "brightness",
+        "it",
+        "this",
+        "that",
+        "here",
+        "there",
+        "me",
+        "house",
+        "home",
+        "everything",
+        "percent",
+        "degrees",
+        // "turn the kitchen down": a direction, not part of a name.
+        "up",
+        "down",
+    ];
+    let words: Vec<&str> = said.split(' ').filter(|w| !w.is_empty()).collect();
+    let words: &[&str] = match words.first() {
+        Some(&("the" | "my" | "our")) => &words[1..],
+        _ => &words,
+    };
+    !words.is_empty()
+        && words.len() <= 3
+        && words
+            .iter()
+            .all(|w| !NOT_NAMES.contains(w) && !w.chars().any(|c| c.is_ascii_digit()))
+}
+
+impl Router {
+    /// The room a clause names (the longest name or alias said), as named in the home.
+    pub(in crate::router) fn area_in(&self, clause: &str) -> Option<String> {
+        let padded = format!(" {} ", normalize(clause));
+        self.home
+            .areas
+            .iter()
+            .flat_map(|a| {
+                std::iter::once(&a.name)
+                    .chain(&a.aliases)
+                    .map(move |n| (a, n))
+            })
+            .filter(|(_, n)| padded.contains(&format!(" {n} ")))
+            .max_by_key(|(_, n)| n.len())
+            .map(|(a, _)| a.name.clone())
+    }
+
+    /// A device a clause names (the longest name or alias said), as said with "the".
+    pub(in crate::router) fn device_in(&self, clause: &str) -> Option<String> {
+        let padded = format!(" {} ", normalize(clause));
+        self.home
+            .devices
+            .iter()
+            .flat_map(|d| std::iter::once(&d.name).chain(&d.aliases))
+            .filter(|n| padded.contains(&format!(" {n} ")))
+            .max_by_key(|n| n.len())
+            .map(|n| format!("the {n}"))
+    }
+
+    /// The item a request named ("add eggs to the list": eggs), as its
+    /// command took it.
+    pub(in crate::router) fn item_asked_in(&self, clause: &str) -> Option<String> {
+        let d = self.command_of(clause, &Context::default())?;
+        let Intent::Chain(chain) = &d.intent else {
+            return None;
+        };
+        match chain.commands.as_slice() {
+            [one] => one.params.get("item").map(ToString::to_string),
+            _ => None,
+        }
+    }
+
+    /// The lights a clause speaks of, as `refer_to_lights` says them: a
+    /// room's ("the kitchen lights"), else all of them.
+    pub(in crate::router) fn lights_in(&self, clause: &str) -> Option<String> {
+        let padded = format!(" {} ", normalize(clause));
+        if !self
+            .light_words
+            .iter()
+            .any(|w| padded.contains(&format!(" {w} ")))
+        {
+            return None;
+        }
+        match (self.area_in(clause), self.refer_to_lights.as_slice()) {
+            (Some(area), [with_room, ..]) => Some(with_room.replace("{area}", &area)),
+            (None, [_, all, ..]) => Some(all.clone()),
+            _ => None,
+        }
+    }
+
+    /// What a clause says is wanted ("we need bread": bread): the words
+    /// after one of `item_leads` to the clause's end, at most four.
+    pub(in crate::router) fn item_in(&self, clause: &str) -> Option<String> {
+        let padded = format!(" {} ", normalize(clause));
+        let rest = self.item_leads.iter().find_map(|lead| {
+            padded
+                .find(&format!(" {lead} "))
+                .map(|at| &padded[at + lead.len() + 2..])
+        })?;
+        let words: Vec<&str> = rest
+            .split(' ')
+            .filter(|w| !w.is_empty())
+            .skip_while(|w| ["some", "more", "a", "an", "the", "of"].contains(w))
+            .collect();
+        (!words.is_empty() && words.len() <= 4).then(|| words.join(" "))
+    }
+
+    /// The device of the home, of any kind, that words name by its id, name
+    /// or an alias: "prop the front door open" is about the front door (a
+    /// lock), never "a device I don't know".
+    pub(in crate::router) fn device_named(
+        &self,
+        said: &str,
+    ) -> Option<&crate::understand::home::Device> {
+        let said = normalize(said);
+        let said = said.strip_prefix("the ").unwrap_or(&said);
+        self.home.devices.iter().find(|d| {
+            d.id == said
+                || normalize(&d.name) == said
+                || d.aliases.iter().any(|a| normalize(a) == said)
+        })
+    }
+
+    /// What a device asked for something its kind does not do can do:
+    /// "The front door is a lock; I can lock or unlock it."
+    fn what_it_does(&self, device: &crate::understand::home::Device) -> String {
+        let mut verbs: Vec<&str> = Vec::new();
+        for m in self
+            .intent_maps
+            .iter()
+            .filter(|m| m.when.get("domain") == Some(&device.domain))
+        {
+            // What it does: a question about it ("is it locked") is no doing.
+            if let Some(verb) = self
+                .commands
+                .get(&m.command)
+                .filter(|c| c.config.side_effects)
+                .and_then(|c| c.config.summary.split(' ').next())
+                && !verbs.contains(&verb)
+            {
+                verbs.push(verb);
+            }
+        }
+        let kind = kind_word(&device.domain);
+        // A kind whose intents name no domain (the thermostat's): its
+        // commands are named by it ("thermostat.set", "thermostat.adjust").
+        if verbs.is_empty() {
+            let prefix = format!("{kind}.");
+            for (_, c) in self
+                .commands
+                .iter()
+                .filter(|(id, c)| c.config.side_effects && id.starts_with(&prefix))
+            {
+                if let Some(verb) = c.config.summary.split(' ').next()
+                    && !verbs.contains(&verb)
+                {
+                    verbs.push(verb);
+                }
+            }
+        }
+        // "The thermostat is a thermostat" says nothing.
+        let is = if normalize(&device.name) == kind {
+            format!("That isn't something the {} does", device.name)
+        } else {
+            format!("The {} is a {kind}", device.name)
+        };
+        match verbs.as_slice() {
+            [] => format!("{is}; that isn't something I can do with it."),
+            [one] => format!("{is}; I can {one} it."),
+            [rest @ .., last] => format!("{is}; I can {} or {last} it.", rest.join(", ")),
+        }
+    }
+
+    /// Whether a sentence could be about the kind of thing `d` acts on: not
+    /// when it speaks only of another kind (`topic_words`, by the first part
+    /// of a command's id): "the bedroom is cold, turn it up" is near "turn
+    /// the bedroom lights up" in meaning, but speaks of heat, not light.
+    pub(in crate::router) fn speaks_of_its_kind(&self, text: &str, d: &RouteDecision) -> bool {
+        let Some(kind) = d.command_id.as_deref().and_then(|c| c.split('.').next()) else {
+            return true;
+        };
+        let Some(own) = self.topic_words.get(kind) else {
+            return true;
+        };
+        let padded = padded_words(text);
+        let said = |w: &String| padded.contains(&format!(" {w} "));
+        if own.iter().any(said) {
+            return true;
+        }
+        !self
+            .topic_words
+            .iter()
+            .filter(|(k, _)| k.as_str() != kind)
+            .any(|(_, words)| words.iter().filter(|w| !own.contains(w)).any(said))
+    }
+
+    /// Whether words said name one of the home's rooms ("the dining room").
+    fn is_area(&self, said: &str) -> bool {
+        let said = said.strip_prefix("the ").unwrap_or(said);
+        self.home
+            .areas
+            .iter()
+            .any(|a| a.name == said || a.aliases.iter().any(|x| x == said))
+    }
+
+    /// After nothing else matched: a request for a room or device the home
+    /// does not have gets a reply naming what it has; nothing runs.
+    pub(in crate::router) fn unknown_target(
+        &self,
+        text: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        // "are the kitchen lights on" names no room "are": a question is not read so.
+        if self.asks_whether(text) {
+            return None;
+        }
+        let mut found = self.library.understand_open(text, &self.home, context);
+        // A word of a name the home has ("counter" of "the counter lights")
+        // is no room or thing it lacks.
+        let spans = crate::understand::semantic::mentions(&self.home, text, None);
+        let of_a_name = |said: &str| {
+            let said = said.strip_prefix("the ").unwrap_or(said);
+            spans
+                .iter()
+                .any(|m| format!(" {} ", m.said).contains(&format!(" {said} ")))
+        };
+        // As sure either way ("turn on the jukebox"): a thing is likelier than a room.
+        found.sort_by(|a, b| {
+            b.confidence.total_cmp(&a.confidence).then(
+                a.slots
+                    .contains_key("area")
+                    .cmp(&b.slots.contains_key("area")),
+            )
+        });
+        for u in found {
+            if !self.intent_maps.iter().any(|m| m.intent == u.intent) || u.confidence < 0.5 {
+                continue;
+            }
+            // The device of the home this reading is about: named by one
+            // slot, or by two together ("open the front door": "front" read
+            // as a room and "door" as a kind).
+            let device = u
+                .slots
+                .get("name")
+                .and_then(|n| {
+                    self.device_named(&n.text())
+                        .or_else(|| self.device_named(&n.said))
+                })
+                .or_else(|| {
+                    u.slots.values().find_map(|a| {
+                        u.slots
+                            .values()
+                            .filter(|b| !std::ptr::eq(*b, a))
+                            .find_map(|b| self.device_named(&format!("{} {}", a.said, b.said)))
+                    })
+                });
+            let reply = if let Some(device) = device {
+                // A device of the home, asked for what its kind does not do.
+                match u.slots.get("domain").map(|d| d.text()) {
+                    Some(domain) if domain != device.domain => self.what_it_does(device),
+                    _ => continue,
+                }
+            } else if let Some(area) = u.slots.get("area")
+                && self.home.areas.iter().all(|a| a.name != area.text())
+                && plausible_name(&area.said)
+                && !of_a_name(&area.said)
+            {
+                let said = area.said.strip_prefix("the ").unwrap_or(&area.said);
+                format!(
+                    "There's no {said} here; the rooms are {}.",
+                    self.home.area_names().join(", ")
+                )
+            } else if let Some(name) = u.slots.get("name")
+                && plausible_name(&name.said)
+                && !self.is_area(&name.said)
+                && !of_a_name(&name.said)
+            {
+                let said = name.said.strip_prefix("the ").unwrap_or(&name.said);
+                // The devices this request could be for: the kinds its intent runs commands on.
+                let kinds: Vec<&str> = self
+                    .intent_maps
+                    .iter()
+                    .filter(|m| m.intent == u.intent)
+                    .filter_map(|m| m.when.get("domain").map(String::as_str))
+                    .collect();
+                let names: Vec<&str> = self
+                    .home
+                    .devices
+                    .iter()
+                    .filter(|d| kinds.is_empty() || kinds.contains(&d.domain.as_str()))
+                    .map(|d| d.name.as_str())
+                    .collect();
+                format!(
+                    "I don't know a device called {said}; there are {}.",
+                    names.join(", ")
+                )
+            } else {
+                continue;
+            };
+            let mut d = RouteDecision::simple(
+                "intent.unknown_target",
+                Some(format!("template:{}", u.intent)),
+                Intent::Reply(reply.clone()),
+            );
+            d.layer = Layer::Home;
+            d.understood = Some(
+                json!({"layer": "home", "intent": u.intent, "template": u.template,
+                                       "reply": reply}),
+            );
+            return Some(d);
+        }
+        None
+    }
+}

@@ -1,0 +1,303 @@
+//! The template layers: the sentence templates (with the home's names),
+//! a negated request (never run), several requests in one sentence, a lead
+//! joined to a request, and a request said on a condition.
+
+use super::*;
+
+impl Router {
+    /// The best template match that maps to a command; one that names a
+    /// device only by a word several devices share comes after the others.
+    pub(in crate::router) fn by_templates(
+        &self,
+        text: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let mut found = self.library.understand(text, &self.home, context);
+        self.rooms_as_named(text, &mut found);
+        for u in &mut found {
+            self.narrow_by_area(u);
+        }
+        // Among equally sure readings: one device named whole ("the garage
+        // light") before the area's lights; a word several devices share last.
+        found.sort_by(|a, b| {
+            let rank = |u: &Understood| {
+                let shared = u.slots.values().any(|s| s.value.is_array());
+                let device = u.slots.get("name").is_some_and(|s| s.value.is_string());
+                (u.needs_area, shared, !device)
+            };
+            b.confidence
+                .total_cmp(&a.confidence)
+                .then(rank(a).cmp(&rank(b)))
+        });
+        found.iter().find_map(|u| self.template_command(u))
+    }
+
+    /// "The bedroom lamp" said as area + "lamp": of the lamps, the one in that area.
+    fn narrow_by_area(&self, u: &mut Understood) {
+        let Some(area) = u.slots.get("area").map(|a| a.text()) else {
+            return;
+        };
+        for slot in u.slots.values_mut() {
+            if !slot.value.is_array() {
+                continue;
+            }
+            let here: Vec<String> = value_names(&slot.value)
+                .into_iter()
+                .filter(|id| {
+                    self.home
+                        .device(id)
+                        .is_some_and(|d| d.area.as_deref() == Some(area.as_str()))
+                })
+                .collect();
+            if let [one] = here.as_slice() {
+                slot.value = Value::String(one.clone());
+            }
+        }
+    }
+
+    /// "Don't unlock the door": the request it negates, never run.
+    pub(in crate::router) fn negated(
+        &self,
+        text: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let rest = self.negations.iter().find_map(|n| {
+            text.strip_prefix(n.as_str())
+                .filter(|r| r.starts_with(' '))
+                .map(str::trim)
+        })?;
+        let inner = self.command_of(rest, context)?;
+        // A command whose "don't" asks for something ("don't remind me to
+        // call mom": cancel that reminder) becomes that request.
+        if let Intent::Chain(chain) = &inner.intent
+            && let [command] = chain.commands.as_slice()
+            && let Some(negation) = self
+                .commands
+                .get(&command.command_id)
+                .and_then(|spec| spec.config.negation.as_ref())
+        {
+            let raw: BTreeMap<String, String> = negation
+                .params
+                .iter()
+                .map(|(k, t)| (k.clone(), crate::router::render(t, &command.params)))
+                .collect();
+            let source = Some(format!("negation:{}", command.command_id));
+            let built = self
+                .resolve_command(&negation.command, raw.clone(), source.clone(), None)
+                .map(|c| CommandChain::new(vec![c], None, None))
+                .map_err(|problem| (negation.command.clone(), problem));
+            let mut d = self.chain_decision("intent.command", source, built, &raw);
+            d.layer = Layer::Negation;
+            d.understood = Some(json!({"layer": "negation", "negated": command.command_id,
+                                       "asks": negation.command}));
+            return Some(d);
+        }
+        let summary = match &inner.intent {
+            Intent::Chain(chain) => chain.summary.clone(),
+            _ => rest.to_owned(),
+        };
+        let mut d = RouteDecision::simple(
+            "intent.negated",
+            inner.source_rule.clone(),
+            Intent::Reply(format!("Okay, I won't {summary}.")),
+        );
+        d.layer = Layer::Negation;
+        d.understood =
+            Some(json!({"layer": "negation", "negated": inner.command_id, "summary": summary}));
+        Some(d)
+    }
+
+    /// Several requests in one sentence ("turn on the kitchen lights and set
+    /// the thermostat to 21"): split at the configured words where every
+    /// part is a request of its own; one chain, gated at its highest level.
+    pub(in crate::router) fn several(
+        &self,
+        text: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let parts = self.split(text, context, 0)?;
+        if parts.len() < 2 {
+            return None;
+        }
+        let mut commands = Vec::new();
+        let mut understood = Vec::new();
+        for part in parts {
+            match part.intent {
+                Intent::Chain(chain) => commands.extend(chain.commands),
+                // A part whose parameters were refused refuses the whole.
+                _ => return Some(part),
+            }
+            understood.push(json!({"layer": part.layer, "source_rule": part.source_rule,
+                                   "understood": part.understood}));
+        }
+        Some(several_parts(commands, Layer::Split, understood))
+    }
+
+    pub(in crate::router) fn split(
+        &self,
+        text: &str,
+        context: &Context,
+        depth: usize,
+    ) -> Option<Vec<RouteDecision>> {
+        if depth > 4 {
+            return None;
+        }
+        for word in &self.split_words {
+            let sep = format!(" {word} ");
+            let mut from = 0;
+            while let Some(at) = text[from..].find(&sep).map(|i| from + i) {
+                let (left, right) = (&text[..at], &text[at + sep.len()..]);
+                from = at + 1;
+                let Some(first) = self.command_of(left, context) else {
+                    continue;
+                };
+                if let Some(one) = self.command_of(right, context) {
+                    return Some(vec![first, one]);
+                }
+                // "Turn on the kitchen lights and the hall lights": the second
+                // part borrows the first part's opening words.
+                let words: Vec<&str> = left.split(' ').collect();
+                for k in 1..=3.min(words.len().saturating_sub(1)) {
+                    let borrowed = format!("{} {right}", words[..k].join(" "));
+                    if let Some(one) = self.command_of(&borrowed, context) {
+                        return Some(vec![first, one]);
+                    }
+                }
+                if let Some(mut rest) = self.split(right, context, depth + 1) {
+                    rest.insert(0, first);
+                    return Some(rest);
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether the sentence says "not", "never", "no" or a configured
+    /// negation anywhere, other than in a saying that asks ("never mind the
+    /// timer") or says who is there ("no one's in the guest room").
+    pub(in crate::router) fn says_not(&self, text: &str) -> bool {
+        // Words before a comma are words ("no, leave it").
+        let mut padded = padded_words(text);
+        for idiom in &self.negation_idioms {
+            padded = padded.replace(&format!(" {idiom} "), " ");
+        }
+        for nobody in [" no one ", " no one's ", " no-one ", " no-one's "] {
+            padded = padded.replace(nobody, " nobody ");
+        }
+        ["not", "never", "no"]
+            .into_iter()
+            .chain(self.negations.iter().map(String::as_str))
+            .any(|n| padded.contains(&format!(" {n} ")))
+    }
+
+    /// Whether the sentence tells of the past (a narrative word) and asks
+    /// for nothing (no request verb): "my timer at work went off three
+    /// times today" is a story, not a wish to cancel the timers.
+    pub(in crate::router) fn tells_a_story(&self, text: &str) -> bool {
+        // "I forgot to buy milk yesterday, typical": a word before a comma counts.
+        let padded = padded_words(text);
+        let has = |w: &String| padded.contains(&format!(" {w} "));
+        self.narrative_words.iter().any(has) && !self.request_verbs.iter().any(has)
+    }
+
+    /// Whether the sentence opens with words that ask whether something is
+    /// or was so: "did I lock the back door", "is the garage door open" (but
+    /// not "is it possible to…", a request asked politely).
+    pub fn asks_whether(&self, text: &str) -> bool {
+        let padded = format!("{text} ");
+        self.question_words
+            .iter()
+            .any(|q| padded.starts_with(&format!("{q} ")))
+    }
+
+    /// A request said among other words ("unlock the side door for the
+    /// plumber", "switch off the dining room, we're done eating"): the
+    /// longest run of the sentence's words that a template matches whole,
+    /// with no wildcard taking any of it, and at least half the sentence (a
+    /// few words inside a story are no request: "leave the porch light as
+    /// it is"). Never in a sentence that says "not": the run could leave it
+    /// out; nor in a question of whether it is or was so ("did I lock the
+    /// back door" asks about locking it).
+    /// `text` with a prefix typed apart from its word joined to it ("un
+    /// lock the front door": "unlock …"), when the prefix is no word the
+    /// sentences know and the two together are; `None` when nothing joins.
+    /// The vocabulary is consulted only when a prefix stands alone.
+    pub(in crate::router) fn joined_prefix(&self, text: &str) -> Option<String> {
+        let words: Vec<&str> = text.split(' ').collect();
+        let alone = |w: &str| self.joined_prefixes.iter().any(|p| p == w);
+        if !words[..words.len().saturating_sub(1)]
+            .iter()
+            .any(|w| alone(w))
+        {
+            return None;
+        }
+        let vocabulary = self.vocabulary.get_or_init(|| vocabulary_of(self));
+        let mut out: Vec<String> = Vec::with_capacity(words.len());
+        let mut joined = false;
+        let mut rest = words.iter().peekable();
+        while let Some(w) = rest.next() {
+            if alone(w)
+                && !vocabulary.contains_key(*w)
+                && let Some(next) = rest.peek()
+            {
+                let whole = format!("{w}{next}");
+                if vocabulary.contains_key(&whole) {
+                    out.push(whole);
+                    rest.next();
+                    joined = true;
+                    continue;
+                }
+            }
+            out.push((*w).to_owned());
+        }
+        joined.then(|| out.join(" "))
+    }
+
+    /// A request found below the templates in a sentence that makes it wait
+    /// on something ("if it gets dark, turn on the porch light", "turn off
+    /// the lights when the timer rings") is not run now: the reply says so,
+    /// and `understood` keeps what was found. A question ("when is the timer
+    /// done") is no condition.
+    pub(in crate::router) fn unless_conditional(
+        &self,
+        text: &str,
+        d: RouteDecision,
+    ) -> RouteDecision {
+        if !matches!(d.intent, Intent::Chain(_)) || !self.says_condition(text) {
+            return d;
+        }
+        let mut understood = d.understood.clone().unwrap_or_else(|| json!({}));
+        if let Some(obj) = understood.as_object_mut() {
+            obj.insert("conditional".into(), json!(true));
+            obj.insert("would_run".into(), json!(d.command_id));
+        }
+        let mut out = RouteDecision::simple(
+            "intent.conditional",
+            d.source_rule.clone(),
+            Intent::Reply(self.conditional_reply.clone()),
+        );
+        out.layer = d.layer;
+        out.understood = Some(understood);
+        out.confidence = d.confidence;
+        out
+    }
+
+    fn says_condition(&self, text: &str) -> bool {
+        let padded = padded_words(text);
+        const ASKS: &[&str] = &[
+            "is", "does", "do", "will", "was", "are", "did", "should", "can", "'s",
+        ];
+        self.conditions.iter().any(|c| {
+            let mut from = 0;
+            while let Some(at) = padded[from..].find(&format!(" {c} ")).map(|i| from + i) {
+                let after = padded[at + c.len() + 2..].split(' ').next().unwrap_or("");
+                // "when is the timer done", "until when": a question, not a condition.
+                if !(ASKS.contains(&after) || after.is_empty()) {
+                    return true;
+                }
+                from = at + 1;
+            }
+            false
+        })
+    }
+}
