@@ -23,6 +23,39 @@ pub use layers::{Origin as EntryOrigin, Provenance};
 /// The default configuration, as shipped in `config/caal.toml`.
 pub const DEFAULT_TOML: &str = include_str!("../../../config/caal.toml");
 
+/// The language packs, as shipped in `config/lang/<code>.toml`: what is
+/// said differently in each language, the defaults of
+/// `[understand.languages.<code>]`.
+pub const LANGUAGE_PACKS: &[(&str, &str)] = &[
+    ("en", include_str!("../../../config/lang/en.toml")),
+    ("de", include_str!("../../../config/lang/de.toml")),
+];
+
+/// The built-in defaults as one table: `config/caal.toml` with each
+/// language pack in its place under `understand.languages`.
+fn defaults() -> Result<toml::Table, ConfigError> {
+    let mut merged = parse(DEFAULT_TOML, "defaults (built in)")?;
+    let understand = merged
+        .entry("understand")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let languages = understand
+        .as_table_mut()
+        .map(|u| {
+            u.entry("languages")
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+        })
+        .and_then(toml::Value::as_table_mut)
+        .ok_or_else(|| ConfigError::Parse {
+            origin: "defaults (built in)".into(),
+            message: "[understand.languages] is not a table".into(),
+        })?;
+    for (code, text) in LANGUAGE_PACKS {
+        let pack = parse(text, &format!("config/lang/{code}.toml (built in)"))?;
+        languages.insert((*code).to_owned(), toml::Value::Table(pack));
+    }
+    Ok(merged)
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -1307,7 +1340,7 @@ impl Config {
         source: &ConfigSource,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(Self, Option<PathBuf>), ConfigError> {
-        let mut merged: toml::Table = parse(DEFAULT_TOML, "defaults (built in)")?;
+        let mut merged = defaults()?;
         let mut provenance = layers::of_defaults(&merged);
         let file = match &source.explicit {
             Some(path) => Some(path.clone()),
@@ -1333,7 +1366,7 @@ impl Config {
 
     /// Builds a configuration from TOML text merged over the defaults (tests, tools).
     pub fn from_toml_over_defaults(text: &str) -> Result<Self, ConfigError> {
-        let mut merged: toml::Table = parse(DEFAULT_TOML, "defaults (built in)")?;
+        let mut merged = defaults()?;
         let mut provenance = layers::of_defaults(&merged);
         let origin = "(given text)";
         layers::merge(&mut merged, parse(text, origin)?, origin, &mut provenance)?;

@@ -32,7 +32,9 @@ use crate::{
         RouteType, RuleConfig, StateConfig, Unmatched,
     },
     tools,
-    understand::{Context, Embedder, Home, Lang, Layer, Library, Semantic, sounds::Sounds},
+    understand::{
+        Context, Embedder, Home, Lang, Layer, Library, Semantic, sounds::Sounds, words::Words,
+    },
 };
 
 /// A decision, or the meaning layer left to decide (with what it found,
@@ -81,45 +83,9 @@ pub struct Router {
     intent_maps: Vec<IntentMapConfig>,
     /// Rules of this priority or below yield to the templates.
     template_priority: i32,
-    split_words: Vec<String>,
-    negations: Vec<String>,
-    negation_idioms: Vec<String>,
-    narrative_words: Vec<String>,
-    request_verbs: Vec<String>,
-    question_words: Vec<String>,
-    refer_to_thing: Vec<String>,
-    refer_to_place: Vec<String>,
-    /// The speaker's place said ("in here"), and what it is read as
-    /// (`in the {area}`), longest phrase first.
-    speaker_place: Vec<(String, String)>,
-    /// Words that take back a name just said ("sorry", "I mean").
-    corrections: Vec<String>,
-    /// Typed slips that make another word, and the word meant.
-    word_slips: Vec<(String, String)>,
-    refer_to_lights: Vec<String>,
-    light_words: Vec<String>,
-    item_leads: Vec<String>,
-    /// Longest first, so "don't forget to" is taken before "don't forget".
-    remember_leads: Vec<String>,
-    remind_with: String,
-    /// `cannot_help` with its offers said, `try_saying`, and the offers.
-    cannot_help: String,
-    try_saying: String,
-    list_joins: Vec<String>,
-    joined_items: Vec<String>,
-    offers: Vec<crate::config::OfferConfig>,
-    heard_fillers: Vec<String>,
-    joined_prefixes: Vec<String>,
-    carried_letters: Vec<String>,
-    sound_pairs: Vec<Vec<String>>,
-    conditions: Vec<String>,
-    asking_words: Vec<String>,
-    /// Words of opposite meaning (the sound layer never reads one as the other).
-    opposites: Vec<[String; 2]>,
+    /// The language pack, compiled: the words and phrases the layers read.
+    words: Words,
     conditional_reply: String,
-    topic_words: BTreeMap<String, Vec<String>>,
-    /// The semantic examples' sentences, for the vocabulary.
-    example_sentences: Vec<String>,
     /// Every word the sentences, the home, the examples and the word lists
     /// know: a word of what was heard that is none of them may be a
     /// mishearing of one. Made the first time a sentence needs it (about
@@ -250,29 +216,29 @@ impl Router {
     /// example of what it offers for it ("… For example, say \"set a
     /// timer for 10 minutes\"."). None when the language says nothing.
     pub fn cannot_help(&self, d: &RouteDecision) -> Option<String> {
-        if self.cannot_help.is_empty() {
+        if self.words.cannot_help.is_empty() {
             return None;
         }
         let example = d
             .near
             .iter()
             .flatten()
-            .find_map(|c| self.offers.iter().find(|o| o.commands.contains(c)))
+            .find_map(|c| self.words.offers.iter().find(|o| o.commands.contains(c)))
             .map(|o| o.example.as_str())
-            .filter(|_| self.try_saying.contains("{example}"));
+            .filter(|_| self.words.try_saying.contains("{example}"));
         Some(match example {
             Some(e) => format!(
                 "{} {}",
-                self.cannot_help,
-                self.try_saying.replace("{example}", e)
+                self.words.cannot_help,
+                self.words.try_saying.replace("{example}", e)
             ),
-            None => self.cannot_help.clone(),
+            None => self.words.cannot_help.clone(),
         })
     }
 
     /// Whether `reply` is what CAAL says when it cannot help.
     pub fn says_cannot_help(&self, reply: &str) -> bool {
-        !self.cannot_help.is_empty() && reply.starts_with(&self.cannot_help)
+        !self.words.cannot_help.is_empty() && reply.starts_with(&self.words.cannot_help)
     }
 
     /// The router with CAAL's own sentences only (checks, tools that need no library).
@@ -366,68 +332,8 @@ impl Router {
             library,
             intent_maps: u.intents.clone(),
             template_priority: u.priority,
-            split_words: words.split_words.iter().map(|w| normalize(w)).collect(),
-            negations: words.negations.iter().map(|w| normalize(w)).collect(),
-            negation_idioms: words.negation_idioms.iter().map(|w| normalize(w)).collect(),
-            narrative_words: words.narrative_words.iter().map(|w| normalize(w)).collect(),
-            request_verbs: words.request_verbs.iter().map(|w| normalize(w)).collect(),
-            question_words: words.question_words.iter().map(|w| normalize(w)).collect(),
-            refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
-            refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
-            speaker_place: longest_first(
-                (words.speaker_place.iter())
-                    .map(|(k, v)| (normalize(k), v.clone()))
-                    .collect(),
-                |(k, _)| k,
-            ),
-            corrections: words.corrections.iter().map(|w| normalize(w)).collect(),
-            word_slips: words
-                .word_slips
-                .iter()
-                .map(|(k, v)| (normalize(k), normalize(v)))
-                .collect(),
-            refer_to_lights: words.refer_to_lights.clone(),
-            light_words: words.light_words.iter().map(|w| normalize(w)).collect(),
-            item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
-            remember_leads: longest_first(
-                words.remember_leads.iter().map(|w| normalize(w)).collect(),
-                String::as_str,
-            ),
-            remind_with: words.remind_with.clone(),
-            cannot_help: words.cannot_help.replace(
-                "{offers}",
-                &crate::auth::join_summaries(offers.iter().map(|o| o.says.as_str())),
-            ),
-            try_saying: words.try_saying.clone(),
-            list_joins: words.list_joins.iter().map(|w| normalize(w)).collect(),
-            joined_items: words.joined_items.iter().map(|w| normalize(w)).collect(),
-            offers,
-            heard_fillers: words.heard_fillers.iter().map(|w| normalize(w)).collect(),
-            joined_prefixes: words.joined_prefixes.iter().map(|w| normalize(w)).collect(),
-            carried_letters: words.carried_letters.iter().map(|w| normalize(w)).collect(),
-            sound_pairs: words
-                .sound_pairs
-                .iter()
-                .map(|p| p.iter().map(|w| normalize(w)).collect())
-                .collect(),
-            conditions: words.conditions.iter().map(|w| normalize(w)).collect(),
-            asking_words: words.asking_words.iter().map(|w| normalize(w)).collect(),
-            opposites: words
-                .opposites
-                .iter()
-                .map(|[a, b]| [normalize(a), normalize(b)])
-                .collect(),
-            topic_words: words
-                .topic_words
-                .iter()
-                .map(|(k, ws)| (k.clone(), ws.iter().map(|w| normalize(w)).collect()))
-                .collect(),
+            words: Words::compile(&words, offers),
             conditional_reply: config.router.conditional_reply.clone(),
-            example_sentences: words
-                .examples
-                .iter()
-                .flat_map(|e| e.examples.iter().cloned())
-                .collect(),
             vocabulary: std::sync::OnceLock::new(),
             semantic,
             sounds: None,
@@ -1123,18 +1029,7 @@ fn check_macro(
     Ok(())
 }
 
-/// Lower case, single spaces, no surrounding punctuation: what rules match.
-pub fn normalize(text: &str) -> String {
-    let lowered = text.to_lowercase();
-    let words: Vec<&str> = lowered.split_whitespace().collect();
-    words
-        .join(" ")
-        // A sentence's closing "." or "?" goes; "40%" keeps its sign.
-        .trim_matches(|c: char| {
-            c.is_ascii_punctuation() && c != '\'' && c != '%' || c.is_whitespace()
-        })
-        .to_owned()
-}
+pub use crate::understand::lowered as normalize;
 
 /// Fills `{name}` placeholders from the parameters; unknown names stay as
 /// written. "The {room} lights" with every room reads "all the lights".
@@ -1237,13 +1132,6 @@ fn meaning_layer(
                 .map(|[a, b]| [normalize(a), normalize(b)]),
         )
         .with_states(&words.state_words)
-}
-
-/// Phrases the longest first, so "in this room" is taken before "this
-/// room" and "don't forget to" before "don't forget".
-fn longest_first<T>(mut phrases: Vec<T>, phrase: impl Fn(&T) -> &str) -> Vec<T> {
-    phrases.sort_by_key(|p| std::cmp::Reverse(phrase(p).len()));
-    phrases
 }
 
 /// The sentence library with the language's own words, expansion rules and

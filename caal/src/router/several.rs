@@ -74,7 +74,7 @@ impl Router {
             .filter(|(_, p)| p.several)
             .find_map(|(name, _)| {
                 let said = c.raw_params.get(name)?;
-                let things = list_of(said, &self.list_joins, &self.joined_items);
+                let things = list_of(said, &self.words.list_joins, &self.words.joined_items);
                 (things.len() > 1).then(|| (name.clone(), things))
             })
     }

@@ -19,6 +19,7 @@ impl Router {
         let area = context.area.as_deref()?;
         let padded = format!(" {text} ");
         let (phrase, put) = self
+            .words
             .speaker_place
             .iter()
             .find(|(phrase, _)| padded.contains(&format!(" {phrase} ")))?;
@@ -49,6 +50,7 @@ impl Router {
             spaced.split_whitespace().collect::<Vec<_>>().join(" ")
         );
         let (at, word) = self
+            .words
             .corrections
             .iter()
             .filter_map(|w| {
@@ -83,7 +85,8 @@ impl Router {
         let words: Vec<&str> = text.split(' ').collect();
         for (i, w) in words.iter().enumerate() {
             let bare = w.trim_end_matches([',', '?', '!', '.']);
-            let Some((_, meant)) = self.word_slips.iter().find(|(slip, _)| slip == bare) else {
+            let Some((_, meant)) = self.words.word_slips.iter().find(|(slip, _)| slip == bare)
+            else {
                 continue;
             };
             let mut read = words.clone();

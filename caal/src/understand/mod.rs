@@ -17,6 +17,7 @@ pub mod semantic;
 pub mod sounds;
 pub mod spelling;
 pub mod template;
+pub mod words;
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,19 @@ pub use home::Home;
 pub use layer::Layer;
 pub use library::{Library, LibraryError};
 pub use semantic::Semantic;
+
+/// Lower case, single spaces, no surrounding punctuation: what rules match.
+pub fn lowered(text: &str) -> String {
+    let lowered = text.to_lowercase();
+    let words: Vec<&str> = lowered.split_whitespace().collect();
+    words
+        .join(" ")
+        // A sentence's closing "." or "?" goes; "40%" keeps its sign.
+        .trim_matches(|c: char| {
+            c.is_ascii_punctuation() && c != '\'' && c != '%' || c.is_whitespace()
+        })
+        .to_owned()
+}
 
 /// A language the sentence library and the number reader both know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -9,8 +9,8 @@ impl Router {
         let padded = format!(" {text} ");
         let said = |w: &&String| padded.contains(&format!(" {w} "));
         (
-            self.refer_to_place.iter().find(said),
-            self.refer_to_thing.iter().find(said),
+            self.words.refer_to_place.iter().find(said),
+            self.words.refer_to_thing.iter().find(said),
         )
     }
 
@@ -83,7 +83,7 @@ impl Router {
         context: &Context,
     ) -> Option<RouteDecision> {
         let said = normalize(text);
-        let (lead, rest) = self.remember_leads.iter().find_map(|lead| {
+        let (lead, rest) = self.words.remember_leads.iter().find_map(|lead| {
             let rest = said.strip_prefix(lead.as_str())?.strip_prefix(' ')?;
             Some((lead, rest.trim()))
         })?;
@@ -94,9 +94,9 @@ impl Router {
         let mut asked = rest.to_owned();
         if !matches!(d.intent, Intent::Chain(_))
             && lead.ends_with(" to")
-            && self.remind_with.contains("{what}")
+            && self.words.remind_with.contains("{what}")
         {
-            asked = self.remind_with.replace("{what}", rest);
+            asked = self.words.remind_with.replace("{what}", rest);
             d = self.route_in(&asked, state, context);
         }
         answered_with(d, "remembered", json!({"lead": lead, "said": asked}))
@@ -158,6 +158,7 @@ impl Router {
         let place = self.room_answer(text)?;
         let padded = format!(" {asked} ");
         let mut ends: Vec<usize> = self
+            .words
             .split_words
             .iter()
             .flat_map(|w| {
@@ -299,6 +300,7 @@ impl Router {
             .find_map(|j| padded.find(j).map(|at| (at, j)))?;
         let before = &padded[..at];
         if !self
+            .words
             .asking_words
             .iter()
             .any(|w| before.ends_with(&format!(" {w}")))
@@ -309,6 +311,7 @@ impl Router {
         // "Check if the garage is open and close it": more than a question.
         let padded_clause = format!(" {clause} ");
         if self
+            .words
             .split_words
             .iter()
             .any(|w| padded_clause.contains(&format!(" {w} ")))

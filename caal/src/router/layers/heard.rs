@@ -34,16 +34,16 @@ fn vocabulary_words(router: &Router) -> std::collections::HashSet<String> {
         d.aliases.iter().for_each(|x| add(x));
     }
     for list in [
-        &router.example_sentences,
-        &router.split_words,
-        &router.negations,
-        &router.negation_idioms,
-        &router.narrative_words,
-        &router.request_verbs,
-        &router.refer_to_thing,
-        &router.refer_to_place,
-        &router.item_leads,
-        &router.remember_leads,
+        &router.words.example_sentences,
+        &router.words.split_words,
+        &router.words.negations,
+        &router.words.negation_idioms,
+        &router.words.narrative_words,
+        &router.words.request_verbs,
+        &router.words.refer_to_thing,
+        &router.words.refer_to_place,
+        &router.words.item_leads,
+        &router.words.remember_leads,
     ] {
         list.iter().for_each(|x| add(x));
     }
@@ -269,7 +269,7 @@ impl Router {
         // - a word's last letter heard as the next word's first ("light sun":
         //   lights on, "light south": lights out);
         for i in 0..bare.len().saturating_sub(1) {
-            for letter in &self.carried_letters {
+            for letter in &self.words.carried_letters {
                 let (a, b) = (&bare[i], &bare[i + 1]);
                 let Some(rest) = b.strip_prefix(letter.as_str()) else {
                     continue;
@@ -291,7 +291,7 @@ impl Router {
         // - the first word's first sound voiced or not ("but toilet paper
         //   on the list": put);
         if let Some(w) = bare.first() {
-            for pair in &self.sound_pairs {
+            for pair in &self.words.sound_pairs {
                 let [x, y] = pair.as_slice() else { continue };
                 for (from, to) in [(x, y), (y, x)] {
                     if let Some(rest) = w.strip_prefix(from.as_str()) {
@@ -317,7 +317,7 @@ impl Router {
             })
         };
         if bare.len() > 2
-            && self.heard_fillers.contains(&bare[0])
+            && self.words.heard_fillers.contains(&bare[0])
             && !one_heard_as_two(&format!("{}{}", bare[0], bare[1]))
         {
             readings.push(vec![(0, 1, String::new())]);

@@ -287,7 +287,7 @@ impl Router {
             .and_then(Value::as_str)
             .map(normalize)
             .unwrap_or_else(|| heard.to_owned());
-        let others = opposite_readings(&self.opposites, &said);
+        let others = opposite_readings(&self.words.opposites, &said);
         if others.is_empty() {
             return d;
         }

@@ -65,7 +65,11 @@ impl Router {
                 near.wild_words == 0 || f64::from(near.distance) <= sure
             };
             if !wild_ok
-                || crate::understand::semantic::opposed(&self.opposites, &prepared, &near.reading)
+                || crate::understand::semantic::opposed(
+                    &self.words.opposites,
+                    &prepared,
+                    &near.reading,
+                )
             {
                 return None;
             }
@@ -92,7 +96,7 @@ impl Router {
         let guessed = near
             .unheard
             .iter()
-            .any(|w| self.opposites.iter().any(|pair| pair.contains(w)));
+            .any(|w| self.words.opposites.iter().any(|pair| pair.contains(w)));
         if (distance > sure || guessed)
             && self.changes_something(&d)
             && let Intent::Chain(chain) = &mut d.intent

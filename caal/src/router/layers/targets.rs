@@ -115,13 +115,14 @@ impl Router {
     pub(in crate::router) fn lights_in(&self, clause: &str) -> Option<String> {
         let padded = format!(" {} ", normalize(clause));
         if !self
+            .words
             .light_words
             .iter()
             .any(|w| padded.contains(&format!(" {w} ")))
         {
             return None;
         }
-        match (self.area_in(clause), self.refer_to_lights.as_slice()) {
+        match (self.area_in(clause), self.words.refer_to_lights.as_slice()) {
             (Some(area), [with_room, ..]) => Some(with_room.replace("{area}", &area)),
             (None, [_, all, ..]) => Some(all.clone()),
             _ => None,
@@ -132,7 +133,7 @@ impl Router {
     /// after one of `item_leads` to the clause's end, at most four.
     pub(in crate::router) fn item_in(&self, clause: &str) -> Option<String> {
         let padded = format!(" {} ", normalize(clause));
-        let rest = self.item_leads.iter().find_map(|lead| {
+        let rest = self.words.item_leads.iter().find_map(|lead| {
             padded
                 .find(&format!(" {lead} "))
                 .map(|at| &padded[at + lead.len() + 2..])
@@ -219,7 +220,7 @@ impl Router {
         let Some(kind) = d.command_id.as_deref().and_then(|c| c.split('.').next()) else {
             return true;
         };
-        let Some(own) = self.topic_words.get(kind) else {
+        let Some(own) = self.words.topic_words.get(kind) else {
             return true;
         };
         let padded = padded_words(text);
@@ -228,6 +229,7 @@ impl Router {
             return true;
         }
         !self
+            .words
             .topic_words
             .iter()
             .filter(|(k, _)| k.as_str() != kind)

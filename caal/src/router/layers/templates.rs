@@ -61,7 +61,7 @@ impl Router {
         text: &str,
         context: &Context,
     ) -> Option<RouteDecision> {
-        let rest = self.negations.iter().find_map(|n| {
+        let rest = self.words.negations.iter().find_map(|n| {
             text.strip_prefix(n.as_str())
                 .filter(|r| r.starts_with(' '))
                 .map(str::trim)
@@ -142,7 +142,7 @@ impl Router {
         if depth > 4 {
             return None;
         }
-        for word in &self.split_words {
+        for word in &self.words.split_words {
             let sep = format!(" {word} ");
             let mut from = 0;
             while let Some(at) = text[from..].find(&sep).map(|i| from + i) {
@@ -178,7 +178,7 @@ impl Router {
     pub(in crate::router) fn says_not(&self, text: &str) -> bool {
         // Words before a comma are words ("no, leave it").
         let mut padded = padded_words(text);
-        for idiom in &self.negation_idioms {
+        for idiom in &self.words.negation_idioms {
             padded = padded.replace(&format!(" {idiom} "), " ");
         }
         for nobody in [" no one ", " no one's ", " no-one ", " no-one's "] {
@@ -186,7 +186,7 @@ impl Router {
         }
         ["not", "never", "no"]
             .into_iter()
-            .chain(self.negations.iter().map(String::as_str))
+            .chain(self.words.negations.iter().map(String::as_str))
             .any(|n| padded.contains(&format!(" {n} ")))
     }
 
@@ -197,7 +197,7 @@ impl Router {
         // "I forgot to buy milk yesterday, typical": a word before a comma counts.
         let padded = padded_words(text);
         let has = |w: &String| padded.contains(&format!(" {w} "));
-        self.narrative_words.iter().any(has) && !self.request_verbs.iter().any(has)
+        self.words.narrative_words.iter().any(has) && !self.words.request_verbs.iter().any(has)
     }
 
     /// Whether the sentence opens with words that ask whether something is
@@ -205,7 +205,8 @@ impl Router {
     /// not "is it possible to…", a request asked politely).
     pub fn asks_whether(&self, text: &str) -> bool {
         let padded = format!("{text} ");
-        self.question_words
+        self.words
+            .question_words
             .iter()
             .any(|q| padded.starts_with(&format!("{q} ")))
     }
@@ -224,7 +225,7 @@ impl Router {
     /// The vocabulary is consulted only when a prefix stands alone.
     pub(in crate::router) fn joined_prefix(&self, text: &str) -> Option<String> {
         let words: Vec<&str> = text.split(' ').collect();
-        let alone = |w: &str| self.joined_prefixes.iter().any(|p| p == w);
+        let alone = |w: &str| self.words.joined_prefixes.iter().any(|p| p == w);
         if !words[..words.len().saturating_sub(1)]
             .iter()
             .any(|w| alone(w))
@@ -287,7 +288,7 @@ impl Router {
         const ASKS: &[&str] = &[
             "is", "does", "do", "will", "was", "are", "did", "should", "can", "'s",
         ];
-        self.conditions.iter().any(|c| {
+        self.words.conditions.iter().any(|c| {
             let mut from = 0;
             while let Some(at) = padded[from..].find(&format!(" {c} ")).map(|i| from + i) {
                 let after = padded[at + c.len() + 2..].split(' ').next().unwrap_or("");

@@ -1,0 +1,129 @@
+//! The language pack, compiled: the words and phrases the understanding
+//! layers read a sentence with (`[understand.languages.<code>]`, shipped in
+//! `config/lang/<code>.toml`), each normalised once and, where the longest
+//! must be tried first, sorted so.
+
+use std::collections::BTreeMap;
+
+use super::lowered as normalize;
+use crate::config::{LanguageConfig, OfferConfig};
+
+/// A language's words, as the layers use them.
+#[derive(Clone, Debug, Default)]
+pub struct Words {
+    pub split_words: Vec<String>,
+    pub negations: Vec<String>,
+    pub negation_idioms: Vec<String>,
+    pub narrative_words: Vec<String>,
+    pub request_verbs: Vec<String>,
+    pub question_words: Vec<String>,
+    pub refer_to_thing: Vec<String>,
+    pub refer_to_place: Vec<String>,
+    /// The speaker's place said ("in here"), and what it is read as
+    /// (`in the {area}`), longest phrase first.
+    pub speaker_place: Vec<(String, String)>,
+    /// Words that take back a name just said ("sorry", "I mean").
+    pub corrections: Vec<String>,
+    /// Typed slips that make another word, and the word meant.
+    pub word_slips: Vec<(String, String)>,
+    pub refer_to_lights: Vec<String>,
+    pub light_words: Vec<String>,
+    pub item_leads: Vec<String>,
+    /// Longest first, so "don't forget to" is taken before "don't forget".
+    pub remember_leads: Vec<String>,
+    pub remind_with: String,
+    /// `cannot_help` with its offers said, `try_saying`, and the offers.
+    pub cannot_help: String,
+    pub try_saying: String,
+    pub list_joins: Vec<String>,
+    pub joined_items: Vec<String>,
+    pub offers: Vec<OfferConfig>,
+    pub heard_fillers: Vec<String>,
+    pub joined_prefixes: Vec<String>,
+    pub carried_letters: Vec<String>,
+    pub sound_pairs: Vec<Vec<String>>,
+    pub conditions: Vec<String>,
+    pub asking_words: Vec<String>,
+    /// Words of opposite meaning (the sound layer never reads one as the other).
+    pub opposites: Vec<[String; 2]>,
+    pub topic_words: BTreeMap<String, Vec<String>>,
+    /// The semantic examples' sentences, for the vocabulary.
+    pub example_sentences: Vec<String>,
+}
+
+impl Words {
+    /// The language's words; `offers` are the offers whose commands are
+    /// configured (what `cannot_help` names).
+    pub fn compile(words: &LanguageConfig, offers: Vec<OfferConfig>) -> Words {
+        Words {
+            split_words: words.split_words.iter().map(|w| normalize(w)).collect(),
+            negations: words.negations.iter().map(|w| normalize(w)).collect(),
+            negation_idioms: words.negation_idioms.iter().map(|w| normalize(w)).collect(),
+            narrative_words: words.narrative_words.iter().map(|w| normalize(w)).collect(),
+            request_verbs: words.request_verbs.iter().map(|w| normalize(w)).collect(),
+            question_words: words.question_words.iter().map(|w| normalize(w)).collect(),
+            refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
+            refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
+            speaker_place: longest_first(
+                (words.speaker_place.iter())
+                    .map(|(k, v)| (normalize(k), v.clone()))
+                    .collect(),
+                |(k, _)| k,
+            ),
+            corrections: words.corrections.iter().map(|w| normalize(w)).collect(),
+            word_slips: words
+                .word_slips
+                .iter()
+                .map(|(k, v)| (normalize(k), normalize(v)))
+                .collect(),
+            refer_to_lights: words.refer_to_lights.clone(),
+            light_words: words.light_words.iter().map(|w| normalize(w)).collect(),
+            item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
+            remember_leads: longest_first(
+                words.remember_leads.iter().map(|w| normalize(w)).collect(),
+                String::as_str,
+            ),
+            remind_with: words.remind_with.clone(),
+            cannot_help: words.cannot_help.replace(
+                "{offers}",
+                &crate::auth::join_summaries(offers.iter().map(|o| o.says.as_str())),
+            ),
+            try_saying: words.try_saying.clone(),
+            list_joins: words.list_joins.iter().map(|w| normalize(w)).collect(),
+            joined_items: words.joined_items.iter().map(|w| normalize(w)).collect(),
+            offers,
+            heard_fillers: words.heard_fillers.iter().map(|w| normalize(w)).collect(),
+            joined_prefixes: words.joined_prefixes.iter().map(|w| normalize(w)).collect(),
+            carried_letters: words.carried_letters.iter().map(|w| normalize(w)).collect(),
+            sound_pairs: words
+                .sound_pairs
+                .iter()
+                .map(|p| p.iter().map(|w| normalize(w)).collect())
+                .collect(),
+            conditions: words.conditions.iter().map(|w| normalize(w)).collect(),
+            asking_words: words.asking_words.iter().map(|w| normalize(w)).collect(),
+            opposites: words
+                .opposites
+                .iter()
+                .map(|[a, b]| [normalize(a), normalize(b)])
+                .collect(),
+            topic_words: words
+                .topic_words
+                .iter()
+                .map(|(k, ws)| (k.clone(), ws.iter().map(|w| normalize(w)).collect()))
+                .collect(),
+            example_sentences: words
+                .examples
+                .iter()
+                .flat_map(|e| e.examples.iter().cloned())
+                .collect(),
+        }
+    }
+}
+
+/// Phrases sorted longest first, so a longer one is taken before a phrase
+/// it holds ("don't forget to" before "don't forget").
+fn longest_first<T>(mut phrases: Vec<T>, phrase: impl Fn(&T) -> &str) -> Vec<T> {
+    phrases.sort_by_key(|p| std::cmp::Reverse(phrase(p).len()));
+    phrases
+}
