@@ -2117,3 +2117,73 @@ remove = ["rules:shopping.list"]
         wrong.stderr
     );
 }
+
+/// What `caal understand --json` decides for `text`: each command as
+/// `id {params}`.
+fn decided(sb: &Sandbox, text: &str) -> Vec<String> {
+    let d = sb.run(&["understand", "--json", text]).ok().json();
+    d["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("{} {}", c["command_id"].as_str().unwrap(), c["params"]))
+        .collect()
+}
+
+#[test]
+fn a_timers_name_which_way_a_change_goes_and_a_thing_said_alone_are_kept() {
+    let sb = Sandbox::new();
+    // A timer's name is found before the meaning is chosen: whichever layer
+    // reads the request keeps it.
+    assert_eq!(
+        decided(&sb, "how's the chicken timer doing"),
+        vec![r#"timer.status {"name":"chicken"}"#]
+    );
+    assert_eq!(
+        decided(&sb, "make a timer called bread for 40 minutes"),
+        vec![r#"timer.set {"duration":2400,"name":"bread"}"#]
+    );
+    assert_eq!(
+        decided(&sb, "set a 10 minute timer"),
+        vec![r#"timer.set {"duration":600}"#],
+        "a length is no name"
+    );
+    // A timer put on is a new one, not time added to one.
+    assert_eq!(
+        decided(&sb, "put a timer on for 3 hours"),
+        vec![r#"timer.set {"duration":10800}"#]
+    );
+    // Which way: a sentence that says only "warmer" is never a meaning
+    // whose examples say only the other side ("less heat please").
+    for (said, up) in [
+        ("a bit warmer please", true),
+        ("I'd like it warmer", true),
+        ("more heat please", true),
+        ("could we have it a bit cooler", false),
+        ("two degrees cooler in here", false),
+    ] {
+        let d = decided(&sb, said);
+        assert_eq!(d.len(), 1, "{said}: {d:?}");
+        assert!(d[0].starts_with("thermostat.adjust"), "{said}: {d:?}");
+        assert_eq!(!d[0].contains(":-"), up, "{said}: {d:?}");
+    }
+    // "Milk, add it to the list": "it" is the thing said alone before it;
+    // with nothing said, "it" is no item.
+    assert_eq!(
+        decided(&sb, "cheese, put it on the list"),
+        vec![r#"shopping.add {"item":"cheese"}"#]
+    );
+    assert_eq!(
+        decided(&sb, "and sparkling water, add that to the groceries"),
+        vec![r#"shopping.add {"item":"sparkling water"}"#]
+    );
+    let alone = sb.say("it", "add it to the list");
+    assert!(commands(&alone).is_empty(), "{alone}");
+    assert!(
+        alone["reply"]
+            .as_str()
+            .unwrap()
+            .contains("names nothing said"),
+        "{alone}"
+    );
+}

@@ -998,10 +998,33 @@ pub struct LanguageConfig {
     /// the bedroom darker" is near "make the office brighter").
     #[serde(default)]
     pub opposites: Vec<[String; 2]>,
+    /// Words that say which way a change goes, as two sides ("warmer",
+    /// "up", "more" against "cooler", "down", "less"): a meaning whose
+    /// examples say only one side is not what a sentence saying only the
+    /// other means ("a bit warmer please" is not "less heat please").
+    #[serde(default)]
+    pub directions: Vec<[Vec<String>; 2]>,
+    /// The words for a timer ("timer", "countdown"), for finding its name.
+    #[serde(default)]
+    pub timer_words: Vec<String>,
+    /// Words a timer's name follows anywhere ("a timer called bread").
+    #[serde(default)]
+    pub name_leads: Vec<String>,
+    /// Words a name follows before a timer word ("the pasta timer").
+    #[serde(default)]
+    pub name_follows: Vec<String>,
+    /// Words that are never part of a timer's name ("a timer for me").
+    #[serde(default)]
+    pub not_names: Vec<String>,
     /// Words in a clause that point back at a thing an earlier clause of the
     /// same sentence named ("is the front door locked? lock it").
     #[serde(default)]
     pub refer_to_thing: Vec<String>,
+    /// Words that stand for a thing said elsewhere ("milk, add it to the
+    /// list"): never a thing's name, and read as a phrase an earlier clause
+    /// said alone.
+    #[serde(default)]
+    pub refer_to_item: Vec<String>,
     /// Words that point back at a place an earlier clause named ("no one's
     /// in the guest room, lights off there").
     #[serde(default)]

@@ -286,6 +286,7 @@ impl Router {
         let known = Known {
             states: &state_names,
             home: &home,
+            points_back: &[],
         };
         let commands = compile_commands(config, known)?;
         for (name, m) in &config.macros {
@@ -360,6 +361,7 @@ impl Router {
         Known {
             states: &self.state_names,
             home: &self.home,
+            points_back: &self.words.refer_to_item,
         }
     }
 
@@ -1132,6 +1134,18 @@ fn meaning_layer(
                 .map(|[a, b]| [normalize(a), normalize(b)]),
         )
         .with_states(&words.state_words)
+        .with_timer_names(crate::understand::names::TimerNames::compile(words, lang))
+        .with_directions(
+            words
+                .directions
+                .iter()
+                .map(|sides| {
+                    sides
+                        .clone()
+                        .map(|side| side.iter().map(|w| normalize(w)).collect())
+                })
+                .collect(),
+        )
 }
 
 /// The sentence library with the language's own words, expansion rules and

@@ -15,6 +15,10 @@ use crate::understand::Home;
 pub struct Known<'a> {
     pub states: &'a BTreeSet<String>,
     pub home: &'a Home,
+    /// Words that only point back at a thing said elsewhere ("it",
+    /// "that"): never the text of a parameter ("add it to the list" adds
+    /// nothing called "it").
+    pub points_back: &'a [String],
 }
 
 /// "10 minutes", "ten minutes", "an hour and a half", "1h30", "90 secs" -> seconds
@@ -106,6 +110,17 @@ fn parse_one(
         ParamKind::String => {
             if text.chars().count() > 200 {
                 return Err(bad(format!("the {name} is too long")));
+            }
+            if known
+                .points_back
+                .iter()
+                .any(|w| w.eq_ignore_ascii_case(text.trim()))
+            {
+                return Err(ParamProblem {
+                    param: name.to_owned(),
+                    code: "validator.missing_param",
+                    message: format!("say what the {name} is (\"{text}\" names nothing said)"),
+                });
             }
             Ok(ParamValue::Text(text.to_owned()))
         }
@@ -317,6 +332,7 @@ mod tests {
             Known {
                 states: &states,
                 home: &Home::default(),
+                points_back: &[],
             },
         )
         .unwrap();
@@ -327,6 +343,7 @@ mod tests {
             Known {
                 states: &states,
                 home: &Home::default(),
+                points_back: &[],
             },
         )
         .unwrap_err();
@@ -341,6 +358,7 @@ mod tests {
             Known {
                 states: &states,
                 home: &Home::default(),
+                points_back: &[],
             },
         )
         .unwrap_err();
@@ -373,7 +391,8 @@ mod tests {
                 &BTreeMap::new(),
                 Known {
                     states: &states,
-                    home: &Home::default()
+                    home: &Home::default(),
+                    points_back: &[],
                 }
             )
             .unwrap()["door"],
@@ -385,6 +404,7 @@ mod tests {
             Known {
                 states: &states,
                 home: &Home::default(),
+                points_back: &[],
             },
         )
         .unwrap_err();
@@ -397,7 +417,8 @@ mod tests {
                 &BTreeMap::from([("state".into(), "research".into())]),
                 Known {
                     states: &modes,
-                    home: &Home::default()
+                    home: &Home::default(),
+                    points_back: &[],
                 }
             )
             .is_ok()
@@ -408,9 +429,41 @@ mod tests {
             Known {
                 states: &modes,
                 home: &Home::default(),
+                points_back: &[],
             },
         )
         .unwrap_err();
         assert!(err.message.contains("no party mode"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_word_that_only_points_back_is_no_text_of_a_parameter() {
+        let specs = BTreeMap::from([("item".to_string(), spec(ParamKind::String, None, None))]);
+        let states = BTreeSet::new();
+        let points_back = ["it".to_string(), "that".to_string()];
+        let known = Known {
+            states: &states,
+            home: &Home::default(),
+            points_back: &points_back,
+        };
+        let err = parse_params(
+            &specs,
+            &BTreeMap::from([("item".into(), "It".into())]),
+            known,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, "validator.missing_param");
+        assert!(
+            err.message.contains("names nothing said"),
+            "{}",
+            err.message
+        );
+        let ok = parse_params(
+            &specs,
+            &BTreeMap::from([("item".into(), "that cheese".into())]),
+            known,
+        )
+        .unwrap();
+        assert_eq!(ok["item"], ParamValue::Text("that cheese".into()));
     }
 }

@@ -12,6 +12,7 @@ pub mod home;
 pub mod layer;
 pub mod lexicon;
 pub mod library;
+pub mod names;
 pub mod numbers;
 pub mod semantic;
 pub mod sounds;

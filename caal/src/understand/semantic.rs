@@ -14,6 +14,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::{Value, json};
 
 use super::embed::{EmbedError, Embedder, cosine};
+use super::names::TimerNames;
 use super::numbers::{numbers_in, parse_duration};
 use super::{Context, Home, Lang, Slot, Understood, normalize};
 use crate::config::{ExampleConfig, SemanticConfig};
@@ -56,6 +57,13 @@ pub struct Semantic {
     /// The words that say each state of a kind of device (`state_words`):
     /// domain, then the state's value, then its phrases, longest first.
     states: BTreeMap<String, Vec<(String, String)>>,
+    /// How a timer's name is said, for the slot `timer` an example finds
+    /// (read as the intent's `name`).
+    timer_names: TimerNames,
+    /// The sides of each pair of `directions` each group's examples say
+    /// (`Semantic::with_directions`).
+    directions: Vec<[Vec<String>; 2]>,
+    group_sides: Vec<Vec<Sides>>,
 }
 
 /// Which words of each pair of opposites a text says.
@@ -135,7 +143,55 @@ impl Semantic {
             opposites: Vec::new(),
             example_sides: Vec::new(),
             states: BTreeMap::new(),
+            timer_names: TimerNames::default(),
+            directions: Vec::new(),
+            group_sides: Vec::new(),
         }
+    }
+
+    /// How the language names a timer, for the slot `timer`.
+    pub fn with_timer_names(mut self, names: TimerNames) -> Self {
+        self.timer_names = names;
+        self
+    }
+
+    /// Words that say which way a change goes, as two sides (normalised):
+    /// a group whose examples say only one side is never the meaning of a
+    /// sentence that says only the other.
+    pub fn with_directions(mut self, directions: Vec<[Vec<String>; 2]>) -> Self {
+        let says = |text: &str, side: &[String]| {
+            let padded = format!(" {text} ");
+            side.iter().any(|w| padded.contains(&format!(" {w} ")))
+        };
+        self.group_sides = (0..self.groups.len())
+            .map(|g| {
+                let texts: Vec<&str> = self
+                    .examples
+                    .iter()
+                    .filter(|e| e.group == g)
+                    .map(|e| e.text.as_str())
+                    .collect();
+                directions
+                    .iter()
+                    .map(|[a, b]| {
+                        (
+                            texts.iter().any(|t| says(t, a)),
+                            texts.iter().any(|t| says(t, b)),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        self.directions = directions;
+        self
+    }
+
+    /// Whether the sentence's `said` sides of the directions cross the
+    /// group's (see `with_directions`).
+    fn turned_away(&self, said: &[Sides], group: usize) -> bool {
+        self.group_sides
+            .get(group)
+            .is_some_and(|g| crossed(said, g))
     }
 
     /// The phrases that say each state of each kind of device ("locked
@@ -256,10 +312,14 @@ impl Semantic {
         let vectors = self.vectors()?;
         let query = self.embedder.embed_one(&generic(home, self.lang, text))?;
         let said = sides(&self.opposites, text);
+        let heading = direction_sides(&self.directions, text);
         let mut best: BTreeMap<usize, (f32, usize)> = BTreeMap::new();
         for (i, v) in vectors.iter().enumerate() {
             let group = self.examples[i].group;
-            if self.opposed(&said, i) || (self.groups[group].question && !asks) {
+            if self.opposed(&said, i)
+                || self.turned_away(&heading, group)
+                || (self.groups[group].question && !asks)
+            {
                 continue;
             }
             let score = cosine(&query, v);
@@ -276,7 +336,7 @@ impl Semantic {
             let Some(slot) = marked_slot(&e.text) else {
                 continue;
             };
-            if self.opposed(&said, i) {
+            if self.opposed(&said, i) || self.turned_away(&heading, e.group) {
                 continue;
             }
             let Some(value) = align(text, &e.text, slot) else {
@@ -416,6 +476,12 @@ impl Semantic {
                     .map(|n| number_slot(n, text)),
                 "temperature" => first_number(self.lang, text).map(|n| number_slot(n, text)),
                 "state" => self.state_said(domain, text),
+                "timer" => self.timer_names.find(text).map(|name| Slot {
+                    value: json!(name),
+                    said: name,
+                    context: None,
+                    wildcard_span: None,
+                }),
                 "seconds" => longest_duration(self.lang, text).map(|s| Slot {
                     value: json!(s),
                     said: text.to_owned(),
@@ -436,12 +502,17 @@ impl Semantic {
                 }
             };
             match slot {
+                // A timer's name is the intent's `name`, as a template reads it.
+                Some(s) if want == "timer" => {
+                    slots.insert("name".into(), s);
+                }
                 Some(s) => {
                     slots.insert(want.clone(), s);
                 }
-                // Rooms, devices and states are optional (the mapping
-                // decides); the rest are needed.
-                None if !needed || matches!(want.as_str(), "area" | "name" | "state") => {}
+                // Rooms, devices, states and names are optional (the
+                // mapping decides); the rest are needed.
+                None if !needed || matches!(want.as_str(), "area" | "name" | "state" | "timer") => {
+                }
                 None => return None,
             }
         }
@@ -494,6 +565,13 @@ fn sides(pairs: &[[String; 2]], text: &str) -> Vec<Sides> {
     let padded = format!(" {text} ");
     let has = |w: &str| padded.contains(&format!(" {w} "));
     pairs.iter().map(|[a, b]| (has(a), has(b))).collect()
+}
+
+/// Which side of each pair of directions `text` says.
+fn direction_sides(directions: &[[Vec<String>; 2]], text: &str) -> Vec<Sides> {
+    let padded = format!(" {text} ");
+    let has = |side: &[String]| side.iter().any(|w| padded.contains(&format!(" {w} ")));
+    directions.iter().map(|[a, b]| (has(a), has(b))).collect()
 }
 
 /// Whether `a` says a word of a pair of `pairs` (normalised) and `b` only

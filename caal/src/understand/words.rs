@@ -19,6 +19,8 @@ pub struct Words {
     pub question_words: Vec<String>,
     pub refer_to_thing: Vec<String>,
     pub refer_to_place: Vec<String>,
+    /// Words that stand for a thing said elsewhere, never a thing's name.
+    pub refer_to_item: Vec<String>,
     /// The speaker's place said ("in here"), and what it is read as
     /// (`in the {area}`), longest phrase first.
     pub speaker_place: Vec<(String, String)>,
@@ -64,6 +66,7 @@ impl Words {
             question_words: words.question_words.iter().map(|w| normalize(w)).collect(),
             refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
             refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
+            refer_to_item: words.refer_to_item.iter().map(|w| normalize(w)).collect(),
             speaker_place: longest_first(
                 (words.speaker_place.iter())
                     .map(|(k, v)| (normalize(k), v.clone()))

@@ -189,6 +189,15 @@ impl Router {
                 Some((resolved, referent)) => (resolved, Some(referent)),
                 None => (clause.to_string(), None),
             };
+            // "Milk, add it to the list": a word that stands for a thing
+            // is the phrase an earlier clause said alone.
+            if referent.is_none()
+                && let Some((resolved, phrase)) =
+                    self.item_said_before(clause, &clauses[..i], context)
+            {
+                said = resolved;
+                referent = Some(phrase);
+            }
             let Some(mut d) = self
                 .command_of(&said, context)
                 .filter(|d| d.confidence >= SURE_CLAUSE)
@@ -274,5 +283,55 @@ impl Router {
     /// Whether `text` says a number, in digits or words.
     fn says_a_number(&self, text: &str) -> bool {
         !crate::understand::numbers::numbers_in(self.library.lang, text).is_empty()
+    }
+
+    /// `clause` with its word that stands for a thing (`refer_to_item`)
+    /// read as the phrase the nearest earlier clause said alone ("milk, add
+    /// it to the list"), and that phrase; kept only where the clause so
+    /// read is a request that takes the phrase as a parameter.
+    fn item_said_before(
+        &self,
+        clause: &str,
+        earlier: &[&str],
+        context: &Context,
+    ) -> Option<(String, String)> {
+        let padded = format!(" {clause} ");
+        let word =
+            (self.words.refer_to_item.iter()).find(|w| padded.contains(&format!(" {w} ")))?;
+        let phrase = earlier
+            .iter()
+            .rev()
+            .find_map(|c| self.said_alone(c, context))?;
+        let resolved = padded
+            .replacen(&format!(" {word} "), &format!(" {phrase} "), 1)
+            .trim()
+            .to_owned();
+        let d = self.command_of(&resolved, context)?;
+        let Intent::Chain(chain) = &d.intent else {
+            return None;
+        };
+        chain
+            .commands
+            .iter()
+            .any(|c| c.params.values().any(|v| v.to_string() == phrase))
+            .then_some((resolved, phrase))
+    }
+
+    /// A clause that only names a thing ("and sparkling water"): a few
+    /// words after its joining ones, none the home's, no request.
+    fn said_alone(&self, clause: &str, context: &Context) -> Option<String> {
+        let clause = normalize(clause);
+        let joining = |w: &&str| {
+            self.words.split_words.iter().any(|s| s == w)
+                || self.words.heard_fillers.iter().any(|s| s == w)
+        };
+        let words: Vec<&str> = clause.split_whitespace().skip_while(joining).collect();
+        if words.is_empty() || words.len() > 4 {
+            return None;
+        }
+        let phrase = words.join(" ");
+        let names_the_home =
+            !crate::understand::semantic::mentions(&self.home, &phrase, None).is_empty();
+        (!names_the_home && self.command_of(&phrase, context).is_none()).then_some(phrase)
     }
 }

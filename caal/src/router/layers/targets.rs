@@ -11,6 +11,7 @@ pub(in crate::router) const READ_BY_KIND: &[&str] = &[
     "temperature",
     "seconds",
     "state",
+    "timer",
 ];
 
 /// Whether words taken by an open slot could be a room's or a device's

@@ -1,0 +1,169 @@
+//! Names a sentence gives to a thing of its own that is not the home's: a
+//! timer's ("the pasta timer", "a timer called bread", "a timer for the
+//! eggs"), found as a span before a meaning is chosen, so whichever layer
+//! reads the request (a template, the nearest example) keeps the name. The
+//! words are the language pack's (`timer_words`, `name_leads`,
+//! `name_follows`, `not_names`).
+
+use super::{Lang, lowered, numbers};
+use crate::config::LanguageConfig;
+
+/// How the language says a timer's name.
+#[derive(Clone, Debug, Default)]
+pub struct TimerNames {
+    lang: Option<Lang>,
+    /// The words for a timer ("timer", "countdown").
+    nouns: Vec<String>,
+    /// Words a name follows anywhere ("called", "named").
+    leads: Vec<String>,
+    /// Words a name follows before a timer word ("the", "my").
+    follows: Vec<String>,
+    /// Words that are never part of a name ("me", "for", "please").
+    not_names: Vec<String>,
+}
+
+/// At most this many words make a name ("chocolate cake").
+const NAME_WORDS: usize = 3;
+
+impl TimerNames {
+    pub fn compile(words: &LanguageConfig, lang: Lang) -> TimerNames {
+        let list = |l: &[String]| l.iter().map(|w| lowered(w)).collect();
+        TimerNames {
+            lang: Some(lang),
+            nouns: list(&words.timer_words),
+            leads: list(&words.name_leads),
+            follows: list(&words.name_follows),
+            not_names: list(&words.not_names),
+        }
+    }
+
+    /// The timer's name `text` (normalised) gives, if it gives one:
+    /// after a lead ("called bread"); after a timer word and the word "for"
+    /// ("a timer for the eggs", "timer for pasta 12 minutes"); or between a
+    /// word a name follows, or a length of time, and a timer word ("how's
+    /// the bread timer going", "a 12 minute pasta timer"), or the start of
+    /// a sentence that sets a length ("pasta timer 12 minutes"). A number, a
+    /// length of time or a word of `not_names` is never part of one.
+    pub fn find(&self, text: &str) -> Option<String> {
+        let lang = self.lang?;
+        let words: Vec<&str> = text
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\''))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let is = |list: &[String], w: &str| list.iter().any(|x| x == w);
+        let measure = |w: &str| {
+            !numbers::numbers_in(lang, w).is_empty()
+                || numbers::parse_duration(lang, &format!("2 {w}")).is_some()
+        };
+        let fits = |w: &str| {
+            !measure(w)
+                && !is(&self.not_names, w)
+                && !is(&self.nouns, w)
+                && !is(&self.leads, w)
+                && !is(&self.follows, w)
+        };
+        // The words from `at` on that can be a name, at most NAME_WORDS.
+        let name_from = |at: usize| -> Option<String> {
+            let mut at = at;
+            while words.get(at).is_some_and(|w| is(&self.follows, w)) {
+                at += 1;
+            }
+            let taken: Vec<&str> = words[at.min(words.len())..]
+                .iter()
+                .take_while(|w| fits(w))
+                .take(NAME_WORDS)
+                .copied()
+                .collect();
+            (!taken.is_empty()).then(|| taken.join(" "))
+        };
+        if let Some(at) = words.iter().position(|w| is(&self.leads, w))
+            && let Some(name) = name_from(at + 1)
+        {
+            return Some(name);
+        }
+        for (i, w) in words.iter().enumerate() {
+            if !is(&self.nouns, w) {
+                continue;
+            }
+            if words.get(i + 1) == Some(&"for")
+                && let Some(name) = name_from(i + 2)
+            {
+                return Some(name);
+            }
+            let mut start = i;
+            while start > 0 && i - start < NAME_WORDS && fits(words[start - 1]) {
+                start -= 1;
+            }
+            let before = start.checked_sub(1).map(|b| words[b]);
+            // At the start of a sentence that sets a length ("pasta timer
+            // 12 minutes"), a name needs nothing before it.
+            let sets_a_length = || words[i + 1..].iter().any(|w| measure(w));
+            if start < i
+                && match before {
+                    Some(b) => is(&self.follows, b) || measure(b),
+                    None => sets_a_length(),
+                }
+            {
+                return Some(words[start..i].join(" "));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> TimerNames {
+        let words = LanguageConfig {
+            timer_words: vec!["timer".into(), "countdown".into()],
+            name_leads: vec!["called".into(), "named".into()],
+            name_follows: vec!["the".into(), "my".into(), "a".into(), "an".into()],
+            not_names: vec!["me".into(), "for".into(), "please".into(), "going".into()],
+            ..LanguageConfig::default()
+        };
+        TimerNames::compile(&words, Lang::En)
+    }
+
+    #[test]
+    fn a_timer_is_named_before_its_word_after_a_lead_or_after_for() {
+        let n = names();
+        assert_eq!(
+            n.find("how's the bread timer going").as_deref(),
+            Some("bread")
+        );
+        assert_eq!(n.find("a 12 minute pasta timer").as_deref(), Some("pasta"));
+        assert_eq!(
+            n.find("make a timer called bread for 40 minutes")
+                .as_deref(),
+            Some("bread")
+        );
+        assert_eq!(
+            n.find("timer for pasta 12 minutes").as_deref(),
+            Some("pasta")
+        );
+        assert_eq!(
+            n.find("start my chocolate cake timer").as_deref(),
+            Some("chocolate cake")
+        );
+        assert_eq!(n.find("pasta timer 12 minutes").as_deref(), Some("pasta"));
+    }
+
+    #[test]
+    fn words_that_only_say_which_timer_or_how_long_are_no_name() {
+        let n = names();
+        for said in [
+            "set a timer for 10 minutes",
+            "set a 10 minute timer",
+            "stop the timer",
+            "kill timer",
+            "kill timer now",
+            "set a timer for me please",
+            "pause the one hour timer",
+        ] {
+            assert_eq!(n.find(said), None, "{said}");
+        }
+    }
+}
