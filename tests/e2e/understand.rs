@@ -2177,6 +2177,26 @@ fn a_timers_name_which_way_a_change_goes_and_a_thing_said_alone_are_kept() {
         decided(&sb, "and sparkling water, add that to the groceries"),
         vec![r#"shopping.add {"item":"sparkling water"}"#]
     );
+    // A request said without a verb is not a question that was not asked;
+    // a meaning that fixes every room, said in a room without "all", is
+    // that room's.
+    assert_eq!(
+        decided(&sb, "all the lights off"),
+        vec![r#"lights.set {"room":"all","state":"off"}"#]
+    );
+    assert_eq!(
+        decided(&sb, "are all the lights off"),
+        vec![r#"home.state {"kind":"light","state":"off"}"#]
+    );
+    let in_kitchen = |text: &str| {
+        let d = sb
+            .run(&["understand", "--json", "--area", "kitchen", text])
+            .ok()
+            .json();
+        d["commands"][0]["params"]["room"].clone()
+    };
+    assert_eq!(in_kitchen("kill the lights"), "kitchen");
+    assert_eq!(in_kitchen("kill all the lights"), "all");
     let alone = sb.say("it", "add it to the list");
     assert!(commands(&alone).is_empty(), "{alone}");
     assert!(

@@ -1004,6 +1004,11 @@ pub struct LanguageConfig {
     /// other means ("a bit warmer please" is not "less heat please").
     #[serde(default)]
     pub directions: Vec<[Vec<String>; 2]>,
+    /// Words that say every room at once ("all", "everywhere"): a meaning
+    /// that fixes every room is, said in a room without one of them, that
+    /// room's ("kill the lights" in the kitchen).
+    #[serde(default)]
+    pub all_words: Vec<String>,
     /// The words for a timer ("timer", "countdown"), for finding its name.
     #[serde(default)]
     pub timer_words: Vec<String>,

@@ -1135,6 +1135,7 @@ fn meaning_layer(
         )
         .with_states(&words.state_words)
         .with_timer_names(crate::understand::names::TimerNames::compile(words, lang))
+        .with_all_words(words.all_words.iter().map(|w| normalize(w)).collect())
         .with_directions(
             words
                 .directions

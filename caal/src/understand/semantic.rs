@@ -64,6 +64,8 @@ pub struct Semantic {
     /// (`Semantic::with_directions`).
     directions: Vec<[Vec<String>; 2]>,
     group_sides: Vec<Vec<Sides>>,
+    /// Words that say every room or thing at once ("all", "everywhere").
+    all_words: Vec<String>,
 }
 
 /// Which words of each pair of opposites a text says.
@@ -146,7 +148,16 @@ impl Semantic {
             timer_names: TimerNames::default(),
             directions: Vec::new(),
             group_sides: Vec::new(),
+            all_words: Vec::new(),
         }
+    }
+
+    /// Words that say every room at once (normalised): a meaning that
+    /// fixes every room, near a sentence said in a room that says none of
+    /// them ("kill the lights" in the kitchen), is that room's.
+    pub fn with_all_words(mut self, words: Vec<String>) -> Self {
+        self.all_words = words;
+        self
     }
 
     /// How the language names a timer, for the slot `timer`.
@@ -515,6 +526,27 @@ impl Semantic {
                 }
                 None => return None,
             }
+        }
+        let padded = format!(" {text} ");
+        let says_all = self
+            .all_words
+            .iter()
+            .any(|w| padded.contains(&format!(" {w} ")));
+        if let Some(area) = &context.area
+            && !says_all
+            && slots
+                .get("area")
+                .is_some_and(|s| s.said.is_empty() && s.value == json!("all"))
+        {
+            slots.insert(
+                "area".into(),
+                Slot {
+                    value: json!(area),
+                    said: String::new(),
+                    context: None,
+                    wildcard_span: None,
+                },
+            );
         }
         if !slots.contains_key("area")
             && let Some(area) = &context.area

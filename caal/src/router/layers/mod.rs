@@ -219,7 +219,7 @@ fn understood_json(u: &Understood, layer: Layer) -> Value {
 }
 
 impl Router {
-    fn map_for(&self, u: &Understood) -> Option<&IntentMapConfig> {
+    pub(in crate::router) fn map_for(&self, u: &Understood) -> Option<&IntentMapConfig> {
         self.intent_maps
             .iter()
             .find(|m| m.intent == u.intent && m.when.iter().all(|(k, v)| slot_is(u, k, v)))

@@ -17,13 +17,21 @@ impl Router {
         for u in &mut found {
             self.narrow_by_area(u);
         }
-        // Among equally sure readings: one device named whole ("the garage
-        // light") before the area's lights; a word several devices share last.
+        // Among equally sure readings: a request before a question that was
+        // not asked as one ("all the lights off" turns them off; "are all the
+        // lights off" asks); one device named whole ("the garage light")
+        // before the area's lights; a word several devices share last.
+        let asked = self.asks_whether(text);
         found.sort_by(|a, b| {
             let rank = |u: &Understood| {
                 let shared = u.slots.values().any(|s| s.value.is_array());
                 let device = u.slots.get("name").is_some_and(|s| s.value.is_string());
-                (u.needs_area, shared, !device)
+                let unasked = !asked
+                    && self
+                        .map_for(u)
+                        .and_then(|m| self.commands.get(&m.command))
+                        .is_some_and(|c| !c.config.side_effects);
+                (unasked, u.needs_area, shared, !device)
             };
             b.confidence
                 .total_cmp(&a.confidence)
