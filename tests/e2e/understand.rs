@@ -2197,6 +2197,16 @@ fn a_timers_name_which_way_a_change_goes_and_a_thing_said_alone_are_kept() {
     };
     assert_eq!(in_kitchen("kill the lights"), "kitchen");
     assert_eq!(in_kitchen("kill all the lights"), "all");
+    // "Anything" names no thing: a question of what is needed, not an item.
+    assert_eq!(
+        decided(&sb, "do we need anything from the shops"),
+        vec!["shopping.list {}"]
+    );
+    // A word slip and a spelling slip in the same words.
+    assert_eq!(
+        decided(&sb, "turn of the kitchen lihgts"),
+        vec![r#"lights.set {"room":"kitchen","state":"off"}"#]
+    );
     let alone = sb.say("it", "add it to the list");
     assert!(commands(&alone).is_empty(), "{alone}");
     assert!(

@@ -1030,6 +1030,10 @@ pub struct LanguageConfig {
     /// said alone.
     #[serde(default)]
     pub refer_to_item: Vec<String>,
+    /// Words that name no thing when a phrase begins with them ("anything
+    /// from the shop"): never a thing to add ("do we need anything").
+    #[serde(default)]
+    pub indefinites: Vec<String>,
     /// Words that point back at a place an earlier clause named ("no one's
     /// in the guest room, lights off there").
     #[serde(default)]

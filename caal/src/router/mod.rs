@@ -1136,6 +1136,10 @@ fn meaning_layer(
         .with_states(&words.state_words)
         .with_timer_names(crate::understand::names::TimerNames::compile(words, lang))
         .with_all_words(words.all_words.iter().map(|w| normalize(w)).collect())
+        .with_no_things(
+            words.refer_to_item.iter().map(|w| normalize(w)).collect(),
+            words.indefinites.iter().map(|w| normalize(w)).collect(),
+        )
         .with_directions(
             words
                 .directions

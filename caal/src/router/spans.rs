@@ -97,9 +97,12 @@ impl Router {
             // or a part of the words, which would find a request in talk: "my
             // kids left every light on"); neither embeds, so talk with such a
             // word costs little more.
+            // A second slip in the same words, of spelling ("turn of the
+            // kitchen lihgts"), is read as the heard-as layer reads one.
             let d = self
                 .by_templates(&read, context)
-                .or_else(|| self.by_rules(&read).map(|(_, d)| d));
+                .or_else(|| self.by_rules(&read).map(|(_, d)| d))
+                .or_else(|| self.heard_as(&read, context));
             if let Some(d) = d {
                 return Some(read_as(d, &read, "a typing slip"));
             }

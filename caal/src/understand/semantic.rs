@@ -66,6 +66,10 @@ pub struct Semantic {
     group_sides: Vec<Vec<Sides>>,
     /// Words that say every room or thing at once ("all", "everywhere").
     all_words: Vec<String>,
+    /// Words that name no thing of their own: alone ("it", "that"), or
+    /// first ("anything from the shop"). Never a free slot's value.
+    points_back: Vec<String>,
+    indefinites: Vec<String>,
 }
 
 /// Which words of each pair of opposites a text says.
@@ -149,6 +153,8 @@ impl Semantic {
             directions: Vec::new(),
             group_sides: Vec::new(),
             all_words: Vec::new(),
+            points_back: Vec::new(),
+            indefinites: Vec::new(),
         }
     }
 
@@ -158,6 +164,22 @@ impl Semantic {
     pub fn with_all_words(mut self, words: Vec<String>) -> Self {
         self.all_words = words;
         self
+    }
+
+    /// Words that name no thing of their own (normalised): alone
+    /// (`points_back`: "it", "that") or first (`indefinites`: "anything
+    /// from the shop"). An example whose free slot they would fill is not
+    /// the meaning ("do we need anything" is not "we need {item}").
+    pub fn with_no_things(mut self, points_back: Vec<String>, indefinites: Vec<String>) -> Self {
+        self.points_back = points_back;
+        self.indefinites = indefinites;
+        self
+    }
+
+    /// Whether a free slot's words name no thing (`with_no_things`).
+    fn names_nothing(&self, value: &str) -> bool {
+        let first = value.split(' ').next().unwrap_or_default();
+        self.points_back.iter().any(|w| w == value) || self.indefinites.iter().any(|w| w == first)
     }
 
     /// How the language names a timer, for the slot `timer`.
@@ -324,10 +346,22 @@ impl Semantic {
         let query = self.embedder.embed_one(&generic(home, self.lang, text))?;
         let said = sides(&self.opposites, text);
         let heading = direction_sides(&self.directions, text);
+        // Examples whose free slot the sentence would fill with words that
+        // name no thing: not its meaning.
+        let unfit: Vec<bool> = self
+            .examples
+            .iter()
+            .map(|e| {
+                marked_slot(&e.text)
+                    .and_then(|slot| align(text, &e.text, slot))
+                    .is_some_and(|v| self.names_nothing(&v))
+            })
+            .collect();
         let mut best: BTreeMap<usize, (f32, usize)> = BTreeMap::new();
         for (i, v) in vectors.iter().enumerate() {
             let group = self.examples[i].group;
-            if self.opposed(&said, i)
+            if unfit[i]
+                || self.opposed(&said, i)
                 || self.turned_away(&heading, group)
                 || (self.groups[group].question && !asks)
             {
@@ -347,7 +381,7 @@ impl Semantic {
             let Some(slot) = marked_slot(&e.text) else {
                 continue;
             };
-            if self.opposed(&said, i) || self.turned_away(&heading, e.group) {
+            if unfit[i] || self.opposed(&said, i) || self.turned_away(&heading, e.group) {
                 continue;
             }
             let Some(value) = align(text, &e.text, slot) else {
@@ -503,7 +537,7 @@ impl Semantic {
                     let value = self
                         .marked_examples(g, example, free)
                         .find_map(|e| align(text, e, free))
-                        .filter(|v| !is_duration(self.lang, v))?;
+                        .filter(|v| !is_duration(self.lang, v) && !self.names_nothing(v))?;
                     Some(Slot {
                         value: json!(value),
                         said: value.clone(),
