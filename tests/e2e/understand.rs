@@ -2148,6 +2148,24 @@ fn a_timers_name_which_way_a_change_goes_and_a_thing_said_alone_are_kept() {
         vec![r#"timer.set {"duration":600}"#],
         "a length is no name"
     );
+    // A timer known by its length is found by it; a name cut short at
+    // "the" is no name.
+    assert_eq!(
+        decided(&sb, "get rid of the 20 minute timer"),
+        vec![r#"timer.cancel {"start":1200}"#]
+    );
+    assert_eq!(
+        decided(&sb, "hold the timer for a sec"),
+        vec!["timer.pause {}"]
+    );
+    // Someone said to have done something is a story: nothing is run.
+    assert!(
+        decided(
+            &sb,
+            "the kitchen lights are really bright since we changed the bulbs"
+        )
+        .is_empty()
+    );
     // A timer put on is a new one, not time added to one.
     assert_eq!(
         decided(&sb, "put a timer on for 3 hours"),

@@ -982,6 +982,12 @@ pub struct LanguageConfig {
     /// never takes for a request ("it was dark when I left the office").
     #[serde(default)]
     pub narrative_words: Vec<String>,
+    /// Who may be said to have done something, and the endings of what
+    /// they did ("since we changed the bulbs"): a story too.
+    #[serde(default)]
+    pub narrative_subjects: Vec<String>,
+    #[serde(default)]
+    pub past_endings: Vec<String>,
     /// Verbs that ask for something ("turn", "lock", "add").
     #[serde(default)]
     pub request_verbs: Vec<String>,

@@ -85,6 +85,8 @@ pub struct Router {
     template_priority: i32,
     /// The language pack, compiled: the words and phrases the layers read.
     words: Words,
+    /// How the language names a timer.
+    timer_names: crate::understand::names::TimerNames,
     conditional_reply: String,
     /// Every word the sentences, the home, the examples and the word lists
     /// know: a word of what was heard that is none of them may be a
@@ -334,6 +336,7 @@ impl Router {
             intent_maps: u.intents.clone(),
             template_priority: u.priority,
             words: Words::compile(&words, offers),
+            timer_names: crate::understand::names::TimerNames::compile(&words, lang),
             conditional_reply: config.router.conditional_reply.clone(),
             vocabulary: std::sync::OnceLock::new(),
             semantic,

@@ -31,6 +31,7 @@ pub const HELD_OUT_SUITE: &str = include_str!("../../suites/held-out-en.jsonl");
 pub const FRESH_SUITE: &str = include_str!("../../suites/fresh-en.jsonl");
 pub const FRESH_A_SUITE: &str = include_str!("../../suites/fresh-a-en.jsonl");
 pub const FRESH_B_SUITE: &str = include_str!("../../suites/fresh-b-en.jsonl");
+pub const FRESH_C_SUITE: &str = include_str!("../../suites/fresh-c-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../suites/everyday-en.jsonl");
 pub const UNSEEN_SUITE: &str = include_str!("../../suites/unseen-en.jsonl");
@@ -528,6 +529,10 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
                 parse_suite(FRESH_B_SUITE, "fresh-b-en")?,
             ),
             (
+                "fresh-c-en".into(),
+                parse_suite(FRESH_C_SUITE, "fresh-c-en")?,
+            ),
+            (
                 "untouched-en".into(),
                 parse_suite(UNTOUCHED_SUITE, "untouched-en")?,
             ),
@@ -579,8 +584,12 @@ mod tests {
     fn the_built_in_suites_parse_and_bad_lines_are_named() {
         let all = suites(None).unwrap();
         let names: Vec<&str> = all.iter().map(|(name, _)| name.as_str()).collect();
-        assert_eq!(all.len(), 14, "{names:?}");
-        assert!(names.contains(&"fresh-a-en") && names.contains(&"fresh-b-en"));
+        assert_eq!(all.len(), 15, "{names:?}");
+        assert!(
+            ["fresh-a-en", "fresh-b-en", "fresh-c-en"]
+                .iter()
+                .all(|n| names.contains(n))
+        );
         assert!(all.iter().all(|(_, cases)| !cases.is_empty()));
         let err = parse_suite("{\"text\": \"hi\"}\nnot json\n", "mine.jsonl").unwrap_err();
         assert!(err.contains("mine.jsonl line 2"), "{err}");

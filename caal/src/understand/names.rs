@@ -112,6 +112,36 @@ impl TimerNames {
     }
 }
 
+impl TimerNames {
+    /// The length a timer is known by that `text` (normalised) says
+    /// before a timer word, after a word a name follows ("get rid of the
+    /// 20 minute timer": 1200 seconds); none when it says none.
+    pub fn start_of(&self, text: &str) -> Option<u64> {
+        let lang = self.lang?;
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let is = |list: &[String], w: &str| list.iter().any(|x| x == w);
+        words.iter().enumerate().find_map(|(i, w)| {
+            if !is(&self.nouns, w) {
+                return None;
+            }
+            (i.saturating_sub(NAME_WORDS + 1)..i).find_map(|j| {
+                let after_a_lead = j > 0 && is(&self.follows, words[j - 1]);
+                after_a_lead
+                    .then(|| numbers::parse_duration(lang, &words[j..i].join(" ")))
+                    .flatten()
+            })
+        })
+    }
+
+    /// Whether words a wildcard took for a name end with a word a name
+    /// follows ("hold the timer for a sec" names no timer "hold the").
+    pub fn cut_short(&self, said: &str) -> bool {
+        said.split_whitespace()
+            .last()
+            .is_some_and(|w| self.follows.iter().any(|f| f.eq_ignore_ascii_case(w)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +179,17 @@ mod tests {
             Some("chocolate cake")
         );
         assert_eq!(n.find("pasta timer 12 minutes").as_deref(), Some("pasta"));
+    }
+
+    #[test]
+    fn a_timer_known_by_its_length_is_found_by_it() {
+        let n = names();
+        assert_eq!(n.start_of("get rid of the 20 minute timer"), Some(1200));
+        assert_eq!(n.start_of("how's the one hour timer doing"), Some(3600));
+        assert_eq!(n.start_of("set a timer for 20 minutes"), None);
+        assert_eq!(n.start_of("stop the pasta timer"), None);
+        assert!(n.cut_short("hold the"));
+        assert!(!n.cut_short("pasta"));
     }
 
     #[test]

@@ -546,6 +546,22 @@ impl Semantic {
                     })
                 }
             };
+            // A timer known by its length ("the 20 minute timer"), where
+            // the meaning does not set one: its `start`, as a template reads it.
+            if want == "timer"
+                && !group.find.iter().any(|f| f == "seconds")
+                && let Some(start) = self.timer_names.start_of(text)
+            {
+                slots.insert(
+                    "start_seconds".into(),
+                    Slot {
+                        value: json!(start),
+                        said: text.to_owned(),
+                        context: None,
+                        wildcard_span: None,
+                    },
+                );
+            }
             match slot {
                 // A timer's name is the intent's `name`, as a template reads it.
                 Some(s) if want == "timer" => {

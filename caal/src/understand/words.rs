@@ -15,6 +15,8 @@ pub struct Words {
     pub negations: Vec<String>,
     pub negation_idioms: Vec<String>,
     pub narrative_words: Vec<String>,
+    pub narrative_subjects: Vec<String>,
+    pub past_endings: Vec<String>,
     pub request_verbs: Vec<String>,
     pub question_words: Vec<String>,
     pub refer_to_thing: Vec<String>,
@@ -62,6 +64,12 @@ impl Words {
             negations: words.negations.iter().map(|w| normalize(w)).collect(),
             negation_idioms: words.negation_idioms.iter().map(|w| normalize(w)).collect(),
             narrative_words: words.narrative_words.iter().map(|w| normalize(w)).collect(),
+            narrative_subjects: words
+                .narrative_subjects
+                .iter()
+                .map(|w| normalize(w))
+                .collect(),
+            past_endings: words.past_endings.iter().map(|w| normalize(w)).collect(),
             request_verbs: words.request_verbs.iter().map(|w| normalize(w)).collect(),
             question_words: words.question_words.iter().map(|w| normalize(w)).collect(),
             refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),

@@ -14,6 +14,15 @@ impl Router {
     ) -> Option<RouteDecision> {
         let mut found = self.library.understand(text, &self.home, context);
         self.rooms_as_named(text, &mut found);
+        // A timer's name cut short at a word a name follows is no name
+        // ("hold the timer for a sec": no timer "hold the").
+        found.retain(|u| {
+            !u.template.contains("{timer_name")
+                || !u
+                    .slots
+                    .get("name")
+                    .is_some_and(|s| self.timer_names.cut_short(&s.said))
+        });
         for u in &mut found {
             self.narrow_by_area(u);
         }
@@ -205,7 +214,23 @@ impl Router {
         // "I forgot to buy milk yesterday, typical": a word before a comma counts.
         let padded = padded_words(text);
         let has = |w: &String| padded.contains(&format!(" {w} "));
-        self.words.narrative_words.iter().any(has) && !self.words.request_verbs.iter().any(has)
+        (self.words.narrative_words.iter().any(has) || self.says_what_was_done(&padded))
+            && !self.words.request_verbs.iter().any(has)
+    }
+
+    /// Whether someone is said to have done something: a subject
+    /// (`narrative_subjects`) and a word with a past ending right after it
+    /// ("since we changed the bulbs", "I painted the hall").
+    fn says_what_was_done(&self, padded: &str) -> bool {
+        let words: Vec<&str> = padded.split_whitespace().collect();
+        words.windows(2).any(|pair| {
+            self.words.narrative_subjects.iter().any(|s| s == pair[0])
+                && self
+                    .words
+                    .past_endings
+                    .iter()
+                    .any(|e| pair[1].len() > e.len() + 2 && pair[1].ends_with(e.as_str()))
+        })
     }
 
     /// Whether the sentence opens with words that ask whether something is
