@@ -133,12 +133,15 @@ impl TimerNames {
         })
     }
 
-    /// Whether words a wildcard took for a name end with a word a name
-    /// follows ("hold the timer for a sec" names no timer "hold the").
+    /// Whether words a wildcard took for a name are none: they end with a
+    /// word a name follows ("hold the timer for a sec" names no timer "hold
+    /// the"), or are all words never part of one ("set me a timer": no
+    /// timer "me").
     pub fn cut_short(&self, said: &str) -> bool {
-        said.split_whitespace()
-            .last()
-            .is_some_and(|w| self.follows.iter().any(|f| f.eq_ignore_ascii_case(w)))
+        let words: Vec<String> = said.split_whitespace().map(str::to_lowercase).collect();
+        let is = |list: &[String], w: &String| list.iter().any(|x| x == w);
+        words.last().is_some_and(|w| is(&self.follows, w))
+            || (!words.is_empty() && words.iter().all(|w| is(&self.not_names, w)))
     }
 }
 
@@ -189,6 +192,7 @@ mod tests {
         assert_eq!(n.start_of("set a timer for 20 minutes"), None);
         assert_eq!(n.start_of("stop the pasta timer"), None);
         assert!(n.cut_short("hold the"));
+        assert!(n.cut_short("me"));
         assert!(!n.cut_short("pasta"));
     }
 

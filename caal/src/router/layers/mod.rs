@@ -132,13 +132,23 @@ pub(in crate::router) fn decided_by(
 /// it) that its sentence fixes rather than one said.
 pub(in crate::router) fn fixes_a_level(d: &RouteDecision) -> bool {
     let slots = d.understood.as_ref().and_then(|u| u.get("slots"));
-    ["brightness", "temperature", "change"].iter().any(|k| {
+    let said = |k: &str| {
         slots
-            .and_then(|s| s.get(*k))
+            .and_then(|s| s.get(k))
             .and_then(|s| s.get("said"))
             .and_then(Value::as_str)
-            .is_some_and(str::is_empty)
-    })
+    };
+    let levels = ["brightness", "temperature", "change"];
+    // A level slot the sentence fixed, or a level parameter filled with
+    // no level said ("warmer": a degree).
+    let fixed_slot = levels.iter().any(|k| said(k).is_some_and(str::is_empty));
+    let said_one = levels
+        .iter()
+        .any(|k| said(k).is_some_and(|s| !s.is_empty()));
+    let level_param = matches!(&d.intent, Intent::Chain(chain) if chain.commands.iter().any(|c| {
+        ["level", "temperature", "change"].iter().any(|p| c.params.contains_key(*p))
+    }));
+    fixed_slot || (level_param && !said_one)
 }
 
 /// Whether a reading of what was heard is a request sure enough to take
