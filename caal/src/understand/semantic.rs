@@ -346,22 +346,10 @@ impl Semantic {
         let query = self.embedder.embed_one(&generic(home, self.lang, text))?;
         let said = sides(&self.opposites, text);
         let heading = direction_sides(&self.directions, text);
-        // Examples whose free slot the sentence would fill with words that
-        // name no thing: not its meaning.
-        let unfit: Vec<bool> = self
-            .examples
-            .iter()
-            .map(|e| {
-                marked_slot(&e.text)
-                    .and_then(|slot| align(text, &e.text, slot))
-                    .is_some_and(|v| self.names_nothing(&v))
-            })
-            .collect();
         let mut best: BTreeMap<usize, (f32, usize)> = BTreeMap::new();
         for (i, v) in vectors.iter().enumerate() {
             let group = self.examples[i].group;
-            if unfit[i]
-                || self.opposed(&said, i)
+            if self.opposed(&said, i)
                 || self.turned_away(&heading, group)
                 || (self.groups[group].question && !asks)
             {
@@ -381,10 +369,13 @@ impl Semantic {
             let Some(slot) = marked_slot(&e.text) else {
                 continue;
             };
-            if unfit[i] || self.opposed(&said, i) || self.turned_away(&heading, e.group) {
+            if self.opposed(&said, i) || self.turned_away(&heading, e.group) {
                 continue;
             }
-            let Some(value) = align(text, &e.text, slot) else {
+            // Words that name no thing ("do we need anything") are not
+            // masked as one: the meaning stays near (a model may be offered
+            // its command) but is never read with them.
+            let Some(value) = align(text, &e.text, slot).filter(|v| !self.names_nothing(v)) else {
                 continue;
             };
             // A room or device is no shopping item ("put the porch light on"),
