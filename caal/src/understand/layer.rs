@@ -209,7 +209,7 @@ pub const ORDER: &[Step] = &[
     Step {
         name: "slips",
         decides_as: Option::None,
-        what: "typed: a slipped word read as the known word, kept only where templates or rules then read it",
+        what: "typed: a slipped word read as the known word, kept only where templates, rules or heard-as then read it",
     },
     Step {
         name: "unmatched",
