@@ -568,31 +568,23 @@ impl Semantic {
                 None => return None,
             }
         }
+        // The room the client said it is in: for a meaning that finds a room
+        // the sentence did not name, and for one that fixes every room, near a
+        // sentence that says none of `all_words` ("kill the lights" in the kitchen).
         let padded = format!(" {text} ");
         let says_all = self
             .all_words
             .iter()
             .any(|w| padded.contains(&format!(" {w} ")));
-        if let Some(area) = &context.area
-            && !says_all
+        let every_room_unsaid = !says_all
             && slots
                 .get("area")
-                .is_some_and(|s| s.said.is_empty() && s.value == json!("all"))
-        {
-            slots.insert(
-                "area".into(),
-                Slot {
-                    value: json!(area),
-                    said: String::new(),
-                    context: None,
-                    wildcard_span: None,
-                },
-            );
-        }
-        if !slots.contains_key("area")
-            && let Some(area) = &context.area
+                .is_some_and(|s| s.said.is_empty() && s.value == json!("all"));
+        let room_unsaid = !slots.contains_key("area")
             && group.find.iter().any(|f| f == "area")
-            && !slots.contains_key("name")
+            && !slots.contains_key("name");
+        if let Some(area) = &context.area
+            && (every_room_unsaid || room_unsaid)
         {
             slots.insert(
                 "area".into(),
