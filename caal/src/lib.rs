@@ -5,6 +5,7 @@
 //! The binary (`cli/`) only parses, wires these parts and prints.
 
 pub mod auth;
+pub mod command;
 pub mod config;
 pub mod crypto;
 pub mod export;

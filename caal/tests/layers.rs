@@ -15,11 +15,13 @@ const LAYERS: &[&[&str]] = &[
     &["trace", "state", "memory"],
     // What the trace becomes for other tools (OTLP).
     &["export"],
+    // Reading a sentence, and commands as values (typed parameters, said
+    // back as words): below the router, the executors and the timers.
+    &["understand", "command"],
     &[
         "auth",
         "reasoning",
         "router",
-        "understand",
         "tools",
         "llm",
         "voice",

@@ -290,7 +290,7 @@ pub fn print_understanding(
     }
     if let caal::router::Intent::Reply(r)
     | caal::router::Intent::Invalid {
-        problem: caal::router::ParamProblem { message: r, .. },
+        problem: caal::command::ParamProblem { message: r, .. },
         ..
     } = &d.intent
     {

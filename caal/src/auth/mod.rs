@@ -11,67 +11,16 @@ pub mod boundary;
 mod gate;
 pub mod origin;
 pub mod store;
-mod value;
 
-use std::{collections::BTreeMap, fmt};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// The level is a command's (`command::AuthLevel`); the gate reads it.
+pub use crate::command::AuthLevel;
+use crate::command::{ParamValue, join_summaries};
 pub use gate::{GateAction, GateOutcome, Gating, Pending, Refusal, Resolution, Utterance, gate};
 pub use origin::{Client, Door, DoorPolicy, Origin};
-pub use value::{ParamValue, human_duration};
-
-/// 1 run; 2 run with undo; 3 one confirmation; 4 two.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "u8", into = "u8")]
-pub struct AuthLevel(u8);
-
-impl AuthLevel {
-    pub const RUN: AuthLevel = AuthLevel(1);
-    pub const UNDOABLE: AuthLevel = AuthLevel(2);
-    pub const CONFIRM: AuthLevel = AuthLevel(3);
-    pub const DOUBLE_CONFIRM: AuthLevel = AuthLevel(4);
-
-    pub fn new(level: u8) -> Option<Self> {
-        (1..=4).contains(&level).then_some(Self(level))
-    }
-
-    pub fn get(self) -> u8 {
-        self.0
-    }
-
-    /// How many confirmations, each in its own round, must precede execution.
-    pub fn confirmations_required(self) -> u8 {
-        match self.0 {
-            3 => 1,
-            4 => 2,
-            _ => 0,
-        }
-    }
-
-    pub fn undoable(self) -> bool {
-        self.0 == 2
-    }
-}
-
-impl TryFrom<u8> for AuthLevel {
-    type Error = String;
-    fn try_from(level: u8) -> Result<Self, String> {
-        Self::new(level).ok_or_else(|| format!("authority level {level} is outside 1–4"))
-    }
-}
-
-impl From<AuthLevel> for u8 {
-    fn from(level: AuthLevel) -> u8 {
-        level.0
-    }
-}
-
-impl fmt::Display for AuthLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
 
 /// One command with its typed parameters, ready to run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -150,20 +99,6 @@ impl CommandChain {
                 })
                 .collect(),
         }
-    }
-}
-
-/// "a, b and c".
-pub fn join_summaries<'a>(parts: impl Iterator<Item = &'a str>) -> String {
-    join_with(&parts.collect::<Vec<_>>(), "and")
-}
-
-/// "a, b `word` c" ("and", "or").
-pub fn join_with(parts: &[&str], word: &str) -> String {
-    match parts {
-        [] => String::new(),
-        [one] => (*one).to_owned(),
-        [init @ .., last] => format!("{} {word} {last}", init.join(", ")),
     }
 }
 

@@ -11,8 +11,9 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     auth::Command,
+    command::CommandSpec,
     config::{ParamKind, ReasoningConfig},
-    router::{CommandSpec, Router},
+    router::Router,
 };
 
 use super::{ModelToolCall, ToolSpec};

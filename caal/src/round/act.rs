@@ -9,9 +9,11 @@ use serde_json::json;
 use super::{CommandRun, Engine, OverrideReason, RetryNote, Steps};
 use crate::{
     auth::{Command, CommandChain, boundary::Undone, store::UndoRecord},
+    command::CommandSpec,
+    command::{render, render_with},
     ids::CallId,
     reasoning::ToolDecision,
-    router::{CommandSpec, Intent, RouteDecision, render, render_with},
+    router::{Intent, RouteDecision},
     tools::{ToolCall, ToolOutcome, ToolStatus},
     trace::{
         EventDraft, EventStatus, OpenRound, StoreError,
@@ -141,7 +143,7 @@ impl Engine {
                 ));
                 continue;
             }
-            replies.push(crate::router::all_the(render_with(
+            replies.push(crate::command::all_the(render_with(
                 &spec.config.reply,
                 |name| match name {
                     "result" => Some(outcome.message.clone()),
@@ -157,7 +159,7 @@ impl Engine {
         }
         steps.reply = match one_reply {
             Some(reply) if steps.failure.is_none() && steps.boundary.state_out.is_none() => {
-                crate::router::all_the(reply)
+                crate::command::all_the(reply)
             }
             _ => replies.join(" "),
         };
@@ -276,7 +278,7 @@ impl Engine {
             .config
             .reply_many
             .as_deref()?;
-        Some(crate::router::render_with(template, |name| {
+        Some(crate::command::render_with(template, |name| {
             let mut values: Vec<String> = Vec::new();
             for c in &chain.commands {
                 let v = c.params.get(name)?.to_string();
@@ -285,7 +287,7 @@ impl Engine {
                 }
             }
             let values: Vec<&str> = values.iter().map(String::as_str).collect();
-            Some(crate::auth::join_with(&values, "and"))
+            Some(crate::command::join_with(&values, "and"))
         }))
     }
 
@@ -387,7 +389,7 @@ impl Engine {
             return Ok(Steps::reply(format!(
                 "It's too late to undo \"{}\": changes can be undone for {}.",
                 record.summary,
-                crate::router::human_duration(window_s)
+                crate::command::human_duration(window_s)
             )));
         }
         let command = match self.router.resolve_command(

@@ -362,7 +362,7 @@ impl Engine {
                 .unwrap_or_else(|| "its reason did not hold up".into());
             Intent::Reply(format!(
                 "I won't {}: {reason}. Ask me directly if you want it done.",
-                crate::auth::join_summaries(blocked.iter().map(|c| c.summary.as_str()))
+                crate::command::join_summaries(blocked.iter().map(|c| c.summary.as_str()))
             ))
         } else {
             Intent::Chain(CommandChain::new(run, None, None))

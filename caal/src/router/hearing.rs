@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use super::{Intent, RouteDecision, Router};
-use crate::{auth::AuthLevel, auth::ParamValue, trace::events::HeardWord};
+use crate::{auth::AuthLevel, command::ParamValue, trace::events::HeardWord};
 
 /// What whisper heard of a spoken request, and the bars it is held to.
 #[derive(Clone, Copy, Debug)]

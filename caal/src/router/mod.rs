@@ -10,7 +10,6 @@
 pub mod bench;
 mod hearing;
 mod layers;
-mod params;
 pub mod replay;
 mod several;
 mod spans;
@@ -23,13 +22,13 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 pub use hearing::{Bars, Hearing};
-pub use params::{Known, ParamProblem, ParamValue, human_duration, parse_duration, parse_params};
 
 use crate::{
     auth::{AuthLevel, Command, CommandChain, StoredChain},
+    command::{CommandSpec, Known, ParamProblem, parse_params, render},
     config::{
-        CommandConfig, Config, ConfigError, IntentMapConfig, MacroConfig, MemoryOp, ParamKind,
-        RouteType, RuleConfig, StateConfig, Unmatched,
+        Config, ConfigError, IntentMapConfig, MacroConfig, MemoryOp, ParamKind, RouteType,
+        RuleConfig, StateConfig, Unmatched,
     },
     tools,
     understand::{
@@ -59,14 +58,6 @@ struct CompiledRule {
     regex: Regex,
     target: Target,
     level: Option<AuthLevel>,
-}
-
-/// A command as configured, with its level checked.
-#[derive(Clone, Debug)]
-pub struct CommandSpec {
-    pub id: String,
-    pub level: AuthLevel,
-    pub config: CommandConfig,
 }
 
 pub struct Router {
@@ -1035,50 +1026,6 @@ fn check_macro(
 }
 
 pub use crate::understand::lowered as normalize;
-
-/// Fills `{name}` placeholders from the parameters; unknown names stay as
-/// written. "The {room} lights" with every room reads "all the lights".
-pub fn render(template: &str, params: &BTreeMap<String, ParamValue>) -> String {
-    all_the(render_with(template, |name| {
-        params.get(name).map(ToString::to_string)
-    }))
-}
-
-/// "the all lights" (a template's "the {room} lights" for every room) as
-/// people say it: "all the lights".
-pub fn all_the(text: String) -> String {
-    if text.contains("the all ") || text.contains("The all ") {
-        text.replace("the all ", "all the ")
-            .replace("The all ", "All the ")
-    } else {
-        text
-    }
-}
-
-/// Fills `{name}` placeholders from `lookup`; unknown names stay as written.
-pub fn render_with(template: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        match after
-            .find('}')
-            .and_then(|close| lookup(&after[..close]).map(|v| (close, v)))
-        {
-            Some((close, value)) => {
-                out.push_str(&value);
-                rest = &after[close + 1..];
-            }
-            None => {
-                out.push('{');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
 
 /// What UIs show of a state.
 #[derive(Clone, Debug, Serialize)]

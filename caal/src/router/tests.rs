@@ -1,5 +1,5 @@
 use super::*;
-use crate::trace::events::HeardWord;
+use crate::{command::ParamValue, trace::events::HeardWord};
 
 fn router() -> Router {
     Router::compile(&Config::defaults().unwrap()).unwrap()
@@ -284,12 +284,6 @@ fn a_stored_chain_rebuilds_at_no_lower_level() {
         rebuilt.commands[0].params["door"],
         ParamValue::Text("back door".into())
     );
-}
-
-#[test]
-fn render_leaves_unknown_placeholders() {
-    let p = BTreeMap::from([("a".to_string(), ParamValue::Integer(3))]);
-    assert_eq!(render("{a} {b} {", &p), "3 {b} {");
 }
 
 #[test]

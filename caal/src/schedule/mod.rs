@@ -12,7 +12,7 @@ pub mod jobs;
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
-use crate::router::human_duration;
+use crate::command::human_duration;
 
 /// A timer not yet rung nor cancelled.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -402,7 +402,7 @@ impl Selector {
                 name.as_deref().is_none_or(|n| {
                     t.name.as_deref().map(name_key).as_deref() == Some(n)
                         // "the 10 minute timer" said as a name
-                        || crate::router::parse_duration(n)
+                        || crate::command::parse_duration(n)
                             .is_some_and(|s| i64::try_from(s) == Ok(t.seconds))
                 }) && self
                     .start_seconds

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{ToolCall, ToolOutcome};
 use crate::{
-    router::ParamValue,
+    command::ParamValue,
     trace::{SCHEMA_VERSION, now_timestamp},
 };
 
@@ -253,7 +253,7 @@ fn state_answer(
             let names: Vec<&str> = unlocked.iter().map(String::as_str).collect();
             let which = format!(
                 "the {} {} unlocked",
-                crate::auth::join_with(&names, "and"),
+                crate::command::join_with(&names, "and"),
                 if names.len() == 1 { "is" } else { "are" }
             );
             match (names.is_empty(), asked) {

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 
 use crate::{
     auth::Command,
+    command::CommandSpec,
     config::{CommandConfig, ExecutorsConfig},
     ids::CallId,
-    router::CommandSpec,
     state::StateDb,
     trace::{SCHEMA_VERSION, StoreError, now_timestamp},
 };
@@ -152,7 +152,7 @@ impl ToolCall<'_> {
     /// A text parameter as given, if one was (and is not blank).
     pub(crate) fn text(&self, name: &str) -> Option<&str> {
         match self.command.params.get(name) {
-            Some(crate::router::ParamValue::Text(s)) if !s.trim().is_empty() => Some(s),
+            Some(crate::command::ParamValue::Text(s)) if !s.trim().is_empty() => Some(s),
             _ => None,
         }
     }
@@ -323,7 +323,7 @@ impl Tools {
             .map(|(k, template)| {
                 (
                     k.clone(),
-                    Value::String(crate::router::render_with(template, lookup)),
+                    Value::String(crate::command::render_with(template, lookup)),
                 )
             })
             .collect();
@@ -333,7 +333,7 @@ impl Tools {
     /// The service, its placeholders filled the same way ("light.turn_{state}").
     fn ha_service(&self, call: &ToolCall<'_>) -> String {
         let service = call.spec.config.service.as_deref().unwrap_or_default();
-        crate::router::render_with(service, |name| self.ha_value(call, name))
+        crate::command::render_with(service, |name| self.ha_value(call, name))
     }
 
     fn ha_value(&self, call: &ToolCall<'_>, name: &str) -> Option<String> {
@@ -352,7 +352,7 @@ impl Tools {
 struct WebhookBody<'a> {
     call_id: String,
     command_id: &'a str,
-    params: &'a std::collections::BTreeMap<String, crate::router::ParamValue>,
+    params: &'a std::collections::BTreeMap<String, crate::command::ParamValue>,
     conversation_id: &'a str,
     round_id: &'a str,
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{ToolCall, ToolOutcome};
 use crate::{
-    router::{ParamValue, human_duration},
+    command::{ParamValue, human_duration},
     schedule::{self, Selector, Timer, human_left},
     state::rfc3339_ms,
     understand::clock,
@@ -57,7 +57,7 @@ fn described(t: &Timer, now_ms: i64) -> String {
 fn listed(timers: &[&Timer], now_ms: i64) -> String {
     let parts: Vec<String> = timers.iter().map(|t| described(t, now_ms)).collect();
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-    crate::auth::join_with(&parts, "and")
+    crate::command::join_with(&parts, "and")
 }
 
 /// The one timer a request means, or why it cannot be told. Where nothing
@@ -301,7 +301,7 @@ fn reminders(c: &Connection, call: &ToolCall<'_>, tz: &TimeZone) -> rusqlite::Re
     let listed = |rs: &[&schedule::Reminder]| {
         let parts: Vec<String> = rs.iter().map(|r| described(r)).collect();
         let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-        crate::auth::join_with(&parts, "and")
+        crate::command::join_with(&parts, "and")
     };
     let every: Vec<&schedule::Reminder> = all.iter().collect();
     if call.command.command_id == "reminder.list" {

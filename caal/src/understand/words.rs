@@ -97,7 +97,7 @@ impl Words {
             remind_with: words.remind_with.clone(),
             cannot_help: words.cannot_help.replace(
                 "{offers}",
-                &crate::auth::join_summaries(offers.iter().map(|o| o.says.as_str())),
+                &crate::command::join_summaries(offers.iter().map(|o| o.says.as_str())),
             ),
             try_saying: words.try_saying.clone(),
             list_joins: words.list_joins.iter().map(|w| normalize(w)).collect(),

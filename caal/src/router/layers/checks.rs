@@ -7,7 +7,7 @@ use super::*;
 /// Every mapping names a command there is, with parameters it has.
 pub(in crate::router) fn check_maps(
     maps: &[IntentMapConfig],
-    commands: &BTreeMap<String, crate::router::CommandSpec>,
+    commands: &BTreeMap<String, crate::command::CommandSpec>,
 ) -> Result<(), ConfigError> {
     for m in maps {
         let problem = |problem: String| ConfigError::Item {

@@ -99,7 +99,7 @@ impl Router {
             let raw: BTreeMap<String, String> = negation
                 .params
                 .iter()
-                .map(|(k, t)| (k.clone(), crate::router::render(t, &command.params)))
+                .map(|(k, t)| (k.clone(), crate::command::render(t, &command.params)))
                 .collect();
             let source = Some(format!("negation:{}", command.command_id));
             let built = self

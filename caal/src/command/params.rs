@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-pub use crate::auth::{ParamValue, human_duration};
+use super::{ParamValue, human_duration, join_with};
 use crate::config::{ParamKind, ParamSpec};
 use crate::understand::Home;
 
@@ -60,11 +60,11 @@ pub fn parse_params(
                 message: match spec.kind {
                     ParamKind::Device if !known.home.devices.is_empty() => format!(
                         "say which {name} ({})",
-                        crate::auth::join_with(&devices_of(spec, known.home), "or")
+                        join_with(&devices_of(spec, known.home), "or")
                     ),
                     ParamKind::Area if !known.home.areas.is_empty() => {
                         let rooms = known.home.area_names();
-                        format!("say which room ({})", crate::auth::join_with(&rooms, "or"))
+                        format!("say which room ({})", join_with(&rooms, "or"))
                     }
                     _ => format!("I need the {name}"),
                 },
