@@ -123,7 +123,7 @@ pub fn understand(
                 &context,
                 router.asks_whether(&normalized),
             )?
-            .nearest_json(5),
+            .nearest_read(5),
         ),
         None => None,
     };

@@ -248,7 +248,7 @@ pub fn print_understanding(
     text: &str,
     d: &caal::router::RouteDecision,
     matches: &[caal::understand::Understood],
-    nearest: Option<&serde_json::Value>,
+    nearest: Option<&Vec<caal::understand::reading::Nearest>>,
     json: bool,
 ) {
     let commands: Vec<serde_json::Value> = match &d.intent {
@@ -321,7 +321,7 @@ pub fn print_understanding(
             slots.join(" ")
         );
     }
-    match nearest.and_then(|n| n.as_array()) {
+    match nearest {
         None => {
             println!("  meaning layer off (understand.semantic.model is empty or not installed)")
         }
@@ -329,10 +329,10 @@ pub fn print_understanding(
             for n in near {
                 println!(
                     "  nearest {} {} {:.3}: {:?}",
-                    n["intent"].as_str().unwrap_or(""),
-                    n["slots"],
-                    n["similarity"].as_f64().unwrap_or(0.0),
-                    n["example"].as_str().unwrap_or("")
+                    n.intent,
+                    serde_json::json!(n.slots),
+                    n.similarity,
+                    n.example
                 );
             }
         }

@@ -1679,7 +1679,7 @@ fn a_transcript_no_layer_understood_is_read_as_the_sentence_it_sounds_like() {
         .ok()
         .json();
     assert_eq!(
-        r["understood"]["heard"], "set the bedroom lamp. write us to 50%",
+        r["understood"]["heard_text"], "set the bedroom lamp. write us to 50%",
         "{r}"
     );
     assert!(
@@ -1984,7 +1984,11 @@ fn names_are_found_before_what_is_asked() {
         .find(|e| e["event_type"] == "route.selected")
         .unwrap();
     assert_eq!(
-        route["payload"]["understood"]["read_as"]["text"], "it's dark in the bedroom",
+        route["payload"]["understood"]["read_as"], "it's dark in the bedroom",
+        "{route}"
+    );
+    assert!(
+        route["payload"]["understood"]["read_because"].is_string(),
         "{route}"
     );
     // Said nowhere in particular, "here" is not a room made up.

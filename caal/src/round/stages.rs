@@ -889,7 +889,10 @@ pub(super) fn route_selected(decision: &RouteDecision, state: &str) -> RouteSele
         params: decision.params.clone(),
         state: state.into(),
         layer: Some(decision.layer.as_str().into()),
-        understood: decision.understood.clone(),
+        understood: decision
+            .understood
+            .as_ref()
+            .map(crate::understand::Reading::to_json),
         ..RouteSelected::default()
     }
 }

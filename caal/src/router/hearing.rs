@@ -5,10 +5,16 @@
 //! What the templates matched word for word is held to the values' words
 //! only: the other words were matched, the values are whatever was heard.
 
-use serde_json::{Value, json};
-
 use super::{Intent, RouteDecision, Router};
-use crate::{auth::AuthLevel, command::ParamValue, trace::events::HeardWord};
+use crate::{
+    auth::AuthLevel,
+    command::ParamValue,
+    trace::events::HeardWord,
+    understand::{
+        Reading,
+        reading::{HeardDoubt, ValueDoubt, round3},
+    },
+};
 
 /// What whisper heard of a spoken request, and the bars it is held to.
 #[derive(Clone, Copy, Debug)]
@@ -83,18 +89,20 @@ impl Router {
         }
         chain.chain_level = AuthLevel::CONFIRM;
         d.auth_level = AuthLevel::CONFIRM;
-        let round3 = |x: f32| (f64::from(x) * 1000.0).round() / 1000.0;
-        let mut heard = json!({"least": round3(hearing.least), "bar": round3(hearing.bars.guess)});
-        if let Some(u) = unsure_value {
-            heard["value"] = json!({"param": u.param, "said": u.said, "p": round3(u.p),
-                                    "bar": round3(hearing.bars.value)});
-        }
-        match &mut d.understood {
-            Some(Value::Object(u)) => {
-                u.insert("heard".into(), heard);
-            }
-            other => *other = Some(json!({"layer": d.layer, "heard": heard})),
-        }
+        let round3 = |x: f32| round3(f64::from(x));
+        let heard = HeardDoubt {
+            least: round3(hearing.least),
+            bar: round3(hearing.bars.guess),
+            value: unsure_value.map(|u| ValueDoubt {
+                param: u.param,
+                said: u.said,
+                p: round3(u.p),
+                bar: round3(hearing.bars.value),
+            }),
+        };
+        d.understood
+            .get_or_insert_with(|| Reading::by(d.layer))
+            .heard = Some(heard);
         d
     }
 }

@@ -32,7 +32,8 @@ use crate::{
     },
     tools,
     understand::{
-        Context, Embedder, Home, Lang, Layer, Library, Semantic, sounds::Sounds, words::Words,
+        Context, Embedder, Home, Lang, Layer, Library, Reading, Semantic, sounds::Sounds,
+        words::Words,
     },
 };
 
@@ -145,8 +146,8 @@ pub struct RouteDecision {
     /// Which layer decided (stored and shown by its name: `rule`,
     /// `template`, `split`, `semantic`, ...).
     pub layer: Layer,
-    /// What the understanding layers matched and how sure they were.
-    pub understood: Option<Value>,
+    /// What the understanding layers read and how they reached it.
+    pub understood: Option<Reading>,
     /// How sure the deciding layer is, 0–1 (rules: 1).
     pub confidence: f64,
     /// When the meaning layer was not sure: the nearest meanings a model

@@ -7,7 +7,10 @@
 use serde_json::json;
 
 use super::{Intent, RouteDecision, Router};
-use crate::auth::{Command, CommandChain};
+use crate::{
+    auth::{Command, CommandChain},
+    understand::Reading,
+};
 
 impl Router {
     /// `d` with each command whose `several` value was said as a list made
@@ -45,13 +48,8 @@ impl Router {
             }
         }
         let new = CommandChain::new(commands, chain.macro_name.clone(), None);
-        let mut understood = d
-            .understood
-            .clone()
-            .unwrap_or_else(|| json!({"layer": d.layer}));
-        if let Some(u) = understood.as_object_mut() {
-            u.insert("several".into(), json!(things));
-        }
+        let mut understood = d.understood.clone().unwrap_or_else(|| Reading::by(d.layer));
+        understood.several = things;
         RouteDecision {
             auth_level: new.chain_level,
             command_id: new.command_id().map(str::to_owned),

@@ -147,13 +147,10 @@ fn tidy(part: &str) -> String {
 
 /// `d`, decided on the sentence as read (`read_as`), saying so in what it understood.
 pub(super) fn read_as(mut d: RouteDecision, read_as: &str, why: &str) -> RouteDecision {
-    if let Some(serde_json::Value::Object(u)) = d.understood.as_mut() {
-        u.insert(
-            "read_as".into(),
-            serde_json::json!({"text": read_as, "why": why}),
-        );
-    } else {
-        d.understood = Some(serde_json::json!({"read_as": {"text": read_as, "why": why}}));
-    }
+    let u = d
+        .understood
+        .get_or_insert_with(|| crate::understand::Reading::by(d.layer));
+    u.read_as = Some(read_as.to_owned());
+    u.read_because = Some(why.to_owned());
     d
 }

@@ -340,7 +340,7 @@ fn a_guess_from_a_word_heard_unsurely_is_asked_about_first() {
     assert_eq!(asked.auth_level, AuthLevel::CONFIRM);
     assert_eq!(chain(&asked).chain_level, AuthLevel::CONFIRM);
     assert_eq!(
-        asked.understood.as_ref().unwrap()["heard"],
+        asked.understood.as_ref().unwrap().to_json()["heard"],
         serde_json::json!({"least": 0.12, "bar": 0.3})
     );
     // ... and runs at its level when every word was heard surely enough.
@@ -398,10 +398,11 @@ fn a_value_heard_unsurely_is_asked_about_however_it_was_matched() {
     let asked = router.heard(matched.clone(), &hearing);
     assert_eq!(asked.auth_level, AuthLevel::CONFIRM);
     assert_eq!(chain(&asked).chain_level, AuthLevel::CONFIRM);
-    let why = &asked.understood.as_ref().unwrap()["heard"]["value"];
-    assert_eq!(why["param"], "item", "{why}");
-    assert_eq!(why["said"], "oat milk", "{why}");
-    assert_eq!(why["p"], 0.11, "{why}");
+    let heard = asked.understood.as_ref().unwrap().heard.as_ref();
+    let why = heard.and_then(|h| h.value.as_ref()).unwrap();
+    assert_eq!(why.param, "item", "{why:?}");
+    assert_eq!(why.said, "oat milk", "{why:?}");
+    assert_eq!(why.p, 0.11, "{why:?}");
     // Below another value's bar only: the same words, a bar under them.
     let lenient = Hearing {
         bars: Bars {
@@ -480,11 +481,8 @@ fn a_side_of_an_opposite_pair_the_audio_leaves_in_doubt_is_asked_about() {
     let d = router.doubted(decided.clone(), &heard, &spoken(scored(-5.0, -6.0)));
     assert_eq!(d.auth_level, AuthLevel::CONFIRM);
     assert_eq!(chain(&d).chain_level, AuthLevel::CONFIRM);
-    let doubt = &d.understood.as_ref().unwrap()["doubt"];
-    assert!(
-        doubt["other"].as_str().unwrap().contains("timer"),
-        "{doubt}"
-    );
+    let doubt = d.understood.as_ref().unwrap().doubt.as_ref().unwrap();
+    assert!(doubt.other.contains("timer"), "{doubt:?}");
     // Typed (no audio) nothing is weighed.
     let typed = crate::understand::Context::default();
     assert_eq!(

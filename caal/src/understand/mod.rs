@@ -14,6 +14,7 @@ pub mod lexicon;
 pub mod library;
 pub mod names;
 pub mod numbers;
+pub mod reading;
 pub mod semantic;
 pub mod sounds;
 pub mod spelling;
@@ -29,6 +30,7 @@ pub use embed::Embedder;
 pub use home::Home;
 pub use layer::Layer;
 pub use library::{Library, LibraryError};
+pub use reading::Reading;
 pub use semantic::Semantic;
 
 /// Lower case, single spaces, no surrounding punctuation: what rules match.

@@ -98,17 +98,17 @@ pub struct Found {
 
 impl Found {
     /// The trace's view: the nearest few with their similarity.
-    pub fn nearest_json(&self, n: usize) -> Value {
-        json!(
-            self.nearest
-                .iter()
-                .take(n)
-                .map(
-                    |m| json!({"intent": m.intent, "slots": m.slots, "example": m.example,
-                                "similarity": (m.score * 1000.0).round() / 1000.0})
-                )
-                .collect::<Vec<_>>()
-        )
+    pub fn nearest_read(&self, n: usize) -> Vec<super::reading::Nearest> {
+        self.nearest
+            .iter()
+            .take(n)
+            .map(|m| super::reading::Nearest {
+                intent: m.intent.clone(),
+                slots: m.slots.clone(),
+                example: m.example.clone(),
+                similarity: super::reading::round3(m.score),
+            })
+            .collect()
     }
 }
 

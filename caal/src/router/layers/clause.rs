@@ -40,11 +40,13 @@ fn clause_decision(
     said: &str,
     referent: Option<String>,
 ) -> RouteDecision {
-    let mut fields = vec![("clause", json!(clause))];
-    if referent.is_some() {
-        fields.extend([("said", json!(said)), ("referent", json!(referent))]);
-    }
-    decided_by(d, Layer::Clause, fields)
+    decided_by(d, Layer::Clause, |u| {
+        u.clause = Some(clause.to_owned());
+        if referent.is_some() {
+            u.said = Some(said.to_owned());
+            u.referent = referent;
+        }
+    })
 }
 
 /// What a clause after "if" or "whether" asks, as questions to try in
@@ -139,11 +141,11 @@ impl Router {
                 let covered = len as f64 / n as f64;
                 d.layer = Layer::Span;
                 d.confidence = covered;
-                if let Some(Value::Object(u)) = &mut d.understood {
-                    u.insert("layer".into(), json!("span"));
+                if let Some(u) = &mut d.understood {
+                    u.layer = Layer::Span;
                     let span = span.trim_matches(|c: char| !c.is_alphanumeric());
-                    u.insert("span".into(), json!(span));
-                    u.insert("covered".into(), json!((covered * 1000.0).round() / 1000.0));
+                    u.span = Some(span.to_owned());
+                    u.covered = Some(round3(covered));
                 }
                 return Some(d);
             }
@@ -232,8 +234,14 @@ impl Router {
                 // A clause whose parameters were refused, or that is ambiguous, answers for all.
                 _ => return Some(clause_decision(d, clause, &said, referent)),
             }
-            parts.push(json!({"clause": clause, "said": said, "referent": referent,
-                              "layer": d.layer, "source_rule": d.source_rule, "understood": d.understood}));
+            parts.push(Part {
+                clause: Some(clause.to_string()),
+                said: Some(said.clone()),
+                referent: referent.clone(),
+                layer: d.layer,
+                source_rule: d.source_rule.clone(),
+                understood: d.understood.clone(),
+            });
             last = Some((d, clause.to_string(), said, referent));
         }
         // "Is the front door locked? Lock it": the question says what the
@@ -261,7 +269,7 @@ impl Router {
             .collect();
         commands.retain(|(_, c)| !asked(c));
         let last_answered = answered.contains(&parts.len().saturating_sub(1));
-        let parts: Vec<Value> = parts
+        let parts: Vec<Part> = parts
             .into_iter()
             .enumerate()
             .filter(|(p, _)| !answered.contains(p))

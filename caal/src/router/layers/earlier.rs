@@ -46,12 +46,10 @@ impl Router {
         if let Some(d) = self.by_templates(text, context)
             && d.confidence >= 1.0
         {
-            let slots = d.understood.as_ref().and_then(|u| u.get("slots"));
-            let took_it = slots.and_then(Value::as_object).is_some_and(|slots| {
-                slots.values().any(|s| {
-                    let said = s.get("said").and_then(Value::as_str).unwrap_or("");
-                    format!(" {said} ").contains(&word)
-                })
+            let took_it = d.understood.as_ref().is_some_and(|u| {
+                u.slots
+                    .values()
+                    .any(|s| format!(" {} ", s.said).contains(&word))
             });
             if !took_it {
                 return None;
@@ -68,7 +66,7 @@ impl Router {
             deadline: context.deadline,
         };
         let d = self.route_in(&said, state, &here);
-        answered_with(d, "earlier", json!({"said": said, "referent": referent}))
+        answered_with(d, |u| u.earlier = Some(Said { said, referent }))
     }
 
     /// A request said after words that ask it be kept in mind ("don't
@@ -99,7 +97,12 @@ impl Router {
             asked = self.words.remind_with.replace("{what}", rest);
             d = self.route_in(&asked, state, context);
         }
-        answered_with(d, "remembered", json!({"lead": lead, "said": asked}))
+        answered_with(d, |u| {
+            u.remembered = Some(Remembered {
+                lead: lead.to_owned(),
+                said: asked,
+            })
+        })
     }
 
     /// `clause` with a word that points back ("it", "there") replaced by
@@ -177,11 +180,10 @@ impl Router {
             let said = said.trim();
             let d = self.route_in(said, state, &here);
             matches!(d.intent, Intent::Chain(_)).then(|| {
-                decided_by(
-                    d,
-                    Layer::Answer,
-                    [("asked", json!(asked)), ("said", json!(said))],
-                )
+                decided_by(d, Layer::Answer, |u| {
+                    u.asked = Some(asked.to_owned());
+                    u.said = Some(said.to_owned());
+                })
             })
         })
     }
@@ -230,11 +232,10 @@ impl Router {
         };
         let d = self.route_in(pick, state, here);
         matches!(d.intent, Intent::Chain(_)).then(|| {
-            decided_by(
-                d,
-                Layer::Answer,
-                [("options", json!(options)), ("said", json!(pick))],
-            )
+            decided_by(d, Layer::Answer, |u| {
+                u.options = options.to_vec();
+                u.said = Some(pick.clone());
+            })
         })
     }
 
@@ -322,7 +323,7 @@ impl Router {
         asked.into_iter().find_map(|q| {
             let d = self.route_in(&q, state, context);
             (matches!(d.intent, Intent::Chain(_)) && (polite || !self.changes_something(&d)))
-                .then(|| decided_by(d, Layer::Indirect, [("asked", json!(q))]))
+                .then(|| decided_by(d, Layer::Indirect, |u| u.asked = Some(q)))
         })
     }
 }

@@ -184,7 +184,10 @@ impl Router {
             let mut i = 0;
             while i < words.len() {
                 if let Some((_, n, read)) = edits.iter().find(|(at, _, _)| *at == i) {
-                    changed.push(json!({"heard": bare[i..i + n].join(" "), "read": read}));
+                    changed.push(WordRead {
+                        heard: bare[i..i + n].join(" "),
+                        read: read.to_string(),
+                    });
                     if !read.is_empty() {
                         out.push(read);
                     }
@@ -196,11 +199,10 @@ impl Router {
             }
             let read = out.join(" ");
             let d = understand(&read).filter(sure_request)?;
-            Some(decided_by(
-                d,
-                Layer::HeardAs,
-                [("read_as", json!(read)), ("words", json!(changed))],
-            ))
+            Some(decided_by(d, Layer::HeardAs, |u| {
+                u.read_as = Some(read);
+                u.words = changed;
+            }))
         })
     }
 

@@ -117,12 +117,9 @@ impl Router {
             .filter(|_| best.score >= cfg.threshold && apart)
             .and_then(|u| {
                 let raise_to = (best.score < cfg.sure).then_some(AuthLevel::CONFIRM);
-                let mut d = self.intent_command(
-                    u,
-                    Layer::Semantic,
-                    raise_to,
-                    Some(("nearest", found.nearest_json(3))),
-                )?;
+                let mut d = self.intent_command(u, Layer::Semantic, raise_to, |r| {
+                    r.nearest = found.nearest_read(3)
+                })?;
                 d.confidence = best.score;
                 Some(d)
             })
@@ -228,7 +225,7 @@ impl Router {
             let Some(u) = semantic.reading(near, text, &self.home, context) else {
                 continue;
             };
-            let Some(d) = self.intent_command(&u, Layer::Model, None, None) else {
+            let Some(d) = self.intent_command(&u, Layer::Model, None, |_| {}) else {
                 continue;
             };
             let label = match &d.intent {
@@ -283,8 +280,7 @@ impl Router {
         let said = d
             .understood
             .as_ref()
-            .and_then(|u| u.get("read_as"))
-            .and_then(Value::as_str)
+            .and_then(|u| u.read_as.as_deref())
             .map(normalize)
             .unwrap_or_else(|| heard.to_owned());
         let others = opposite_readings(&self.words.opposites, &said);
@@ -309,14 +305,14 @@ impl Router {
             chain.chain_level = AuthLevel::CONFIRM;
         }
         d.auth_level = AuthLevel::CONFIRM;
-        let doubt = json!({"other": others[best], "fits_better_by": (fit * 100.0).round() / 100.0,
-                           "margin": margin});
-        match &mut d.understood {
-            Some(Value::Object(u)) => {
-                u.insert("doubt".into(), doubt);
-            }
-            other => *other = Some(json!({"layer": d.layer, "doubt": doubt})),
-        }
+        let doubt = Doubt {
+            other: others[best].clone(),
+            fits_better_by: (fit * 100.0).round() / 100.0,
+            margin,
+        };
+        d.understood
+            .get_or_insert_with(|| Reading::by(d.layer))
+            .doubt = Some(doubt);
         d
     }
 
@@ -334,25 +330,34 @@ impl Router {
             .semantic
             .as_ref()
             .map_or(f64::INFINITY, |s| s.config.threshold);
-        let options: Vec<Value> = d
+        let options = d
             .choices
             .iter()
-            .map(|c| {
-                json!({"label": c.label, "example": c.example, "rank": c.rank,
-                            "similarity": (c.similarity * 1000.0).round() / 1000.0})
+            .map(|c| Offered {
+                label: c.label.clone(),
+                example: c.example.clone(),
+                rank: c.rank,
+                similarity: round3(c.similarity),
             })
             .collect();
-        let evidence = json!({"picked": pick, "options": options});
+        let evidence = ModelChoice {
+            picked: pick,
+            options,
+        };
         let Some(u) = &choice.understood else {
             let mut none = self.unmatched(state);
             none.layer = Layer::Model;
-            none.understood = Some(json!({"layer": "model", "intent": "-", "choice": evidence}));
+            none.understood = Some(Reading {
+                intent: Some("-".into()),
+                choice: Some(evidence),
+                ..Reading::by(Layer::Model)
+            });
             none.confidence = choice.similarity;
             return none;
         };
         let agreed = choice.rank == 0 && choice.similarity >= threshold;
         let raise_to = (!agreed).then_some(AuthLevel::CONFIRM);
-        match self.intent_command(u, Layer::Model, raise_to, Some(("choice", evidence))) {
+        match self.intent_command(u, Layer::Model, raise_to, |r| r.choice = Some(evidence)) {
             Some(mut decided) => {
                 decided.confidence = choice.similarity;
                 decided

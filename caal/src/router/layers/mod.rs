@@ -22,8 +22,9 @@ use crate::{
     auth::{AuthLevel, CommandChain},
     config::{ConfigError, ExampleConfig, IntentMapConfig, SemanticConfig},
     understand::{
-        Context, Lang, Layer, MAX_WORDS, Understood,
+        Context, Lang, Layer, MAX_WORDS, Reading, Understood,
         home::value_names,
+        reading::{Doubt, ModelChoice, Offered, Part, Remembered, Said, WordRead, round3},
         sounds::SoundMatch,
         spelling::{
             Vocabulary, alphabetic, heard_distance, heard_within, nearest_words, sound_spelling,
@@ -52,8 +53,7 @@ pub(in crate::router) struct Meaning {
 /// how it was reached noted in its `understood` under `key`.
 pub(in crate::router) fn answered_with(
     mut d: RouteDecision,
-    key: &str,
-    how: Value,
+    how: impl FnOnce(&mut Reading),
 ) -> Option<RouteDecision> {
     if !matches!(
         d.intent,
@@ -61,14 +61,7 @@ pub(in crate::router) fn answered_with(
     ) {
         return None;
     }
-    let mut u = d
-        .understood
-        .take()
-        .unwrap_or_else(|| json!({"layer": d.layer}));
-    if let Some(obj) = u.as_object_mut() {
-        obj.insert(key.into(), how);
-    }
-    d.understood = Some(u);
+    how(d.understood.get_or_insert_with(|| Reading::by(d.layer)));
     Some(d)
 }
 
@@ -77,7 +70,7 @@ pub(in crate::router) fn answered_with(
 pub(in crate::router) fn several_parts(
     commands: Vec<crate::auth::Command>,
     layer: Layer,
-    parts: Vec<Value>,
+    parts: Vec<Part>,
 ) -> RouteDecision {
     let chain = CommandChain::new(commands, None, None);
     RouteDecision {
@@ -90,7 +83,10 @@ pub(in crate::router) fn several_parts(
         params: json!({}),
         intent: Intent::Chain(chain),
         layer,
-        understood: Some(json!({"layer": layer, "parts": parts})),
+        understood: Some(Reading {
+            parts,
+            ..Reading::by(layer)
+        }),
         confidence: 1.0,
         choices: Vec::new(),
         near: None,
@@ -110,34 +106,23 @@ pub(in crate::router) fn kind_word(domain: &str) -> &str {
 use crate::understand::{CLAUSE_MARKS, padded_words};
 
 /// `d` as the layer `layer` decided it, its `understood` recording the
-/// layer and `fields` (what that layer read).
+/// layer and, by `read`, what that layer read.
 pub(in crate::router) fn decided_by(
     mut d: RouteDecision,
     layer: Layer,
-    fields: impl IntoIterator<Item = (&'static str, Value)>,
+    read: impl FnOnce(&mut Reading),
 ) -> RouteDecision {
     d.layer = layer;
-    let mut u = d.understood.take().unwrap_or_else(|| json!({}));
-    if let Some(obj) = u.as_object_mut() {
-        obj.insert("layer".into(), json!(layer));
-        for (key, value) in fields {
-            obj.insert(key.into(), value);
-        }
-    }
-    d.understood = Some(u);
+    let u = d.understood.get_or_insert_with(|| Reading::by(layer));
+    u.layer = layer;
+    read(u);
     d
 }
 
 /// Whether `d` took a level (a brightness, a temperature or a change of
 /// it) that its sentence fixes rather than one said.
 pub(in crate::router) fn fixes_a_level(d: &RouteDecision) -> bool {
-    let slots = d.understood.as_ref().and_then(|u| u.get("slots"));
-    let said = |k: &str| {
-        slots
-            .and_then(|s| s.get(k))
-            .and_then(|s| s.get("said"))
-            .and_then(Value::as_str)
-    };
+    let said = |k: &str| d.understood.as_ref().and_then(|u| u.said_for(k));
     let levels = ["brightness", "temperature", "change"];
     // A level slot the sentence fixed, or a level parameter filled with
     // no level said ("warmer": a degree).
@@ -161,18 +146,7 @@ pub(in crate::router) fn sure_request(d: &RouteDecision) -> bool {
 /// bare "the porch light" inside "leave the porch light as it is" asks
 /// for nothing.
 pub(in crate::router) fn asks_something(span: &str, d: &RouteDecision) -> bool {
-    let said: Vec<&str> = d
-        .understood
-        .as_ref()
-        .and_then(|u| u["slots"].as_object())
-        .map(|slots| {
-            slots
-                .values()
-                .filter_map(|s| s["said"].as_str())
-                .flat_map(|s| s.split(' '))
-                .collect()
-        })
-        .unwrap_or_default();
+    let said: Vec<&str> = d.understood.iter().flat_map(Reading::slot_words).collect();
     span.split(' ')
         .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
         .any(|w| !w.is_empty() && !["the", "a", "my", "please"].contains(&w) && !said.contains(&w))
@@ -217,17 +191,6 @@ fn fill(template: &str, u: &Understood) -> Option<String> {
     Some(out)
 }
 
-fn understood_json(u: &Understood, layer: Layer) -> Value {
-    json!({
-        "layer": layer,
-        "intent": u.intent,
-        "template": u.template,
-        "source": u.source,
-        "confidence": u.confidence,
-        "slots": u.slots.iter().map(|(k, s)| (k.clone(), json!({"value": s.value, "said": s.said}))).collect::<serde_json::Map<_, _>>(),
-    })
-}
-
 impl Router {
     pub(in crate::router) fn map_for(&self, u: &Understood) -> Option<&IntentMapConfig> {
         self.intent_maps
@@ -236,7 +199,7 @@ impl Router {
     }
 
     pub(in crate::router) fn template_command(&self, u: &Understood) -> Option<RouteDecision> {
-        self.intent_command(u, Layer::Template, None, None)
+        self.intent_command(u, Layer::Template, None, |_| {})
     }
 
     /// An understood intent as a decision of `layer`: the command its
@@ -247,15 +210,13 @@ impl Router {
         u: &Understood,
         layer: Layer,
         raise_to: Option<AuthLevel>,
-        extra: Option<(&str, Value)>,
+        extra: impl FnOnce(&mut Reading),
     ) -> Option<RouteDecision> {
         let map = self.map_for(u)?;
         let source = Some(format!("{layer}:{}", u.intent));
-        let mut json = understood_json(u, layer);
-        if let (Some((key, value)), Some(obj)) = (extra, json.as_object_mut()) {
-            obj.insert(key.to_owned(), value);
-        }
-        let understood = Some(json);
+        let mut reading = Reading::of(u, layer);
+        extra(&mut reading);
+        let understood = Some(reading);
         // "the lamp" when there are two: ask which, naming them.
         if let Some(slot) = u.slots.values().find(|s| s.value.is_array()) {
             let candidates = value_names(&slot.value)

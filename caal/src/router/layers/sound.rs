@@ -106,19 +106,13 @@ impl Router {
             d.auth_level = AuthLevel::CONFIRM;
         }
         d.confidence = (1.0 - distance).clamp(0.0, 1.0);
-        let mut fields = vec![
-            ("heard", json!(text)),
-            ("read_as", json!(near.reading)),
-            ("distance", json!((distance * 1000.0).round() / 1000.0)),
-            ("sounds_like", json!(near.template)),
-        ];
-        if let Some(fit) = fit {
-            fields.push((
-                "fits_audio",
-                json!((f64::from(fit) * 100.0).round() / 100.0),
-            ));
-        }
-        Some(decided_by(d, Layer::Sounds, fields))
+        Some(decided_by(d, Layer::Sounds, |u| {
+            u.heard_text = Some(text.to_owned());
+            u.read_as = Some(near.reading.clone());
+            u.distance = Some(round3(distance));
+            u.sounds_like = Some(near.template.clone());
+            u.fits_audio = fit.map(|fit| (f64::from(fit) * 100.0).round() / 100.0);
+        }))
     }
 
     /// Of readings of a mishearing, the one that fits the audio best, and

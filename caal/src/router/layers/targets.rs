@@ -346,10 +346,12 @@ impl Router {
                 Intent::Reply(reply.clone()),
             );
             d.layer = Layer::Home;
-            d.understood = Some(
-                json!({"layer": "home", "intent": u.intent, "template": u.template,
-                                       "reply": reply}),
-            );
+            d.understood = Some(Reading {
+                intent: Some(u.intent.clone()),
+                template: Some(u.template.clone()),
+                reply: Some(reply),
+                ..Reading::by(Layer::Home)
+            });
             return Some(d);
         }
         None

@@ -108,8 +108,11 @@ impl Router {
                 .map_err(|problem| (negation.command.clone(), problem));
             let mut d = self.chain_decision("intent.command", source, built, &raw);
             d.layer = Layer::Negation;
-            d.understood = Some(json!({"layer": "negation", "negated": command.command_id,
-                                       "asks": negation.command}));
+            d.understood = Some(Reading {
+                negated: Some(command.command_id.clone()),
+                asks: Some(negation.command.clone()),
+                ..Reading::by(Layer::Negation)
+            });
             return Some(d);
         }
         let summary = match &inner.intent {
@@ -122,8 +125,11 @@ impl Router {
             Intent::Reply(format!("Okay, I won't {summary}.")),
         );
         d.layer = Layer::Negation;
-        d.understood =
-            Some(json!({"layer": "negation", "negated": inner.command_id, "summary": summary}));
+        d.understood = Some(Reading {
+            negated: inner.command_id.clone(),
+            summary: Some(summary),
+            ..Reading::by(Layer::Negation)
+        });
         Some(d)
     }
 
@@ -147,8 +153,14 @@ impl Router {
                 // A part whose parameters were refused refuses the whole.
                 _ => return Some(part),
             }
-            understood.push(json!({"layer": part.layer, "source_rule": part.source_rule,
-                                   "understood": part.understood}));
+            understood.push(Part {
+                clause: None,
+                said: None,
+                referent: None,
+                layer: part.layer,
+                source_rule: part.source_rule,
+                understood: part.understood,
+            });
         }
         Some(several_parts(commands, Layer::Split, understood))
     }
@@ -303,11 +315,9 @@ impl Router {
         if !matches!(d.intent, Intent::Chain(_)) || !self.says_condition(text) {
             return d;
         }
-        let mut understood = d.understood.clone().unwrap_or_else(|| json!({}));
-        if let Some(obj) = understood.as_object_mut() {
-            obj.insert("conditional".into(), json!(true));
-            obj.insert("would_run".into(), json!(d.command_id));
-        }
+        let mut understood = d.understood.clone().unwrap_or_else(|| Reading::by(d.layer));
+        understood.conditional = true;
+        understood.would_run = d.command_id.clone();
         let mut out = RouteDecision::simple(
             "intent.conditional",
             d.source_rule.clone(),
