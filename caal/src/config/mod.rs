@@ -1106,6 +1106,69 @@ pub struct LanguageConfig {
     /// a question asked indirectly, not a condition.
     #[serde(default)]
     pub asking_words: Vec<String>,
+    /// "If" and "whether": after `asking_words`, what follows is asked.
+    #[serde(default)]
+    pub whether_words: Vec<String>,
+    /// Words that open an indirect request ("you could turn on the
+    /// lights" asks for it).
+    #[serde(default)]
+    pub polite_asks: Vec<String>,
+    /// Who a past deed is asked of with `did_word` ("I left the porch
+    /// light on" asks "did I leave the porch light on").
+    #[serde(default)]
+    pub did_subjects: Vec<String>,
+    #[serde(default)]
+    pub did_word: String,
+    /// Irregular past forms and the verb they are said with after "did".
+    #[serde(default)]
+    pub past_forms: BTreeMap<String, String>,
+    /// The verbs a statement turns into a question by going first ("the
+    /// garage is open" asks "is the garage open").
+    #[serde(default)]
+    pub be_verbs: Vec<String>,
+    /// Words right after a condition word that make it a question ("when
+    /// is the timer done" sets no condition).
+    #[serde(default)]
+    pub condition_questions: Vec<String>,
+    /// Words before a name ("the", "my"): a run of words right after one is
+    /// not a clause of its own; an answer or an item starts after them.
+    #[serde(default)]
+    pub determiners: Vec<String>,
+    /// Words an answer to "which one?" may add ("the", "one", "I mean").
+    #[serde(default)]
+    pub answer_fillers: Vec<String>,
+    /// Places in a list said as words ("first", "second"), and the word for the last one.
+    #[serde(default)]
+    pub ordinals: Vec<String>,
+    #[serde(default)]
+    pub last_words: Vec<String>,
+    /// Answers to "which room?" that mean every room, and how that is said
+    /// in the request again (`everywhere`).
+    #[serde(default)]
+    pub all_answers: Vec<String>,
+    #[serde(default)]
+    pub everywhere: String,
+    /// A room named alone, as it is put back into a request (`{area}`).
+    #[serde(default)]
+    pub in_area: String,
+    /// Words that open a room said alone ("in the kitchen") and close it
+    /// ("kitchen please").
+    #[serde(default)]
+    pub answer_leads: Vec<String>,
+    #[serde(default)]
+    pub answer_tails: Vec<String>,
+    /// Words that are never a device's name, however an open slot took
+    /// them ("set the temperature to 19.5" names no device "the temperature").
+    #[serde(default)]
+    pub not_device_names: Vec<String>,
+    /// Words before an item that are no part of it ("some more milk").
+    #[serde(default)]
+    pub item_fillers: Vec<String>,
+    /// Words that say no ("not", "never"), and sayings with them that do not ("no one").
+    #[serde(default)]
+    pub negative_words: Vec<String>,
+    #[serde(default)]
+    pub not_negative: Vec<String>,
     /// Words that tell what kind of thing a sentence is about, by the first
     /// part of command ids (`lights`, `thermostat`): the meaning layer does
     /// not decide a command of one kind for a sentence that speaks only of another.

@@ -48,6 +48,26 @@ pub struct Words {
     pub sound_pairs: Vec<Vec<String>>,
     pub conditions: Vec<String>,
     pub asking_words: Vec<String>,
+    pub whether_words: Vec<String>,
+    pub polite_asks: Vec<String>,
+    pub did_subjects: Vec<String>,
+    pub did_word: String,
+    pub past_forms: BTreeMap<String, String>,
+    pub be_verbs: Vec<String>,
+    pub condition_questions: Vec<String>,
+    pub determiners: Vec<String>,
+    pub answer_fillers: Vec<String>,
+    pub ordinals: Vec<String>,
+    pub last_words: Vec<String>,
+    pub all_answers: Vec<String>,
+    pub everywhere: String,
+    pub in_area: String,
+    pub answer_leads: Vec<String>,
+    pub answer_tails: Vec<String>,
+    pub not_device_names: Vec<String>,
+    pub item_fillers: Vec<String>,
+    pub negative_words: Vec<String>,
+    pub not_negative: Vec<String>,
     /// Words of opposite meaning (the sound layer never reads one as the other).
     pub opposites: Vec<[String; 2]>,
     pub topic_words: BTreeMap<String, Vec<String>>,
@@ -113,6 +133,28 @@ impl Words {
                 .collect(),
             conditions: words.conditions.iter().map(|w| normalize(w)).collect(),
             asking_words: words.asking_words.iter().map(|w| normalize(w)).collect(),
+            whether_words: normalized(&words.whether_words),
+            polite_asks: longest_first(normalized(&words.polite_asks), String::as_str),
+            did_subjects: normalized(&words.did_subjects),
+            did_word: normalize(&words.did_word),
+            past_forms: (words.past_forms.iter())
+                .map(|(k, v)| (normalize(k), normalize(v)))
+                .collect(),
+            be_verbs: normalized(&words.be_verbs),
+            condition_questions: normalized(&words.condition_questions),
+            determiners: normalized(&words.determiners),
+            answer_fillers: normalized(&words.answer_fillers),
+            ordinals: normalized(&words.ordinals),
+            last_words: normalized(&words.last_words),
+            all_answers: normalized(&words.all_answers),
+            everywhere: normalize(&words.everywhere),
+            in_area: words.in_area.clone(),
+            answer_leads: normalized(&words.answer_leads),
+            answer_tails: normalized(&words.answer_tails),
+            not_device_names: normalized(&words.not_device_names),
+            item_fillers: normalized(&words.item_fillers),
+            negative_words: normalized(&words.negative_words),
+            not_negative: longest_first(normalized(&words.not_negative), String::as_str),
             opposites: words
                 .opposites
                 .iter()
@@ -130,6 +172,12 @@ impl Words {
                 .collect(),
         }
     }
+}
+
+/// Each word or phrase as the layers compare it (lowered, punctuation as the
+/// sentence's is).
+fn normalized(words: &[String]) -> Vec<String> {
+    words.iter().map(|w| normalize(w)).collect()
 }
 
 /// Phrases sorted longest first, so a longer one is taken before a phrase

@@ -55,48 +55,46 @@ fn clause_decision(
 /// garage open"; "I left the porch light on" is "did I leave the porch
 /// light on"; "we locked the door" is "did we lock …" (or "locke …": the
 /// one a layer understands is taken).
-pub(in crate::router) fn as_questions(clause: &str) -> (Vec<String>, bool) {
-    const POLITE: &[&str] = &[
-        "you could ",
-        "you can ",
-        "you would ",
-        "you'd ",
-        "you might ",
-    ];
-    if let Some(rest) = POLITE.iter().find_map(|p| clause.strip_prefix(p)) {
+pub(in crate::router) fn as_questions(clause: &str, words: &Words) -> (Vec<String>, bool) {
+    if let Some(rest) =
+        (words.polite_asks.iter()).find_map(|p| clause.strip_prefix(p.as_str())?.strip_prefix(' '))
+    {
         return (vec![rest.to_owned()], true);
     }
-    let words: Vec<&str> = clause.split(' ').collect();
+    let said: Vec<&str> = clause.split(' ').collect();
     let mut asked = Vec::new();
-    const SUBJECTS: &[&str] = &[
-        "i", "we", "you", "someone", "somebody", "anyone", "anybody", "they", "he", "she",
-    ];
-    if let [subject, verb, rest @ ..] = words.as_slice()
-        && SUBJECTS.contains(subject)
+    if let [subject, verb, rest @ ..] = said.as_slice()
+        && words.did_subjects.iter().any(|s| s == subject)
     {
         let rest = rest.join(" ");
-        // A past tense asked with "did": the few irregular ones said of a
-        // home's things, else "-ed" taken off ("locked", "closed").
-        let bases: Vec<String> = match *verb {
-            "left" => vec!["leave".into()],
-            "shut" | "put" | "set" => vec![(*verb).into()],
-            "forgot" => vec!["forget".into()],
-            v if v.ends_with("ed") => vec![v[..v.len() - 2].into(), v[..v.len() - 1].into()],
-            _ => Vec::new(),
+        // A past tense asked with "did": the irregular ones the pack
+        // names, else a past ending taken off ("locked": "lock", "locke").
+        let bases: Vec<String> = match words.past_forms.get(*verb) {
+            Some(base) => vec![base.clone()],
+            None => (words.past_endings.iter())
+                .filter_map(|e| verb.strip_suffix(e.as_str()))
+                .flat_map(|stem| {
+                    [
+                        stem.to_owned(),
+                        format!("{stem}{}", &verb[stem.len()..stem.len() + 1]),
+                    ]
+                })
+                .collect(),
         };
         for base in bases {
-            asked.push(format!("did {subject} {base} {rest}").trim().to_owned());
+            let did = &words.did_word;
+            asked.push(format!("{did} {subject} {base} {rest}").trim().to_owned());
         }
     }
     // "The garage is open": the verb first.
-    if let Some(at) = words
+    if let Some(at) = said
         .iter()
-        .position(|w| matches!(*w, "is" | "are" | "was" | "were"))
+        .position(|w| words.be_verbs.iter().any(|b| b == w))
         .filter(|&at| at > 0)
     {
-        let mut q = vec![words[at]];
-        q.extend(&words[..at]);
-        q.extend(&words[at + 1..]);
+        let mut q = vec![said[at]];
+        q.extend(&said[..at]);
+        q.extend(&said[at + 1..]);
         asked.push(q.join(" "));
     }
     (asked, false)
@@ -126,15 +124,14 @@ impl Router {
             for start in 0..=n - len {
                 // A run right after an article is not a clause of its own:
                 // "the activate the lights" is a mishearing of "deactivate".
-                if start > 0 && ["the", "a", "an", "my", "our", "your"].contains(&words[start - 1])
-                {
+                if start > 0 && self.words.determiners.iter().any(|d| d == words[start - 1]) {
                     continue;
                 }
                 let span = words[start..start + len].join(" ");
                 let Some(mut d) = self
                     .by_templates(&span, context)
                     .filter(|d| d.confidence >= 1.0 && matches!(d.intent, Intent::Chain(_)))
-                    .filter(|d| asks_something(&span, d))
+                    .filter(|d| asks_something(&span, d, &self.words))
                 else {
                     continue;
                 };

@@ -199,20 +199,19 @@ impl Router {
         state: &str,
         here: &Context,
     ) -> Option<RouteDecision> {
-        const ORDINALS: &[&str] = &["first", "second", "third", "fourth", "fifth"];
-        const FILLERS: &[&str] = &[
-            "the", "one", "please", "a", "that", "this", "i", "mean", "meant", "yes", "in",
-        ];
+        let pack = &self.words;
         let said = normalize(text);
         let words: Vec<&str> = said
             .split(' ')
-            .filter(|w| !w.is_empty() && !FILLERS.contains(w))
+            .filter(|w| !w.is_empty() && !pack.answer_fillers.iter().any(|f| f == w))
             .collect();
         let at = |w: &str| {
-            ORDINALS
-                .iter()
-                .position(|o| *o == w)
-                .or_else(|| (w == "last").then(|| options.len() - 1))
+            (pack.ordinals.iter()).position(|o| o == w).or_else(|| {
+                pack.last_words
+                    .iter()
+                    .any(|l| l == w)
+                    .then(|| options.len() - 1)
+            })
         };
         let pick = match words.as_slice() {
             [] => return None,
@@ -249,38 +248,38 @@ impl Router {
     /// "the kitchen", "kitchen please" or "in the lounge" (as the room is
     /// named), "everywhere" for "all of them"; none for anything more.
     fn room_answer(&self, text: &str) -> Option<String> {
-        const ALL: &[&str] = &[
-            "all",
-            "all of them",
-            "everywhere",
-            "every room",
-            "all rooms",
-            "all the rooms",
-            "the whole house",
-            "whole house",
-            "the whole place",
-            "all over",
-            "everything",
-        ];
+        let pack = &self.words;
         let mut said = normalize(text);
-        for tail in [" please", " then", " lights", " light"] {
-            if let Some(rest) = said.strip_suffix(tail) {
+        for tail in pack.answer_tails.iter().chain(&pack.light_words) {
+            if let Some(rest) = said
+                .strip_suffix(tail.as_str())
+                .and_then(|r| r.strip_suffix(' '))
+            {
                 said = rest.to_owned();
             }
         }
-        for lead in ["in ", "the ", "my ", "our "] {
-            if let Some(rest) = said.strip_prefix(lead) {
+        for lead in pack.answer_leads.iter().chain(&pack.determiners) {
+            if let Some(rest) = said
+                .strip_prefix(lead.as_str())
+                .and_then(|r| r.strip_prefix(' '))
+            {
                 said = rest.to_owned();
             }
         }
-        if ALL.contains(&said.as_str()) || ALL.contains(&format!("the {said}").as_str()) {
-            return Some("everywhere".into());
+        let everything = |s: &str| pack.all_answers.iter().any(|a| a == s);
+        if everything(&said)
+            || pack
+                .determiners
+                .iter()
+                .any(|d| everything(&format!("{d} {said}")))
+        {
+            return Some(pack.everywhere.clone());
         }
         self.home
             .areas
             .iter()
             .find(|a| a.name == said || a.aliases.contains(&said))
-            .map(|a| format!("in the {}", a.name))
+            .map(|a| pack.in_area.replace("{area}", &a.name))
     }
 
     /// A question asked indirectly: "can you check if the garage is
@@ -296,9 +295,9 @@ impl Router {
         context: &Context,
     ) -> Option<RouteDecision> {
         let padded = padded_words(text);
-        let (at, joiner) = [" if ", " whether "]
-            .into_iter()
-            .find_map(|j| padded.find(j).map(|at| (at, j)))?;
+        let (at, joiner) = (self.words.whether_words.iter())
+            .map(|w| format!(" {w} "))
+            .find_map(|j| padded.find(&j).map(|at| (at, j)))?;
         let before = &padded[..at];
         if !self
             .words
@@ -319,7 +318,7 @@ impl Router {
         {
             return None;
         }
-        let (asked, polite) = as_questions(clause);
+        let (asked, polite) = as_questions(clause, &self.words);
         asked.into_iter().find_map(|q| {
             let d = self.route_in(&q, state, context);
             (matches!(d.intent, Intent::Chain(_)) && (polite || !self.changes_something(&d)))

@@ -30,6 +30,7 @@ use crate::{
             Vocabulary, alphabetic, heard_distance, heard_within, nearest_words, sound_spelling,
             sounds_near,
         },
+        words::Words,
     },
 };
 
@@ -145,11 +146,18 @@ pub(in crate::router) fn sure_request(d: &RouteDecision) -> bool {
 /// Whether a run of words says more than the names its template read: a
 /// bare "the porch light" inside "leave the porch light as it is" asks
 /// for nothing.
-pub(in crate::router) fn asks_something(span: &str, d: &RouteDecision) -> bool {
+pub(in crate::router) fn asks_something(span: &str, d: &RouteDecision, words: &Words) -> bool {
     let said: Vec<&str> = d.understood.iter().flat_map(Reading::slot_words).collect();
     span.split(' ')
         .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
-        .any(|w| !w.is_empty() && !["the", "a", "my", "please"].contains(&w) && !said.contains(&w))
+        .any(|w| {
+            let filler = words
+                .determiners
+                .iter()
+                .chain(&words.answer_tails)
+                .any(|f| f == w);
+            !w.is_empty() && !filler && !said.contains(&w)
+        })
 }
 
 /// Whether slot `key` satisfies a mapping's condition: `*` (present),

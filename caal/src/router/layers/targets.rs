@@ -18,55 +18,17 @@ pub(in crate::router) const READ_BY_KIND: &[&str] = &[
 /// name: a few words, none of them a function word or the home's own kinds
 /// ("the", "lights", "temperature"), so "set the temperature to 19.5" is not
 /// read as a device called "the temperature".
-fn plausible_name(said: &str) -> bool {
-    const NOT_NAMES: &[&str] = &[
-        "the",
-        "a",
-        "an",
-        "my",
-        "our",
-        "your",
-        "to",
-        "of",
-        "in",
-        "on",
-        "at",
-        "all",
-        "every",
-        "each",
-        "light",
-        "lights",
-        "lighting",
-        "lamp",
-        "lamps",
-        "temperature",
-        "temp",
-        "brightness",
-        "it",
-        "this",
-        "that",
-        "here",
-        "there",
-        "me",
-        "house",
-        "home",
-        "everything",
-        "percent",
-        "degrees",
-        // "turn the kitchen down": a direction, not part of a name.
-        "up",
-        "down",
-    ];
-    let words: Vec<&str> = said.split(' ').filter(|w| !w.is_empty()).collect();
-    let words: &[&str] = match words.first() {
-        Some(&("the" | "my" | "our")) => &words[1..],
-        _ => &words,
+fn plausible_name(said: &str, words: &Words) -> bool {
+    let said: Vec<&str> = said.split(' ').filter(|w| !w.is_empty()).collect();
+    let said = match said.split_first() {
+        Some((first, rest)) if words.determiners.iter().any(|d| d == first) => rest,
+        _ => &said,
     };
-    !words.is_empty()
-        && words.len() <= 3
-        && words
-            .iter()
-            .all(|w| !NOT_NAMES.contains(w) && !w.chars().any(|c| c.is_ascii_digit()))
+    !said.is_empty()
+        && said.len() <= 3
+        && said.iter().all(|w| {
+            !words.not_device_names.iter().any(|n| n == w) && !w.chars().any(|c| c.is_ascii_digit())
+        })
 }
 
 impl Router {
@@ -142,7 +104,7 @@ impl Router {
         let words: Vec<&str> = rest
             .split(' ')
             .filter(|w| !w.is_empty())
-            .skip_while(|w| ["some", "more", "a", "an", "the", "of"].contains(w))
+            .skip_while(|w| self.words.item_fillers.iter().any(|f| f == w))
             .collect();
         (!words.is_empty() && words.len() <= 4).then(|| words.join(" "))
     }
@@ -305,7 +267,7 @@ impl Router {
                 }
             } else if let Some(area) = u.slots.get("area")
                 && self.home.areas.iter().all(|a| a.name != area.text())
-                && plausible_name(&area.said)
+                && plausible_name(&area.said, &self.words)
                 && !of_a_name(&area.said)
             {
                 let said = area.said.strip_prefix("the ").unwrap_or(&area.said);
@@ -314,7 +276,7 @@ impl Router {
                     self.home.area_names().join(", ")
                 )
             } else if let Some(name) = u.slots.get("name")
-                && plausible_name(&name.said)
+                && plausible_name(&name.said, &self.words)
                 && !self.is_area(&name.said)
                 && !of_a_name(&name.said)
             {

@@ -213,12 +213,11 @@ impl Router {
         for idiom in &self.words.negation_idioms {
             padded = padded.replace(&format!(" {idiom} "), " ");
         }
-        for nobody in [" no one ", " no one's ", " no-one ", " no-one's "] {
-            padded = padded.replace(nobody, " nobody ");
+        for nobody in &self.words.not_negative {
+            padded = padded.replace(&format!(" {nobody} "), " ");
         }
-        ["not", "never", "no"]
-            .into_iter()
-            .chain(self.words.negations.iter().map(String::as_str))
+        (self.words.negative_words.iter())
+            .chain(&self.words.negations)
             .any(|n| padded.contains(&format!(" {n} ")))
     }
 
@@ -331,15 +330,13 @@ impl Router {
 
     fn says_condition(&self, text: &str) -> bool {
         let padded = padded_words(text);
-        const ASKS: &[&str] = &[
-            "is", "does", "do", "will", "was", "are", "did", "should", "can", "'s",
-        ];
         self.words.conditions.iter().any(|c| {
             let mut from = 0;
             while let Some(at) = padded[from..].find(&format!(" {c} ")).map(|i| from + i) {
                 let after = padded[at + c.len() + 2..].split(' ').next().unwrap_or("");
                 // "when is the timer done", "until when": a question, not a condition.
-                if !(ASKS.contains(&after) || after.is_empty()) {
+                let asks = self.words.condition_questions.iter().any(|q| q == after);
+                if !(asks || after.is_empty()) {
                     return true;
                 }
                 from = at + 1;
