@@ -1169,6 +1169,10 @@ pub struct LanguageConfig {
     pub negative_words: Vec<String>,
     #[serde(default)]
     pub not_negative: Vec<String>,
+    /// A device kind (its domain) as people say it, where the domain is
+    /// not a word ("climate": "thermostat").
+    #[serde(default)]
+    pub kind_names: BTreeMap<String, String>,
     /// Words that tell what kind of thing a sentence is about, by the first
     /// part of command ids (`lights`, `thermostat`): the meaning layer does
     /// not decide a command of one kind for a sentence that speaks only of another.

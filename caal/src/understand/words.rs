@@ -68,6 +68,7 @@ pub struct Words {
     pub item_fillers: Vec<String>,
     pub negative_words: Vec<String>,
     pub not_negative: Vec<String>,
+    pub kind_names: BTreeMap<String, String>,
     /// Words of opposite meaning (the sound layer never reads one as the other).
     pub opposites: Vec<[String; 2]>,
     pub topic_words: BTreeMap<String, Vec<String>>,
@@ -155,6 +156,7 @@ impl Words {
             item_fillers: normalized(&words.item_fillers),
             negative_words: normalized(&words.negative_words),
             not_negative: longest_first(normalized(&words.not_negative), String::as_str),
+            kind_names: words.kind_names.clone(),
             opposites: words
                 .opposites
                 .iter()

@@ -94,16 +94,6 @@ pub(in crate::router) fn several_parts(
     }
 }
 
-/// A device kind as people say it.
-pub(in crate::router) fn kind_word(domain: &str) -> &str {
-    match domain {
-        "climate" => "thermostat",
-        "cover" => "door or blind that opens",
-        "media_player" => "media player",
-        other => other,
-    }
-}
-
 use crate::understand::{CLAUSE_MARKS, padded_words};
 
 /// `d` as the layer `layer` decided it, its `understood` recording the

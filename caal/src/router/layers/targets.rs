@@ -117,7 +117,7 @@ impl Router {
         said: &str,
     ) -> Option<&crate::understand::home::Device> {
         let said = normalize(said);
-        let said = said.strip_prefix("the ").unwrap_or(&said);
+        let said = self.without_determiner(&said);
         self.home.devices.iter().find(|d| {
             d.id == said
                 || normalize(&d.name) == said
@@ -145,7 +145,7 @@ impl Router {
                 verbs.push(verb);
             }
         }
-        let kind = kind_word(&device.domain);
+        let kind = (self.words.kind_names.get(&device.domain)).unwrap_or(&device.domain);
         // A kind whose intents name no domain (the thermostat's): its
         // commands are named by it ("thermostat.set", "thermostat.adjust").
         if verbs.is_empty() {
@@ -163,7 +163,7 @@ impl Router {
             }
         }
         // "The thermostat is a thermostat" says nothing.
-        let is = if normalize(&device.name) == kind {
+        let is = if normalize(&device.name) == *kind {
             format!("That isn't something the {} does", device.name)
         } else {
             format!("The {} is a {kind}", device.name)
@@ -199,9 +199,16 @@ impl Router {
             .any(|(_, words)| words.iter().filter(|w| !own.contains(w)).any(said))
     }
 
+    /// Words said without the determiner they open with ("the dining room").
+    fn without_determiner<'s>(&self, said: &'s str) -> &'s str {
+        (self.words.determiners.iter())
+            .find_map(|d| said.strip_prefix(d.as_str())?.strip_prefix(' '))
+            .unwrap_or(said)
+    }
+
     /// Whether words said name one of the home's rooms ("the dining room").
     fn is_area(&self, said: &str) -> bool {
-        let said = said.strip_prefix("the ").unwrap_or(said);
+        let said = self.without_determiner(said);
         self.home
             .areas
             .iter()
@@ -224,7 +231,7 @@ impl Router {
         // is no room or thing it lacks.
         let spans = crate::understand::semantic::mentions(&self.home, text, None);
         let of_a_name = |said: &str| {
-            let said = said.strip_prefix("the ").unwrap_or(said);
+            let said = self.without_determiner(said);
             spans
                 .iter()
                 .any(|m| format!(" {} ", m.said).contains(&format!(" {said} ")))
