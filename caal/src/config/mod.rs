@@ -1134,6 +1134,10 @@ pub struct LanguageConfig {
     /// not a clause of its own; an answer or an item starts after them.
     #[serde(default)]
     pub determiners: Vec<String>,
+    /// The determiners that open the name of a thing the home has ("the
+    /// porch light", "my desk lamp"); "a joke" names none.
+    #[serde(default)]
+    pub definites: Vec<String>,
     /// Words an answer to "which one?" may add ("the", "one", "I mean").
     #[serde(default)]
     pub answer_fillers: Vec<String>,

@@ -21,7 +21,7 @@ pub(in crate::router) const READ_BY_KIND: &[&str] = &[
 fn plausible_name(said: &str, words: &Words) -> bool {
     let said: Vec<&str> = said.split(' ').filter(|w| !w.is_empty()).collect();
     let said = match said.split_first() {
-        Some((first, rest)) if words.determiners.iter().any(|d| d == first) => rest,
+        Some((first, rest)) if words.definites.iter().any(|d| d == first) => rest,
         _ => &said,
     };
     !said.is_empty()
@@ -199,9 +199,9 @@ impl Router {
             .any(|(_, words)| words.iter().filter(|w| !own.contains(w)).any(said))
     }
 
-    /// Words said without the determiner they open with ("the dining room").
+    /// Words said without the definite word they open with ("the dining room").
     fn without_determiner<'s>(&self, said: &'s str) -> &'s str {
-        (self.words.determiners.iter())
+        (self.words.definites.iter())
             .find_map(|d| said.strip_prefix(d.as_str())?.strip_prefix(' '))
             .unwrap_or(said)
     }
