@@ -1114,14 +1114,12 @@ fn taught(
     for w in &words.skip_words {
         library.add_skip_word(w);
     }
-    for (name, body) in &words.rules {
-        library
-            .set_rule(name, body)
-            .map_err(|e| ConfigError::Value {
-                key: format!("understand.languages.{}.rules.{name}", lang.code()),
-                problem: e.to_string(),
-            })?;
-    }
+    library
+        .set_rules(words.rules.iter().map(|(n, b)| (n.as_str(), b.as_str())))
+        .map_err(|(name, e)| ConfigError::Value {
+            key: format!("understand.languages.{}.rules.{name}", lang.code()),
+            problem: e.to_string(),
+        })?;
     for s in &words.sentences {
         library
             .add_sentences(&s.intent, &s.sentences, &s.slots, s.by_sound)

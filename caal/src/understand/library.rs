@@ -193,10 +193,28 @@ impl Library {
         Ok(lib)
     }
 
-    /// Sets an expansion rule (`<turn>`), replacing the library's own.
-    pub fn set_rule(&mut self, name: &str, body: &str) -> Result<(), template::TemplateError> {
-        self.rules.insert(name.to_owned(), parse(body)?);
-        // What sentences require may have changed with it.
+    /// Sets expansion rules (`<turn>`), replacing the library's own; what
+    /// every sentence requires is worked out again once, after all of them
+    /// (once per rule made compiling the library ~20 ms slower per rule).
+    /// A rule that does not parse is named, and nothing is set.
+    pub fn set_rules<'a>(
+        &mut self,
+        rules: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), (String, template::TemplateError)> {
+        let parsed = rules
+            .into_iter()
+            .map(|(name, body)| {
+                Ok((
+                    name.to_owned(),
+                    parse(body).map_err(|e| (name.to_owned(), e))?,
+                ))
+            })
+            .collect::<Result<Vec<_>, (String, template::TemplateError)>>()?;
+        if parsed.is_empty() {
+            return Ok(());
+        }
+        self.rules.extend(parsed);
+        // What sentences require may have changed with them.
         let mut sentences = std::mem::take(&mut self.sentences);
         for s in &mut sentences {
             s.required = self.required_words(&s.expr);

@@ -882,30 +882,31 @@ pub fn mentions(home: &Home, text: &str, domain: Option<&str>) -> Vec<Mention> {
     // "dim the bedroom, like 40 percent": a name ends at a clause mark too
     // (each a byte, as the space for it, so offsets hold).
     let padded = format!(" {} ", text.replace([',', ';', ':', '!', '?', '.'], " "));
-    let mut add =
-        |slot: &'static str, said: &str, value: Value, context: BTreeMap<String, String>| {
-            let needle = format!(" {said} ");
-            let mut from = 0;
-            while let Some(at) = padded[from..].find(&needle).map(|i| i + from) {
-                found.push(Mention {
-                    slot,
-                    value: value.clone(),
-                    said: said.to_owned(),
-                    context: Some(context.clone()),
-                    start: at,
-                    end: at + said.len(),
-                });
-                from = at + 1;
-            }
-        };
+    // A name's value and context are made only when the name is said (most
+    // are not: this runs for every example when the layer is built).
+    let mut add = |slot: &'static str,
+                   said: &str,
+                   value: &dyn Fn() -> Value,
+                   context: &dyn Fn() -> BTreeMap<String, String>| {
+        let needle = format!(" {said} ");
+        let mut from = 0;
+        while let Some(at) = padded[from..].find(&needle).map(|i| i + from) {
+            found.push(Mention {
+                slot,
+                value: value(),
+                said: said.to_owned(),
+                context: Some(context()),
+                start: at,
+                end: at + said.len(),
+            });
+            from = at + 1;
+        }
+    };
     for a in &home.areas {
         for said in std::iter::once(&a.name).chain(&a.aliases) {
-            add(
-                "area",
-                said,
-                json!(a.name),
-                BTreeMap::from([("area".to_string(), a.name.clone())]),
-            );
+            add("area", said, &|| json!(a.name), &|| {
+                BTreeMap::from([("area".to_string(), a.name.clone())])
+            });
         }
     }
     let of_kind: Vec<_> = home
@@ -914,12 +915,15 @@ pub fn mentions(home: &Home, text: &str, domain: Option<&str>) -> Vec<Mention> {
         .filter(|d| domain.is_none_or(|k| d.domain == k))
         .collect();
     for d in &of_kind {
-        let mut context = BTreeMap::from([("domain".to_string(), d.domain.clone())]);
-        if let Some(area) = &d.area {
-            context.insert("area".into(), area.clone());
-        }
+        let context = || {
+            let mut context = BTreeMap::from([("domain".to_string(), d.domain.clone())]);
+            if let Some(area) = &d.area {
+                context.insert("area".into(), area.clone());
+            }
+            context
+        };
         for said in std::iter::once(&d.name).chain(&d.aliases) {
-            add("name", said, json!(d.id), context.clone());
+            add("name", said, &|| json!(d.id), &context);
         }
     }
     // A device's last word ("lamp", "door") names the one there is, or all of them (to ask).
@@ -932,11 +936,11 @@ pub fn mentions(home: &Home, text: &str, domain: Option<&str>) -> Vec<Mention> {
         }
     }
     for (word, ids) in by_last {
-        let value = match ids.as_slice() {
+        let value = || match ids.as_slice() {
             [one] => json!(one),
             many => json!(many),
         };
-        add("name", word, value, BTreeMap::new());
+        add("name", word, &value, &BTreeMap::new);
     }
     found.sort_by(|a, b| {
         (b.end - b.start)
