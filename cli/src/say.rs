@@ -53,7 +53,9 @@ pub fn say(
     if !json {
         println!("{}", result.reply);
     }
-    timers::ring_and_print(&engine, &result, json, conversation.as_str())
+    let rang = timers::ring_and_print(&engine, &result, json, conversation.as_str());
+    engine.close_at_exit();
+    rang
 }
 
 /// `caal chat`: line by line, here or through the service.

@@ -407,6 +407,16 @@ impl Engine {
         &self.router
     }
 
+    /// Closes the engine (its stores end their sessions cleanly) but
+    /// leaves the compiled router to the process's exit: a command that
+    /// runs one round and ends (`caal say`) does not spend its last
+    /// milliseconds freeing the sentence library's many small allocations
+    /// (about a tenth of `caal say`, measured by perf). Never for a
+    /// process that goes on.
+    pub fn close_at_exit(self) {
+        std::mem::forget(Arc::clone(&self.router));
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }
