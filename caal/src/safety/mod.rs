@@ -146,12 +146,99 @@ impl Safety {
     }
 
     /// `text` with every secret replaced by its ref, telling `replaced` each kind.
-    fn scrub_with<'a>(
+    fn scrub_with<'a>(&self, text: &'a str, replaced: impl FnMut(&'static str)) -> Cow<'a, str> {
+        self.replace_found(text, self.findings(text), replaced)
+    }
+
+    /// Reads `input` a window at a time, never more than about a megabyte
+    /// and a reach beyond it, and calls `each` with the text that is done
+    /// (whole lines), the secrets found in it (offsets within that text,
+    /// each whole: one that starts before the cut is read to its end in
+    /// the reach, a PEM block's window being the longest) and where that
+    /// text starts in the input. Memory stays flat in the input's size; the
+    /// findings are those of the whole text read at once unless a secret
+    /// is longer than the reach. Input that is not UTF-8 is an error naming
+    /// the byte where it stops being so.
+    pub fn scan_stream(
+        &self,
+        mut input: impl std::io::Read,
+        mut each: impl FnMut(&str, Vec<(&'static str, usize, usize)>, usize) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        const CHUNK: usize = 1 << 20;
+        const REACH: usize = 64 << 10;
+        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK + REACH);
+        let mut scratch = vec![0u8; 64 << 10];
+        let (mut offset, mut eof) = (0usize, false);
+        loop {
+            while !eof && buf.len() < CHUNK + REACH {
+                let room = (CHUNK + REACH - buf.len()).min(scratch.len());
+                match input.read(&mut scratch[..room]) {
+                    Ok(n) => {
+                        buf.extend_from_slice(&scratch[..n]);
+                        eof = n == 0;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if buf.is_empty() {
+                return Ok(());
+            }
+            let valid = match std::str::from_utf8(&buf) {
+                Ok(t) => t.len(),
+                Err(e) if e.error_len().is_none() && !eof => e.valid_up_to(),
+                Err(e) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("not UTF-8 text at byte {}", offset + e.valid_up_to()),
+                    ));
+                }
+            };
+            let text = std::str::from_utf8(&buf[..valid]).expect("checked above");
+            let cut = if eof {
+                valid
+            } else {
+                let mut limit = CHUNK.min(valid);
+                while !text.is_char_boundary(limit) {
+                    limit -= 1;
+                }
+                text[..limit].rfind('\n').map_or(limit, |at| at + 1)
+            };
+            let mut done = cut;
+            let found: Vec<_> = self
+                .findings(text)
+                .into_iter()
+                .filter(|(_, start, _)| *start < cut)
+                .inspect(|(_, _, end)| done = done.max(*end))
+                .collect();
+            each(&text[..done], found, offset)?;
+            buf.drain(..done);
+            offset += done;
+            if eof && buf.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// `input` scrubbed into `output` a window at a time (`scan_stream`).
+    pub fn scrub_stream(
+        &self,
+        input: impl std::io::Read,
+        mut output: impl std::io::Write,
+    ) -> std::io::Result<()> {
+        self.scan_stream(input, |text, found, _| {
+            output.write_all(self.replace_found(text, found, |_| {}).as_bytes())
+        })?;
+        output.flush()
+    }
+
+    /// `text` with `findings` (in order, apart) replaced by their refs.
+    fn replace_found<'a>(
         &self,
         text: &'a str,
+        findings: Vec<(&'static str, usize, usize)>,
         mut replaced: impl FnMut(&'static str),
     ) -> Cow<'a, str> {
-        let findings = self.findings(text);
         if findings.is_empty() {
             return Cow::Borrowed(text);
         }

@@ -605,7 +605,26 @@ impl Matcher<'_> {
             return found;
         }
         let edge = std::mem::replace(&mut self.edge, self.text.len());
-        let found = (i..self.text.len()).find_map(|j| Some((j, self.parts(seq, j)?)));
+        let found = match seq.first() {
+            // A sequence that opens with one literal ("-----END "): only
+            // where it is said can the sequence match, found by memmem (a
+            // PEM header with no end had every later byte tried, 37% of
+            // `caal scan` on source code that quotes such headers).
+            Some(Lit([lit])) => {
+                let finder = memchr::memmem::Finder::new(lit.as_bytes());
+                let mut from = i;
+                let mut found = None;
+                while let Some(at) = finder.find(&self.text[from..]).map(|at| at + from) {
+                    if let Some(end) = self.parts(seq, at) {
+                        found = Some((at, end));
+                        break;
+                    }
+                    from = at + 1;
+                }
+                found
+            }
+            _ => (i..self.text.len()).find_map(|j| Some((j, self.parts(seq, j)?))),
+        };
         self.edge = edge;
         self.walked.through = Some((seq, i, found));
         found
