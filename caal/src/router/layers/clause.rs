@@ -71,14 +71,11 @@ pub(in crate::router) fn as_questions(clause: &str, words: &Words) -> (Vec<Strin
         // names, else a past ending taken off ("locked": "lock", "locke").
         let bases: Vec<String> = match words.past_forms.get(*verb) {
             Some(base) => vec![base.clone()],
+            // The ending's first letter kept too ("locke"): the one a layer
+            // understands is taken.
             None => (words.past_endings.iter())
-                .filter_map(|e| verb.strip_suffix(e.as_str()))
-                .flat_map(|stem| {
-                    [
-                        stem.to_owned(),
-                        format!("{stem}{}", &verb[stem.len()..stem.len() + 1]),
-                    ]
-                })
+                .filter_map(|e| Some((verb.strip_suffix(e.as_str())?, e.chars().next()?)))
+                .flat_map(|(stem, first)| [stem.to_owned(), format!("{stem}{first}")])
                 .collect(),
         };
         for base in bases {
@@ -338,5 +335,35 @@ impl Router {
         let names_the_home =
             !crate::understand::semantic::mentions(&self.home, &phrase, None).is_empty();
         (!names_the_home && self.command_of(&phrase, context).is_none()).then_some(phrase)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_past_said_is_asked_with_did_whatever_endings_the_pack_gives() {
+        let words = Words {
+            did_subjects: vec!["i".into()],
+            did_word: "did".into(),
+            past_forms: [("left".to_string(), "leave".to_string())].into(),
+            // An empty ending, and one that opens with a letter of two bytes,
+            // are a user's to give: neither may panic.
+            past_endings: vec!["ed".into(), String::new(), "é".into()],
+            be_verbs: vec!["is".into()],
+            ..Words::default()
+        };
+        let (asked, polite) = as_questions("i locked the back door", &words);
+        assert!(!polite);
+        assert!(
+            asked.contains(&"did i lock the back door".to_string()),
+            "{asked:?}"
+        );
+        let (asked, _) = as_questions("i left the porch light on", &words);
+        assert_eq!(asked, ["did i leave the porch light on"]);
+        let (asked, _) = as_questions("the garage is open", &words);
+        assert_eq!(asked, ["is the garage open"]);
+        as_questions("i fermé the door", &words);
     }
 }
