@@ -89,15 +89,15 @@ impl Router {
         }
         chain.chain_level = AuthLevel::CONFIRM;
         d.auth_level = AuthLevel::CONFIRM;
-        let round3 = |x: f32| round3(f64::from(x));
+        let shown = |x: f32| round3(f64::from(x));
         let heard = HeardDoubt {
-            least: round3(hearing.least),
-            bar: round3(hearing.bars.guess),
+            least: shown(hearing.least),
+            bar: shown(hearing.bars.guess),
             value: unsure_value.map(|u| ValueDoubt {
                 param: u.param,
                 said: u.said,
-                p: round3(u.p),
-                bar: round3(hearing.bars.value),
+                p: shown(u.p),
+                bar: shown(hearing.bars.value),
             }),
         };
         d.understood

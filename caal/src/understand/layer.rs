@@ -9,7 +9,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// Which layer of understanding decided a sentence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Layer {
     /// A configured rule (a regular expression in `[[rules]]`).
@@ -39,6 +41,7 @@ pub enum Layer {
     /// A model chose among the nearest meanings.
     Model,
     /// No layer understood.
+    #[default]
     None,
 }
 

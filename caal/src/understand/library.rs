@@ -195,8 +195,8 @@ impl Library {
 
     /// Sets expansion rules (`<turn>`), replacing the library's own; what
     /// every sentence requires is worked out again once, after all of them
-    /// (once per rule made compiling the library ~20 ms slower per rule).
-    /// A rule that does not parse is named, and nothing is set.
+    /// (done after each of the English pack's 11 rules, it was a third of
+    /// `caal say`). A rule that does not parse is named, and nothing is set.
     pub fn set_rules<'a>(
         &mut self,
         rules: impl IntoIterator<Item = (&'a str, &'a str)>,

@@ -15,7 +15,7 @@ use super::{Layer, Understood};
 
 /// What a layer read. Built by the layer that decided, added to by what
 /// came after (a split, a doubt of hearing, a condition).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Reading {
     pub layer: Layer,
     /// The intent, in Home Assistant's names (`HassTurnOn`) or CAAL's own;
@@ -124,39 +124,7 @@ impl Reading {
     pub fn by(layer: Layer) -> Self {
         Self {
             layer,
-            intent: None,
-            template: None,
-            source: None,
-            confidence: None,
-            slots: BTreeMap::new(),
-            earlier: None,
-            remembered: None,
-            clause: None,
-            said: None,
-            referent: None,
-            asked: None,
-            options: Vec::new(),
-            parts: Vec::new(),
-            several: Vec::new(),
-            span: None,
-            covered: None,
-            negated: None,
-            asks: None,
-            summary: None,
-            conditional: false,
-            would_run: None,
-            reply: None,
-            read_as: None,
-            read_because: None,
-            words: Vec::new(),
-            heard_text: None,
-            sounds_like: None,
-            distance: None,
-            fits_audio: None,
-            heard: None,
-            nearest: Vec::new(),
-            choice: None,
-            doubt: None,
+            ..Self::default()
         }
     }
 

@@ -82,59 +82,48 @@ impl Words {
     /// configured (what `cannot_help` names).
     pub fn compile(words: &LanguageConfig, offers: Vec<OfferConfig>) -> Words {
         Words {
-            split_words: words.split_words.iter().map(|w| normalize(w)).collect(),
-            negations: words.negations.iter().map(|w| normalize(w)).collect(),
-            negation_idioms: words.negation_idioms.iter().map(|w| normalize(w)).collect(),
-            narrative_words: words.narrative_words.iter().map(|w| normalize(w)).collect(),
-            narrative_subjects: words
-                .narrative_subjects
-                .iter()
-                .map(|w| normalize(w))
-                .collect(),
-            past_endings: words.past_endings.iter().map(|w| normalize(w)).collect(),
-            request_verbs: words.request_verbs.iter().map(|w| normalize(w)).collect(),
-            question_words: words.question_words.iter().map(|w| normalize(w)).collect(),
-            refer_to_thing: words.refer_to_thing.iter().map(|w| normalize(w)).collect(),
-            refer_to_place: words.refer_to_place.iter().map(|w| normalize(w)).collect(),
-            refer_to_item: words.refer_to_item.iter().map(|w| normalize(w)).collect(),
+            split_words: normalized(&words.split_words),
+            negations: normalized(&words.negations),
+            negation_idioms: normalized(&words.negation_idioms),
+            narrative_words: normalized(&words.narrative_words),
+            narrative_subjects: normalized(&words.narrative_subjects),
+            past_endings: normalized(&words.past_endings),
+            request_verbs: normalized(&words.request_verbs),
+            question_words: normalized(&words.question_words),
+            refer_to_thing: normalized(&words.refer_to_thing),
+            refer_to_place: normalized(&words.refer_to_place),
+            refer_to_item: normalized(&words.refer_to_item),
             speaker_place: longest_first(
                 (words.speaker_place.iter())
                     .map(|(k, v)| (normalize(k), v.clone()))
                     .collect(),
                 |(k, _)| k,
             ),
-            corrections: words.corrections.iter().map(|w| normalize(w)).collect(),
+            corrections: normalized(&words.corrections),
             word_slips: words
                 .word_slips
                 .iter()
                 .map(|(k, v)| (normalize(k), normalize(v)))
                 .collect(),
             refer_to_lights: words.refer_to_lights.clone(),
-            light_words: words.light_words.iter().map(|w| normalize(w)).collect(),
-            item_leads: words.item_leads.iter().map(|w| normalize(w)).collect(),
-            remember_leads: longest_first(
-                words.remember_leads.iter().map(|w| normalize(w)).collect(),
-                String::as_str,
-            ),
+            light_words: normalized(&words.light_words),
+            item_leads: normalized(&words.item_leads),
+            remember_leads: longest_first(normalized(&words.remember_leads), String::as_str),
             remind_with: words.remind_with.clone(),
             cannot_help: words.cannot_help.replace(
                 "{offers}",
                 &crate::command::join_summaries(offers.iter().map(|o| o.says.as_str())),
             ),
             try_saying: words.try_saying.clone(),
-            list_joins: words.list_joins.iter().map(|w| normalize(w)).collect(),
-            joined_items: words.joined_items.iter().map(|w| normalize(w)).collect(),
+            list_joins: normalized(&words.list_joins),
+            joined_items: normalized(&words.joined_items),
             offers,
-            heard_fillers: words.heard_fillers.iter().map(|w| normalize(w)).collect(),
-            joined_prefixes: words.joined_prefixes.iter().map(|w| normalize(w)).collect(),
-            carried_letters: words.carried_letters.iter().map(|w| normalize(w)).collect(),
-            sound_pairs: words
-                .sound_pairs
-                .iter()
-                .map(|p| p.iter().map(|w| normalize(w)).collect())
-                .collect(),
-            conditions: words.conditions.iter().map(|w| normalize(w)).collect(),
-            asking_words: words.asking_words.iter().map(|w| normalize(w)).collect(),
+            heard_fillers: normalized(&words.heard_fillers),
+            joined_prefixes: normalized(&words.joined_prefixes),
+            carried_letters: normalized(&words.carried_letters),
+            sound_pairs: words.sound_pairs.iter().map(|p| normalized(p)).collect(),
+            conditions: normalized(&words.conditions),
+            asking_words: normalized(&words.asking_words),
             whether_words: normalized(&words.whether_words),
             polite_asks: longest_first(normalized(&words.polite_asks), String::as_str),
             did_subjects: normalized(&words.did_subjects),
@@ -167,7 +156,7 @@ impl Words {
             topic_words: words
                 .topic_words
                 .iter()
-                .map(|(k, ws)| (k.clone(), ws.iter().map(|w| normalize(w)).collect()))
+                .map(|(k, ws)| (k.clone(), normalized(ws)))
                 .collect(),
             example_sentences: words
                 .examples

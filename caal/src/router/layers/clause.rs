@@ -125,7 +125,7 @@ impl Router {
                     continue;
                 }
                 let span = words[start..start + len].join(" ");
-                let Some(mut d) = self
+                let Some(d) = self
                     .by_templates(&span, context)
                     .filter(|d| d.confidence >= 1.0 && matches!(d.intent, Intent::Chain(_)))
                     .filter(|d| asks_something(&span, d, &self.words))
@@ -133,14 +133,12 @@ impl Router {
                     continue;
                 };
                 let covered = len as f64 / n as f64;
-                d.layer = Layer::Span;
-                d.confidence = covered;
-                if let Some(u) = &mut d.understood {
-                    u.layer = Layer::Span;
+                let mut d = decided_by(d, Layer::Span, |u| {
                     let span = span.trim_matches(|c: char| !c.is_alphanumeric());
                     u.span = Some(span.to_owned());
                     u.covered = Some(round3(covered));
-                }
+                });
+                d.confidence = covered;
                 return Some(d);
             }
         }
