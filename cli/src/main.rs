@@ -5,12 +5,6 @@
 //! setup (an error, printed scrubbed).
 
 mod bench;
-mod bench_attack;
-#[cfg(feature = "whisper")]
-mod bench_hear;
-mod bench_speak;
-#[cfg(feature = "whisper")]
-mod bench_wake;
 mod bucket;
 mod config;
 mod engine;

@@ -1,6 +1,13 @@
 //! `caal bench`: what the engine sustains on this machine, each a figure
 //! printed, and with --json one JSON object last.
 
+mod attack;
+#[cfg(feature = "whisper")]
+mod hear;
+mod speak;
+#[cfg(feature = "whisper")]
+mod wake;
+
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -272,8 +279,8 @@ pub fn run(
         BenchCommand::Hear { models, data, json } => {
             #[cfg(feature = "whisper")]
             {
-                let report = crate::bench_hear::run(&load_config()?, &data, &models)?;
-                figures(&report, crate::bench_hear::print, json)?;
+                let report = hear::run(&load_config()?, &data, &models)?;
+                figures(&report, hear::print, json)?;
             }
             #[cfg(not(feature = "whisper"))]
             {
@@ -284,8 +291,8 @@ pub fn run(
         BenchCommand::Wake { piper_lines, json } => {
             #[cfg(feature = "whisper")]
             {
-                let report = crate::bench_wake::run(&load_config()?, piper_lines)?;
-                figures(&report, crate::bench_wake::print, json)?;
+                let report = wake::run(&load_config()?, piper_lines)?;
+                figures(&report, wake::print, json)?;
             }
             #[cfg(not(feature = "whisper"))]
             {
@@ -294,12 +301,12 @@ pub fn run(
             }
         }
         BenchCommand::Speak { runs, json } => {
-            let report = crate::bench_speak::run(&load_config()?, runs)?;
-            figures(&report, crate::bench_speak::print, json)?;
+            let report = speak::run(&load_config()?, runs)?;
+            figures(&report, speak::print, json)?;
         }
         BenchCommand::Attack { runs, json } => {
-            let report = crate::bench_attack::run(&load_config()?, data_dir, runs)?;
-            figures(&report, crate::bench_attack::print, json)?;
+            let report = attack::run(&load_config()?, data_dir, runs)?;
+            figures(&report, attack::print, json)?;
         }
         BenchCommand::Training { events, json } => {
             bench_training(data_dir, &load_config()?, events, json)?
