@@ -1242,7 +1242,7 @@ fn every_lock_at_once_and_the_time_and_date_are_understood() {
     // The clock, in the home's time zone (not the machine's UTC).
     let zone = "Pacific/Auckland";
     let tz = jiff::tz::TimeZone::get(zone).unwrap();
-    let clock = |t: &jiff::Zoned| {
+    let clock = |t: &jiff::ZonedDateTime| {
         let (h, m) = (t.hour(), t.minute());
         let h12 = if h % 12 == 0 { 12 } else { h % 12 };
         let half = if h < 12 { "am" } else { "pm" };
@@ -1253,14 +1253,14 @@ fn every_lock_at_once_and_the_time_and_date_are_understood() {
             _ => format!("It's {h12}:{m:02} {half}."),
         }
     };
-    let date = |t: &jiff::Zoned| format!("It's {}.", t.strftime("%A %-d %B %Y"));
+    let date = |t: &jiff::ZonedDateTime| format!("It's {}.", t.strftime("%A %-d %B %Y"));
     for (said, read) in [
-        ("what time is it", &clock as &dyn Fn(&jiff::Zoned) -> String),
+        ("what time is it", &clock as &dyn Fn(&jiff::ZonedDateTime) -> String),
         ("do you know what time it is", &clock),
         ("what's the date today", &date),
         ("what day is it", &date),
     ] {
-        let before = jiff::Timestamp::now().to_zoned(tz.clone());
+        let before = jiff::Timestamp::now().to_zoned_datetime(tz.clone());
         let r = sb
             .run_env(
                 &["say", "--json", "--conversation", "t", said],
@@ -1268,7 +1268,7 @@ fn every_lock_at_once_and_the_time_and_date_are_understood() {
             )
             .ok()
             .json();
-        let after = jiff::Timestamp::now().to_zoned(tz.clone());
+        let after = jiff::Timestamp::now().to_zoned_datetime(tz.clone());
         assert_eq!(commands(&r), vec!["clock.now ok"], "{said:?}: {r}");
         let reply = r["reply"].as_str().unwrap();
         assert!(
@@ -1279,11 +1279,11 @@ fn every_lock_at_once_and_the_time_and_date_are_understood() {
     }
     // Elsewhere: a city of the time zone database; a place not in it is named.
     let tokyo = jiff::tz::TimeZone::get("Asia/Tokyo").unwrap();
-    let before = jiff::Timestamp::now().to_zoned(tokyo.clone());
+    let before = jiff::Timestamp::now().to_zoned_datetime(tokyo.clone());
     let r = sb.say("t", "what time is it in Tokyo");
-    let after = jiff::Timestamp::now().to_zoned(tokyo);
+    let after = jiff::Timestamp::now().to_zoned_datetime(tokyo);
     let reply = r["reply"].as_str().unwrap();
-    let there = |t: &jiff::Zoned| clock(t).replace('.', " in Tokyo.");
+    let there = |t: &jiff::ZonedDateTime| clock(t).replace('.', " in Tokyo.");
     assert!(
         reply == there(&before) || reply == there(&after),
         "{reply} (expected {})",

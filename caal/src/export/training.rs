@@ -277,7 +277,7 @@ pub fn parse_since(since: &str) -> Result<jiff::Timestamp, String> {
         .or_else(|_| {
             since
                 .parse::<jiff::civil::Date>()
-                .and_then(|d| d.to_zoned(jiff::tz::TimeZone::UTC))
+                .and_then(|d| d.to_zoned_datetime(jiff::tz::TimeZone::UTC))
                 .map(|z| z.timestamp())
         })
         .map_err(|_| {

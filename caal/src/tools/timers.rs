@@ -373,7 +373,7 @@ fn clock_now(call: &ToolCall<'_>, tz: &TimeZone) -> ToolOutcome {
             }
         },
     };
-    let now = now.to_zoned(zone.clone());
+    let now = now.to_zoned_datetime(zone.clone());
     let (what, message) = match call.text("what") {
         Some("date") => (
             "date",

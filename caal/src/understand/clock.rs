@@ -8,7 +8,7 @@
 pub use crate::config::time_zone;
 use std::{fmt, str::FromStr};
 
-use jiff::{Timestamp, Zoned, civil::Date, tz::TimeZone};
+use jiff::{Timestamp, ZonedDateTime, civil::Date, tz::TimeZone};
 
 use super::{Lang, normalize, numbers::numbers_at};
 
@@ -256,7 +256,7 @@ fn whole_numbers(text: &str) -> Option<Vec<u32>> {
 pub fn next_at(t: TimeOfDay, now_ms: i64, tz: &TimeZone) -> Option<i64> {
     let now = Timestamp::from_millisecond(now_ms)
         .ok()?
-        .to_zoned(tz.clone());
+        .to_zoned_datetime(tz.clone());
     let today = now.date();
     let hours: Vec<u8> = if !t.either_half {
         vec![t.hour]
@@ -289,11 +289,11 @@ pub fn next_at(t: TimeOfDay, now_ms: i64, tz: &TimeZone) -> Option<i64> {
 
 fn at(date: Date, hour: u8, minute: u8, tz: &TimeZone) -> Option<i64> {
     let dt = date.at(i8::try_from(hour).ok()?, i8::try_from(minute).ok()?, 0, 0);
-    Some(dt.to_zoned(tz.clone()).ok()?.timestamp().as_millisecond())
+    Some(dt.to_zoned_datetime(tz.clone()).ok()?.timestamp().as_millisecond())
 }
 
 /// "6 pm", "6:30 pm", "noon", "midnight".
-pub fn spoken_clock(t: &Zoned) -> String {
+pub fn spoken_clock(t: &ZonedDateTime) -> String {
     let (h, m) = (t.hour(), t.minute());
     match (h, m) {
         (12, 0) => "noon".to_owned(),
@@ -318,7 +318,7 @@ pub fn describe(due_ms: i64, now_ms: i64, tz: &TimeZone) -> String {
     ) else {
         return String::new();
     };
-    let (due, now): (Zoned, Zoned) = (due.to_zoned(tz.clone()), now.to_zoned(tz.clone()));
+    let (due, now): (ZonedDateTime, ZonedDateTime) = (due.to_zoned_datetime(tz.clone()), now.to_zoned_datetime(tz.clone()));
     let clock = spoken_clock(&due);
     let today = now.date();
     if due.date() == today {
@@ -387,13 +387,13 @@ mod tests {
     #[test]
     fn the_next_time_comes_in_the_zone_and_across_daylight_saving() {
         let tz = TimeZone::get("Europe/Berlin").unwrap();
-        let ms = |s: &str| s.parse::<Zoned>().unwrap().timestamp().as_millisecond();
+        let ms = |s: &str| s.parse::<ZonedDateTime>().unwrap().timestamp().as_millisecond();
         let now = ms("2026-03-28T14:00:00+01:00[Europe/Berlin]");
         let next = |s: &str| {
             let t = next_at(parse(s).unwrap(), now, &tz).unwrap();
             Timestamp::from_millisecond(t)
                 .unwrap()
-                .to_zoned(tz.clone())
+                .to_zoned_datetime(tz.clone())
                 .to_string()
         };
         // At 2 pm, "6" is this evening; "9" tonight; "1 pm" tomorrow.
