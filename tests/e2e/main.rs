@@ -4,6 +4,7 @@ mod boundary;
 mod browser;
 mod cli;
 mod contract;
+mod docs;
 mod doors;
 mod home;
 mod llm;
