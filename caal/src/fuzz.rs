@@ -19,7 +19,7 @@ use crate::{
     server::{AppState, app},
     understand::{
         Lang,
-        bench::parse_suite,
+        suite::parse_suite,
         template::{self, Scope},
     },
     voice::audio::decode_wav,

@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 use caal::{
     auth::Pending,
     config::StateConfig,
-    router::bench::RouterBenchReport,
-    safety::bench::ScanBenchReport,
-    server::bench::ServeBenchReport,
     state::rfc3339_ms,
-    trace::{EventRecord, RoundRecord, RoundSummary, VerifyReport, bench::TraceBenchReport},
+    trace::{EventRecord, RoundRecord, RoundSummary, VerifyReport},
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::bench::{
+    router::RouterBenchReport, scan::ScanBenchReport, serve::ServeBenchReport,
+    trace::TraceBenchReport,
+};
 
 /// A bar on standard error for long jobs; hidden when stderr is not a terminal
 /// or the job is small.
@@ -197,7 +199,7 @@ pub fn print_trace_bench(r: &TraceBenchReport) {
     );
 }
 
-pub fn print_llm_bench(r: &caal::llm::bench::LlmBenchReport) {
+pub fn print_llm_bench(r: &crate::bench::llm::LlmBenchReport) {
     println!("local model tier benchmark ({})", r.model);
     let rss = r
         .rss_mb
@@ -339,7 +341,7 @@ pub fn print_understanding(
     }
 }
 
-pub fn print_understand_bench(r: &caal::understand::bench::UnderstandReport, misses: usize) {
+pub fn print_understand_bench(r: &crate::bench::understand::UnderstandReport, misses: usize) {
     println!(
         "understanding benchmark: {} ({} sentences){}",
         r.library,
@@ -394,7 +396,7 @@ pub fn print_understand_bench(r: &caal::understand::bench::UnderstandReport, mis
             );
         }
         for m in s.misses.iter().take(misses) {
-            let shown = |v: &[caal::understand::bench::Expected]| {
+            let shown = |v: &[caal::understand::suite::Expected]| {
                 if v.is_empty() {
                     "-".to_owned()
                 } else {
@@ -505,7 +507,7 @@ pub fn print_scan_bench(r: &ScanBenchReport) {
     }
 }
 
-pub fn print_timers_bench(r: &caal::round::schedule_bench::TimersBenchReport) {
+pub fn print_timers_bench(r: &crate::bench::timers::TimersBenchReport) {
     println!(
         "timers benchmark: {} timers due within {} ms, {} conversations, each rung as a round",
         r.timers, r.spread_ms, r.conversations
@@ -636,7 +638,7 @@ pub fn print_hits(hits: &[caal::memory::Hit]) {
     }
 }
 
-pub fn print_memory_bench(r: &caal::memory::bench::MemoryBenchReport) {
+pub fn print_memory_bench(r: &crate::bench::memory::MemoryBenchReport) {
     println!(
         "bucket of {} items (filled in {:.1} s, {:.1} MB on disk)",
         r.items,
@@ -666,7 +668,7 @@ pub fn print_memory_bench(r: &caal::memory::bench::MemoryBenchReport) {
 }
 
 #[cfg(feature = "whisper")]
-pub fn print_voice_bench(r: &caal::voice::bench::VoiceBenchReport) {
+pub fn print_voice_bench(r: &crate::bench::voice::VoiceBenchReport) {
     println!(
         "voice benchmark: {} on {} threads, espeak-ng speech, medians of {} runs",
         r.model, r.threads, r.runs

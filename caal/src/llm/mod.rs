@@ -476,7 +476,6 @@ pub fn cap_prompt(prompt: &str, max_chars: usize) -> CappedPrompt {
     }
 }
 
-pub mod bench;
 pub mod choose;
 pub mod tiers;
 pub mod toolbox;

@@ -705,7 +705,6 @@ mod jobs;
 mod memory;
 mod reasoning;
 mod schedule;
-pub mod schedule_bench;
 mod stages;
 mod think;
 mod voice;

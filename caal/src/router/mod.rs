@@ -7,7 +7,6 @@
 //! typed parameters; a macro rule becomes a chain. The conversation state
 //! (`state_in`, fixed for the round) decides where unmatched input goes.
 
-pub mod bench;
 mod hearing;
 mod layers;
 pub mod replay;

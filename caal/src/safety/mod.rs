@@ -12,7 +12,6 @@
 //! One instance serves the process ([`global`]); the trace store scrubs every
 //! event payload through it before anything is stored.
 
-pub mod bench;
 pub mod corpus;
 pub mod logging;
 mod sanitizer;

@@ -6,7 +6,6 @@
 //! thread); handlers run it on the blocking pool.
 
 pub mod auth;
-pub mod bench;
 pub(crate) mod conns;
 mod error;
 pub mod protocols;

@@ -5,7 +5,6 @@
 //! Write through [`TraceStore`] (one writer per database, group commit);
 //! read through [`TraceReader`] (any number, beside the writer).
 
-pub mod bench;
 pub mod chain;
 pub mod events;
 mod reader;
@@ -28,7 +27,7 @@ pub use reader::{
 pub use retention::{PruneReport, Tombstone, cutoff_days_ago};
 pub use store::{
     Durability, Durable, EventDraft, EventStatus, OpenRound, RoundHeader, RoundSpec, TraceStore,
-    now_timestamp,
+    bare_connection, now_timestamp,
 };
 pub use taxonomy::{EventType, Payload, SCHEMA_VERSION};
 pub use verify::{BrokenLink, Problem, VerifyReport};

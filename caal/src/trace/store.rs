@@ -891,7 +891,20 @@ fn acquire_lock(db: &Path) -> Result<File, StoreError> {
     }
 }
 
-pub(super) fn configure_writer(
+/// A connection to the trace database at `path` (created if missing), set
+/// up as the store's writer sets up its own (WAL, `durability`, the same
+/// pragmas) and migrated to the current schema, with nothing of the store
+/// around it: no lock, no chain, no schema checks, no writer thread. For
+/// `caal bench trace`, which inserts the store's rows through it to measure
+/// the store against the bare database.
+pub fn bare_connection(path: &Path, durability: Durability) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)?;
+    configure_writer(&conn, path, durability)?;
+    migrate(&conn, &TRACE)?;
+    Ok(conn)
+}
+
+fn configure_writer(
     conn: &Connection,
     path: &Path,
     durability: Durability,

@@ -5,7 +5,6 @@
 //! several requests in one sentence. Pure: no I/O but loading the library
 //! file once; the router turns what is understood into commands.
 
-pub mod bench;
 pub mod clock;
 pub mod embed;
 pub mod home;
@@ -18,6 +17,7 @@ pub mod reading;
 pub mod semantic;
 pub mod sounds;
 pub mod spelling;
+pub mod suite;
 pub mod template;
 pub mod words;
 

@@ -11,8 +11,6 @@
 //! from what was heard.
 
 pub mod audio;
-#[cfg(feature = "whisper")]
-pub mod bench;
 pub mod convert;
 pub mod livekit;
 pub mod onnx;

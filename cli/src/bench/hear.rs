@@ -157,8 +157,7 @@ pub fn run(config: &Config, data: &Path, names: &[String]) -> Result<Report> {
         let known = stt::speech_model(name)?;
         let mut with = config.clone();
         with.voice = stt::with_model(&config.voice, known);
-        let cfg =
-            caal::voice::bench::as_rounds_hear(&with, &models_dir).map_err(anyhow::Error::msg)?;
+        let cfg = super::voice::as_rounds_hear(&with, &models_dir).map_err(anyhow::Error::msg)?;
         let model = stt::Stt::load(&stt::model_path(&cfg, &models_dir), &cfg)?;
         let (mut words, mut errors, mut spent, mut length) = (0, 0, 0.0, 0.0);
         let mut per_set: Vec<SetWer> = Vec::new();

@@ -11,20 +11,18 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde::Serialize;
-
-use crate::stats::percentile;
-use serde_json::{Value, json};
-
-use super::Tiers;
-use crate::{
+use caal::{
     config::Config,
     ids::ConversationId,
+    llm::{Provider, ProviderKind, Tier, Tiers},
     round::{Channel, Engine, EngineOptions},
     router::Router,
     state::SystemClock,
+    stats::percentile,
     trace::Durability,
 };
+use serde::Serialize;
+use serde_json::{Value, json};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct LlmBenchReport {
@@ -273,15 +271,9 @@ pub fn run(
         // every command offered as a tool.
         let instant_url = instant_server()?;
         let instant = Arc::new(Tiers {
-            local: Some(super::Tier::fixed(
+            local: Some(Tier::fixed(
                 "local",
-                super::Provider::new(
-                    super::ProviderKind::OpenAi,
-                    &instant_url,
-                    "instant",
-                    None,
-                    5_000,
-                ),
+                Provider::new(ProviderKind::OpenAi, &instant_url, "instant", None, 5_000),
             )),
             remote: None,
         });

@@ -4,10 +4,14 @@
 
 use std::{path::Path, time::Instant};
 
+use caal::{
+    config::MemoryConfig,
+    ids::BucketId,
+    memory::{MEMORY_FILE, Match, MemoryError, MemoryStore, Signal, Signals, is_stopword},
+    safety::corpus::Rng,
+    stats::percentile,
+};
 use serde::Serialize;
-
-use super::{Match, MemoryError, MemoryStore, Signals};
-use crate::{config::MemoryConfig, ids::BucketId, safety::corpus::Rng, stats::percentile};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct MemoryBenchReport {
@@ -193,7 +197,7 @@ impl Vocabulary {
     fn searchable(&self, rng: &mut Rng) -> &str {
         loop {
             let w = self.word(rng);
-            if !super::is_stopword(w) {
+            if !is_stopword(w) {
                 return w;
             }
         }
@@ -213,7 +217,7 @@ pub fn run(
     runs: usize,
     config: &MemoryConfig,
 ) -> Result<MemoryBenchReport, MemoryError> {
-    let store = MemoryStore::open(&dir.join(super::MEMORY_FILE), config)?;
+    let store = MemoryStore::open(&dir.join(MEMORY_FILE), config)?;
     let bucket: BucketId = "bucket:bench".parse().map_err(|_| MemoryError::Empty)?;
     let scoring = *store.scoring();
     let now: i64 = 1_790_000_000_000;
@@ -231,12 +235,12 @@ pub fn run(
             let hits = rng.below(4);
             for h in 0..hits {
                 let at = written + (h as i64 + 1) * rng.below(86_400_000) as i64;
-                s = s.with(&scoring, super::Signal::TopicHit, at.min(now));
+                s = s.with(&scoring, Signal::TopicHit, at.min(now));
             }
             if rng.below(10) == 0 {
                 s = s.with(
                     &scoring,
-                    super::Signal::Citation,
+                    Signal::Citation,
                     now - rng.below(year_ms as usize) as i64,
                 );
             }
@@ -313,7 +317,7 @@ pub fn run(
     let db_bytes = ["", "-wal"]
         .iter()
         .filter_map(|s| {
-            std::fs::metadata(dir.join(format!("{}{s}", super::MEMORY_FILE)))
+            std::fs::metadata(dir.join(format!("{}{s}", MEMORY_FILE)))
                 .ok()
                 .map(|m| m.len())
         })

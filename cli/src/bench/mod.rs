@@ -1,12 +1,22 @@
 //! `caal bench`: what the engine sustains on this machine, each a figure
 //! printed, and with --json one JSON object last.
 
-mod attack;
+pub mod attack;
 #[cfg(feature = "whisper")]
-mod hear;
-mod speak;
+pub mod hear;
+pub mod llm;
+pub mod memory;
+pub mod router;
+pub mod scan;
+pub mod serve;
+pub mod speak;
+pub mod timers;
+pub mod trace;
+pub mod understand;
 #[cfg(feature = "whisper")]
-mod wake;
+pub mod voice;
+#[cfg(feature = "whisper")]
+pub mod wake;
 
 use std::{
     fs,
@@ -317,7 +327,7 @@ pub fn run(
             instant_rounds,
             json,
         } => {
-            let report = caal::llm::bench::run(
+            let report = llm::run(
                 &load_config()?,
                 data_dir,
                 runs.max(1),
@@ -332,11 +342,11 @@ pub fn run(
             rounds,
             json,
         } => {
-            let report = caal::router::bench::run(&load_config()?, data_dir, decisions, rounds)?;
+            let report = router::run(&load_config()?, data_dir, decisions, rounds)?;
             figures(&report, output::print_router_bench, json)?;
         }
         BenchCommand::Scan { lines, json } => {
-            let report = caal::safety::bench::run(lines.max(1), 0x0CAA_15EC);
+            let report = scan::run(lines.max(1), 0x0CAA_15EC);
             figures(&report, output::print_scan_bench, json)?;
         }
         BenchCommand::Serve {
@@ -344,13 +354,13 @@ pub fn run(
             seconds,
             json,
         } => {
-            let report = caal::server::bench::run(&load_config()?, data_dir, clients, seconds)
+            let report = serve::run(&load_config()?, data_dir, clients, seconds)
                 .map_err(anyhow::Error::msg)?;
             figures(&report, output::print_serve_bench, json)?;
         }
         BenchCommand::Doors { rounds, json } => {
-            let report = caal::server::bench::doors(&load_config()?, data_dir, rounds)
-                .map_err(anyhow::Error::msg)?;
+            let report =
+                serve::doors(&load_config()?, data_dir, rounds).map_err(anyhow::Error::msg)?;
             println!(
                 "{} level-1 rounds each, interleaved, one keep-alive client: POST /api/chat p50 {:.3} ms (p99 {:.3}); POST /v1/chat/completions p50 {:.3} ms (p99 {:.3}); the OpenAI door adds {:.3} ms at p50",
                 report.rounds,
@@ -366,8 +376,7 @@ pub fn run(
         }
         BenchCommand::Memory { items, runs, json } => {
             let dir = bench_dir(data_dir, "memory")?;
-            let report =
-                caal::memory::bench::run(&dir, items.max(1), runs.max(1), &load_config()?.memory);
+            let report = memory::run(&dir, items.max(1), runs.max(1), &load_config()?.memory);
             let _ = fs::remove_dir_all(&dir);
             let report = report?;
             figures(&report, output::print_memory_bench, json)?;
@@ -382,7 +391,7 @@ pub fn run(
                 bail!("--timers must be at least 1");
             }
             let dir = bench_dir(data_dir, "timers")?;
-            let report = caal::round::schedule_bench::run(&dir, timers, conversations, spread_ms);
+            let report = timers::run(&dir, timers, conversations, spread_ms);
             let _ = fs::remove_dir_all(&dir);
             let report = report.map_err(|e| anyhow::anyhow!(e))?;
             figures(&report, output::print_timers_bench, json)?;
@@ -391,7 +400,7 @@ pub fn run(
             #[cfg(feature = "whisper")]
             {
                 let models = caal::llm::tiers::models_dir(&|k| std::env::var(k).ok());
-                let report = caal::voice::bench::run(&load_config()?, &models, runs.max(1))
+                let report = voice::run(&load_config()?, &models, runs.max(1))
                     .map_err(anyhow::Error::msg)?;
                 figures(&report, output::print_voice_bench, json)?;
             }
@@ -446,8 +455,7 @@ pub fn run(
                     .picked
                     .ok()
             };
-            let consult: Option<caal::understand::bench::Consult<'_>> =
-                model.then_some(&consult_with as _);
+            let consult: Option<understand::Consult<'_>> = model.then_some(&consult_with as _);
             // The chat path: what no layer understood runs as a whole round
             // (its own data dir, a fresh conversation per line) with the model.
             let chat_dir = bench_dir(data_dir, "understand")?;
@@ -468,14 +476,13 @@ pub fn run(
                 None => None,
             };
             let lines = std::cell::Cell::new(0u32);
-            let chat_with = |said: &str| -> Result<caal::understand::bench::Chatted, String> {
+            let chat_with = |said: &str| -> Result<understand::Chatted, String> {
                 let engine = engine.as_ref().ok_or("no engine")?;
                 lines.set(lines.get() + 1);
                 chat_round(engine, &format!("bench-{}", lines.get()), said)
                     .map_err(|e| e.to_string())
             };
-            let chat: Option<caal::understand::bench::Chat<'_>> =
-                engine.is_some().then_some(&chat_with as _);
+            let chat: Option<understand::Chat<'_>> = engine.is_some().then_some(&chat_with as _);
             let given = match &suite {
                 Some(path) => Some((
                     path.display().to_string(),
@@ -493,7 +500,7 @@ pub fn run(
                         path.display()
                     )
                 })?;
-                let kept = caal::understand::bench::KeptHearing::parse(&text, &path.display().to_string())
+                let kept = understand::KeptHearing::parse(&text, &path.display().to_string())
                     .map_err(anyhow::Error::msg)?;
                 let hear = |said: &str| kept.hear(said);
                 #[cfg(feature = "whisper")]
@@ -504,17 +511,17 @@ pub fn run(
                 let listen = ear.is_some().then_some(&listener as &dyn Fn(&str) -> _);
                 #[cfg(not(feature = "whisper"))]
                 let listen = None;
-                let spoken = caal::understand::bench::Spoken {
+                let spoken = understand::Spoken {
                     hear: &hear,
                     bars: caal::router::Bars::of(&config.voice),
                     listen,
                 };
-                caal::understand::bench::run(&router, given, Some(spoken), consult, chat)
+                understand::run(&router, given, Some(spoken), consult, chat)
             } else if spoken {
                 #[cfg(feature = "whisper")]
                 {
                     let models = caal::llm::tiers::models_dir(&env);
-                    let ear = caal::voice::bench::Ear::with(
+                    let ear = voice::Ear::with(
                         &config,
                         &models,
                         mouth(voice, snr, &config, &models)?,
@@ -526,11 +533,11 @@ pub fn run(
                         )?)),
                         None => None,
                     };
-                    let keep = |said: &str| -> Result<caal::understand::bench::Heard, String> {
+                    let keep = |said: &str| -> Result<understand::Heard, String> {
                         let heard = ear.hear(said)?;
                         if let Some(file) = &saved {
                             use std::io::Write;
-                            let line = caal::understand::bench::KeptHearing::line(said, &heard);
+                            let line = understand::KeptHearing::line(said, &heard);
                             writeln!(file.borrow_mut(), "{line}").map_err(|e| e.to_string())?;
                         }
                         Ok(heard)
@@ -541,12 +548,12 @@ pub fn run(
                         .sounds
                         .listen
                         .then_some(&listener as &dyn Fn(&str) -> _);
-                    let spoken = caal::understand::bench::Spoken {
+                    let spoken = understand::Spoken {
                         hear: &keep,
                         bars: caal::router::Bars::of(&config.voice),
                         listen,
                     };
-                    caal::understand::bench::run(&router, given, Some(spoken), consult, chat)
+                    understand::run(&router, given, Some(spoken), consult, chat)
                 }
                 #[cfg(not(feature = "whisper"))]
                 {
@@ -554,7 +561,7 @@ pub fn run(
                     return Err(caal::voice::SttError::NotBuilt.into());
                 }
             } else {
-                caal::understand::bench::run(&router, given, None, consult, chat)
+                understand::run(&router, given, None, consult, chat)
             }
             .map_err(anyhow::Error::msg);
             drop(engine);
@@ -578,13 +585,13 @@ fn ear(
     env: &dyn Fn(&str) -> Option<String>,
     voice: SpokenBy,
     snr: Option<f32>,
-) -> Result<Option<caal::voice::bench::Ear>> {
+) -> Result<Option<voice::Ear>> {
     if !config.understand.sounds.listen {
         return Ok(None);
     }
     let models = caal::llm::tiers::models_dir(env);
     let mouth = mouth(voice, snr, config, &models)?;
-    let ear = caal::voice::bench::Ear::with(config, &models, mouth).map_err(anyhow::Error::msg)?;
+    let ear = voice::Ear::with(config, &models, mouth).map_err(anyhow::Error::msg)?;
     Ok(Some(ear))
 }
 
@@ -601,8 +608,8 @@ fn mouth(
     snr: Option<f32>,
     config: &caal::config::Config,
     models: &Path,
-) -> Result<caal::voice::bench::Mouth> {
-    use caal::voice::bench::Mouth;
+) -> Result<voice::Mouth> {
+    use voice::Mouth;
     let mouth = match voice {
         SpokenBy::EspeakNg => Mouth::espeak(),
         SpokenBy::Piper => Mouth::piper(config, models).map_err(anyhow::Error::msg)?,
@@ -624,11 +631,11 @@ fn chat_round(
     engine: &caal::round::Engine,
     conversation: &str,
     said: &str,
-) -> Result<caal::understand::bench::Chatted> {
+) -> Result<understand::Chatted> {
     let conversation: caal::ids::ConversationId =
         conversation.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     let result = engine.text_round(&conversation, said, caal::round::Channel::Text)?;
-    let mut chatted = caal::understand::bench::Chatted {
+    let mut chatted = understand::Chatted {
         reply: result.reply.clone(),
         ..Default::default()
     };
@@ -641,7 +648,7 @@ fn chat_round(
             continue;
         }
         if let Some(command) = selected.command_id {
-            chatted.decided = vec![caal::understand::bench::Expected {
+            chatted.decided = vec![caal::understand::suite::Expected {
                 command,
                 params: serde_json::from_value(selected.params).unwrap_or_default(),
             }];
@@ -664,7 +671,7 @@ fn bench_trace(data_dir: &Path, events: u64, fsync_seconds: f64, json: bool) -> 
     }
     // On the data dir's disk, so the fsync figure is the real disk's.
     let dir = bench_dir(data_dir, "trace")?;
-    let report = caal::trace::bench::run(&dir, events, fsync_seconds);
+    let report = trace::run(&dir, events, fsync_seconds);
     let _ = fs::remove_dir_all(&dir);
     let report = report?;
     figures(&report, output::print_trace_bench, json)?;

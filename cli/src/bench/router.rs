@@ -4,17 +4,16 @@
 
 use std::{path::Path, time::Instant};
 
-use serde::Serialize;
-
-use crate::stats::percentile;
-
-use super::{Router, normalize};
-use crate::{
+use anyhow::Result;
+use caal::{
     config::{Config, RouteType, RuleConfig},
     ids::ConversationId,
     round::{Channel, Engine, EngineOptions, OpenError},
+    router::{Router, normalize},
+    stats::percentile,
     trace::Durability,
 };
+use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct RouterBenchReport {
@@ -85,23 +84,12 @@ pub fn generated_config(base: &Config, count: usize) -> Config {
     config
 }
 
-/// Why the router benchmark stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum RouterBenchError {
-    #[error(transparent)]
-    Open(#[from] OpenError),
-    #[error(transparent)]
-    Round(#[from] crate::round::RoundError),
-    #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-}
-
 pub fn run(
     config: &Config,
     data_dir: &Path,
     decisions: usize,
     rounds: usize,
-) -> Result<RouterBenchReport, RouterBenchError> {
+) -> Result<RouterBenchReport> {
     let decisions = decisions.max(1);
     let rounds = rounds.max(1);
     let router = Router::compile(config)?;
@@ -124,7 +112,7 @@ pub fn run(
     let mut round_config = config.clone();
     round_config.store.durability = Durability::Normal;
     let options = EngineOptions::bench();
-    let timed = (|| -> Result<Vec<f64>, RouterBenchError> {
+    let timed = (|| -> Result<Vec<f64>> {
         let engine = Engine::open(&dir, round_config, options)?;
         let conversation: ConversationId = "bench".parse().map_err(|e| OpenError::DataDir {
             path: dir.display().to_string(),

@@ -3,9 +3,8 @@
 
 use std::time::Instant;
 
+use caal::safety::{Safety, corpus};
 use serde::Serialize;
-
-use super::{Safety, corpus};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct ScanBenchReport {

@@ -15,15 +15,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde::Serialize;
-use serde_json::json;
-
-use super::{AppState, serve};
-use crate::{
+use caal::{
     config::Config,
     round::{Engine, EngineOptions},
+    server::{AppState, protocols::wyoming, serve},
+    stats::percentile,
     trace::Durability,
 };
+use serde::Serialize;
+use serde_json::json;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct ServeBenchReport {
@@ -83,11 +83,7 @@ impl Running {
                         .map_err(|e| e.to_string())?;
                     let at = door.local_addr().map_err(|e| e.to_string())?;
                     // On loopback with no secret set: loopback peers are let in.
-                    tokio::spawn(crate::server::protocols::wyoming::serve(
-                        door,
-                        state.clone(),
-                        Default::default(),
-                    ));
+                    tokio::spawn(wyoming::serve(door, state.clone(), Default::default()));
                     Some(at)
                 } else {
                     None
@@ -357,7 +353,7 @@ fn doors_in(config: &Config, dir: &Path, rounds: usize) -> Result<DoorsBenchRepo
     running.stop()?;
     api.sort_by(f64::total_cmp);
     openai.sort_by(f64::total_cmp);
-    let p = crate::stats::percentile;
+    let p = percentile;
     Ok(DoorsBenchReport {
         rounds,
         api_p50_ms: p(&api, 0.5),

@@ -6,16 +6,15 @@
 
 use std::{collections::HashMap, path::Path, time::Duration};
 
-use serde::Serialize;
-
-use super::{Engine, EngineOptions};
-use crate::{
+use caal::{
     config::Config,
+    round::{Engine, EngineOptions},
     schedule,
     state::{Clock, SystemClock},
     stats::percentile,
     trace::StoreError,
 };
+use serde::Serialize;
 
 #[derive(Debug, Serialize)]
 pub struct TimersBenchReport {

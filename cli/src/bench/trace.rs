@@ -17,12 +17,16 @@ use std::{
     time::{Duration, Instant},
 };
 
+use caal::{
+    ids::{BucketId, CallId, ConversationId, LibraryId},
+    trace::{
+        Durability, Durable, EventDraft, EventType, RoundSpec, StoreError, TraceStore,
+        bare_connection,
+    },
+};
 use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::json;
-
-use super::{Durability, Durable, EventDraft, EventType, RoundSpec, StoreError, TraceStore, store};
-use crate::ids::{BucketId, CallId, ConversationId, LibraryId};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TraceBenchReport {
@@ -161,9 +165,7 @@ pub fn run(dir: &Path, events: u64, fsync_seconds: f64) -> Result<TraceBenchRepo
         .query_map([], |r| Ok(std::array::from_fn(|i| r.get(i).unwrap_or(rusqlite::types::Value::Null))))?
         .collect::<Result<_, _>>()?;
     drop(source);
-    let bare = Connection::open(dir.join("bare.db"))?;
-    store::configure_writer(&bare, &dir.join("bare.db"), Durability::Normal)?;
-    crate::sqlite::migrate(&bare, &crate::sqlite::TRACE)?;
+    let bare = bare_connection(&dir.join("bare.db"), Durability::Normal)?;
     let start = Instant::now();
     bare.execute_batch("BEGIN")?;
     {

@@ -1,7 +1,7 @@
 //! `caal bench understand`: how well the router understands what people
 //! say. Each suite line is `{"text", "command", "params"}` (a `command` of
 //! `"-"`: no command; `"chain"`: several commands in order; `"context"`:
-//! where it was said). Prints command accuracy, command and parameter
+//! where it was said; read by `caal::understand::suite`). Prints command accuracy, command and parameter
 //! accuracy, out-of-domain proposals and executions, level-1/2 commands
 //! that would ask for confirmation, and decision latency per layer.
 //!
@@ -13,54 +13,34 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use caal::{
+    auth::AuthLevel,
+    router::{Bars, Hearing, Intent, RouteDecision, Router, normalize},
+    stats::percentile,
+    trace::events::HeardWord,
+    understand::{
+        Context, Listen,
+        suite::{Case, Expected, parse_suite},
+    },
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Context;
-use crate::{
-    auth::AuthLevel,
-    router::{Bars, Hearing, Intent, Router, normalize},
-    stats::percentile,
-    trace::events::HeardWord,
-};
-
-pub const HA_SUITE: &str = include_str!("../../suites/ha-en.jsonl");
-pub const PARAPHRASE_SUITE: &str = include_str!("../../suites/paraphrases-en.jsonl");
-pub const OUT_OF_DOMAIN_SUITE: &str = include_str!("../../suites/out-of-domain-en.jsonl");
-pub const HELD_OUT_SUITE: &str = include_str!("../../suites/held-out-en.jsonl");
-pub const FRESH_SUITE: &str = include_str!("../../suites/fresh-en.jsonl");
-pub const FRESH_A_SUITE: &str = include_str!("../../suites/fresh-a-en.jsonl");
-pub const FRESH_B_SUITE: &str = include_str!("../../suites/fresh-b-en.jsonl");
-pub const FRESH_C_SUITE: &str = include_str!("../../suites/fresh-c-en.jsonl");
-pub const UNTOUCHED_SUITE: &str = include_str!("../../suites/untouched-en.jsonl");
-pub const EVERYDAY_SUITE: &str = include_str!("../../suites/everyday-en.jsonl");
-pub const UNSEEN_SUITE: &str = include_str!("../../suites/unseen-en.jsonl");
-pub const DAILY_SUITE: &str = include_str!("../../suites/daily-en.jsonl");
-pub const TRYOUT_SUITE: &str = include_str!("../../suites/tryout-en.jsonl");
-pub const TIMERS_SUITE: &str = include_str!("../../suites/timers-en.jsonl");
-pub const TALK_SUITE: &str = include_str!("../../suites/talk-en.jsonl");
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct Expected {
-    pub command: String,
-    #[serde(default)]
-    pub params: BTreeMap<String, Value>,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct Case {
-    pub text: String,
-    /// `-` for no command.
-    #[serde(default = "none")]
-    pub command: String,
-    #[serde(default)]
-    pub params: BTreeMap<String, Value>,
-    /// Several commands, in order (instead of `command`).
-    #[serde(default)]
-    pub chain: Vec<Expected>,
-    #[serde(default)]
-    pub context: BTreeMap<String, String>,
-}
+pub const HA_SUITE: &str = include_str!("../../../caal/suites/ha-en.jsonl");
+pub const PARAPHRASE_SUITE: &str = include_str!("../../../caal/suites/paraphrases-en.jsonl");
+pub const OUT_OF_DOMAIN_SUITE: &str = include_str!("../../../caal/suites/out-of-domain-en.jsonl");
+pub const HELD_OUT_SUITE: &str = include_str!("../../../caal/suites/held-out-en.jsonl");
+pub const FRESH_SUITE: &str = include_str!("../../../caal/suites/fresh-en.jsonl");
+pub const FRESH_A_SUITE: &str = include_str!("../../../caal/suites/fresh-a-en.jsonl");
+pub const FRESH_B_SUITE: &str = include_str!("../../../caal/suites/fresh-b-en.jsonl");
+pub const FRESH_C_SUITE: &str = include_str!("../../../caal/suites/fresh-c-en.jsonl");
+pub const UNTOUCHED_SUITE: &str = include_str!("../../../caal/suites/untouched-en.jsonl");
+pub const EVERYDAY_SUITE: &str = include_str!("../../../caal/suites/everyday-en.jsonl");
+pub const UNSEEN_SUITE: &str = include_str!("../../../caal/suites/unseen-en.jsonl");
+pub const DAILY_SUITE: &str = include_str!("../../../caal/suites/daily-en.jsonl");
+pub const TRYOUT_SUITE: &str = include_str!("../../../caal/suites/tryout-en.jsonl");
+pub const TIMERS_SUITE: &str = include_str!("../../../caal/suites/timers-en.jsonl");
+pub const TALK_SUITE: &str = include_str!("../../../caal/suites/talk-en.jsonl");
 
 /// Speech for `--spoken`: what whisper heard when the line was said.
 pub type Hear<'a> = &'a dyn Fn(&str) -> Result<Heard, String>;
@@ -97,6 +77,7 @@ struct HeardLine {
 
 impl KeptHearing {
     /// One kept line: `{"text", "heard", "least", "words"}`.
+    #[cfg_attr(not(feature = "whisper"), allow(dead_code))]
     pub fn line(text: &str, heard: &Heard) -> String {
         serde_json::to_string(&HeardLine {
             text: text.to_owned(),
@@ -157,11 +138,11 @@ pub struct Spoken<'a> {
 
 /// A line's speech, to weigh readings against: its text said again (the
 /// same audio it was heard in) and scored by whisper when asked.
-pub type Listener<'a> = &'a dyn Fn(&str) -> Option<super::Listen>;
+pub type Listener<'a> = &'a dyn Fn(&str) -> Option<Listen>;
 
 /// The model layer for `--model`: which of a decision's choices a model
 /// picked for what was said (none: no usable answer).
-pub type Consult<'a> = &'a dyn Fn(&str, &crate::router::RouteDecision) -> Option<usize>;
+pub type Consult<'a> = &'a dyn Fn(&str, &RouteDecision) -> Option<usize>;
 
 /// The chat path for `--model`: what a whole round does with a line no
 /// layer understood (a model asked, offered the tools the round offers it):
@@ -173,41 +154,6 @@ pub struct Chatted {
     pub decided: Vec<Expected>,
     pub level: Option<AuthLevel>,
     pub reply: String,
-}
-
-fn none() -> String {
-    "-".into()
-}
-
-impl Case {
-    fn expected(&self) -> Vec<Expected> {
-        if !self.chain.is_empty() {
-            return self.chain.clone();
-        }
-        if self.command == "-" {
-            return Vec::new();
-        }
-        vec![Expected {
-            command: self.command.clone(),
-            params: self.params.clone(),
-        }]
-    }
-}
-
-/// Reads a suite: one JSON object a line; blank lines and `#` comments skipped.
-pub fn parse_suite(text: &str, origin: &str) -> Result<Vec<Case>, String> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| {
-                format!(
-                    "{origin} line {}: {e}; each line is {{\"text\": ..., \"command\": ..., \"params\": {{...}}}}",
-                    i + 1
-                )
-            })
-        })
-        .collect()
 }
 
 /// What the router decided for one line.

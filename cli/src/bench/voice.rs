@@ -16,16 +16,19 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use caal::{
+    config::{Config, VadConfig, VoiceConfig},
+    round::{Engine, EngineOptions},
+    server::AppState,
+    state::SystemClock,
+    stats::percentile,
+    understand::{Home, Listen},
+    voice::{audio, piper, silero, stt, tts, vad},
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{audio, stt, vad};
-use crate::config::Config;
-use crate::round::{Engine, EngineOptions};
-use crate::server::AppState;
-use crate::server::bench::Running;
-use crate::state::SystemClock;
-use crate::stats::percentile;
+use super::{serve::Running, understand::Heard};
 
 /// Sentences espeak-ng says in about 3, 5, 8 and 10 seconds.
 const SENTENCES: [&str; 4] = [
@@ -132,7 +135,7 @@ fn bare(
     state: &mut whisper_rs::WhisperState,
     samples: &[f32],
     threads: i32,
-    cfg: &crate::config::VoiceConfig,
+    cfg: &VoiceConfig,
 ) -> Result<f64, String> {
     use whisper_rs::FullParams;
     let started = Instant::now();
@@ -167,7 +170,7 @@ fn bare(
 /// a mishearing, as voice rounds weigh them (`understand.sounds.listen`).
 pub struct Ear {
     stt: std::sync::Arc<stt::Stt>,
-    vad: crate::config::VadConfig,
+    vad: VadConfig,
     mouth: Mouth,
     /// The line heard last and its speech: the router weighs a line's
     /// readings right after it is heard (replays say it again).
@@ -176,12 +179,9 @@ pub struct Ear {
 
 /// The voice settings as voice rounds hear with them (whisper told the
 /// home's words), the model installed.
-pub fn as_rounds_hear(
-    config: &Config,
-    models_dir: &Path,
-) -> Result<crate::config::VoiceConfig, String> {
+pub fn as_rounds_hear(config: &Config, models_dir: &Path) -> Result<VoiceConfig, String> {
     let mut cfg = config.voice.clone();
-    let home = crate::understand::Home::from_config(&config.home).map_err(|e| e.to_string())?;
+    let home = Home::from_config(&config.home).map_err(|e| e.to_string())?;
     cfg.prompt = stt::prompt_for(&cfg, &home);
     stt::install(&cfg, models_dir, false).map_err(|e| e.to_string())?;
     Ok(cfg)
@@ -192,7 +192,7 @@ pub fn as_rounds_hear(
 #[derive(Clone)]
 pub struct Mouth {
     /// None: espeak-ng.
-    piper: Option<Arc<super::tts::Speaker>>,
+    piper: Option<Arc<tts::Speaker>>,
     /// espeak-ng's voice and words a minute.
     espeak: (String, u32),
     /// White noise this many dB below the speech, before, under and after
@@ -221,14 +221,14 @@ impl Mouth {
     /// cannot be loaded (no silent fallback to espeak-ng here).
     pub fn piper(config: &Config, models_dir: &Path) -> Result<Self, String> {
         let cfg = &config.voice;
-        let voice = super::piper::Voice::load(
+        let voice = piper::Voice::load(
             &models_dir.join(&cfg.piper),
             &models_dir.join(&cfg.onnxruntime),
             cfg.threads.max(1),
         )
         .map_err(|e| format!("{e}; `bash .ci/setup` installs the Piper voice"))?;
         Ok(Self {
-            piper: Some(Arc::new(super::tts::Speaker::Piper(voice))),
+            piper: Some(Arc::new(tts::Speaker::Piper(voice))),
             ..Self::espeak()
         })
     }
@@ -237,7 +237,7 @@ impl Mouth {
     /// by Silero VAD (`voice.vad.model`).
     pub fn in_noise(self, snr_db: f32, config: &Config, models_dir: &Path) -> Result<Self, String> {
         let cfg = &config.voice;
-        let silero = super::silero::Silero::load(
+        let silero = silero::Silero::load(
             &models_dir.join(&cfg.vad.model),
             &models_dir.join(&cfg.onnxruntime),
         )
@@ -263,7 +263,7 @@ impl Mouth {
     }
 
     /// `text` said, at 16 kHz, with its noise; cut as the voice would be.
-    fn speech(&self, vad_cfg: &crate::config::VadConfig, text: &str) -> Result<Vec<f32>, String> {
+    fn speech(&self, vad_cfg: &VadConfig, text: &str) -> Result<Vec<f32>, String> {
         let samples = self.say(text)?;
         let detector = match self.snr_db {
             Some(_) => self.silero.clone(),
@@ -284,7 +284,7 @@ impl Mouth {
         let mut samples = match &self.piper {
             Some(p) => {
                 let mut said = Vec::new();
-                for piece in super::tts::pieces(text) {
+                for piece in tts::pieces(text) {
                     said.extend(p.speak(piece).map_err(|e| e.to_string())?);
                 }
                 audio::resample(&said, p.rate(), audio::RATE)
@@ -308,11 +308,6 @@ impl Mouth {
 }
 
 impl Ear {
-    /// Lines said by espeak-ng in quiet.
-    pub fn new(config: &Config, models_dir: &Path) -> Result<Self, String> {
-        Self::with(config, models_dir, Mouth::espeak())
-    }
-
     /// Lines said by `mouth`.
     pub fn with(config: &Config, models_dir: &Path, mouth: Mouth) -> Result<Self, String> {
         let cfg = as_rounds_hear(config, models_dir)?;
@@ -327,11 +322,11 @@ impl Ear {
     }
 
     /// What whisper heard of `text` said, and how surely it heard each word.
-    pub fn hear(&self, text: &str) -> Result<crate::understand::bench::Heard, String> {
+    pub fn hear(&self, text: &str) -> Result<Heard, String> {
         let speech: std::sync::Arc<[f32]> = self.mouth.speech(&self.vad, text)?.into();
         let heard = self.stt.transcribe(&speech).map_err(|e| e.to_string())?;
         *self.said.lock().unwrap_or_else(|p| p.into_inner()) = Some((text.to_owned(), speech));
-        Ok(crate::understand::bench::Heard {
+        Ok(Heard {
             heard: heard.text,
             least: heard.least,
             words: heard.words,
@@ -341,7 +336,7 @@ impl Ear {
     /// The speech of `text` to weigh readings against: as heard in this
     /// run (whisper's encoding of it reused), else said again when the
     /// router asks (a replay).
-    pub fn listen(&self, text: &str) -> crate::understand::Listen {
+    pub fn listen(&self, text: &str) -> Listen {
         let heard = self
             .said
             .lock()
@@ -352,7 +347,7 @@ impl Ear {
         let (stt, vad, text) = (self.stt.clone(), self.vad.clone(), text.to_owned());
         let mouth = self.mouth.clone();
         let speech = std::sync::OnceLock::new();
-        crate::understand::Listen::new(move |texts| {
+        Listen::new(move |texts| {
             let samples = speech.get_or_init(|| {
                 heard
                     .clone()
@@ -664,7 +659,7 @@ fn send_paced(
 /// Sends `speech` for transcription over Wyoming as Home Assistant does;
 /// the time from `audio-stop` to the `transcript`.
 fn wyoming_transcript(door: std::net::SocketAddr, speech: &[f32]) -> Result<f64, String> {
-    use crate::server::protocols::wyoming::Event;
+    use caal::server::protocols::wyoming::Event;
     use std::io::{BufRead, BufReader, Read, Write};
     let mut stream = TcpStream::connect(door).map_err(|e| e.to_string())?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;

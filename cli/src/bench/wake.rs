@@ -22,7 +22,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use caal::config::Config;
-use caal::voice::{audio, bench::Mouth, stt, wake};
+use caal::voice::{audio, stt, wake};
+
+use super::voice::Mouth;
 use serde::Serialize;
 
 /// Thresholds reported beside the configured one.
@@ -113,8 +115,7 @@ pub fn run(config: &Config, piper_lines: usize) -> Result<Report> {
     // Whisper as the voice socket's with this wake word on.
     let mut woken = config.clone();
     woken.voice.wake.model = model_name.to_owned();
-    let hear_cfg =
-        caal::voice::bench::as_rounds_hear(&woken, &models_dir).map_err(anyhow::Error::msg)?;
+    let hear_cfg = super::voice::as_rounds_hear(&woken, &models_dir).map_err(anyhow::Error::msg)?;
     let whisper = stt::Stt::load(&stt::model_path(&hear_cfg, &models_dir), &hear_cfg)?;
     // Whether whisper hears the phrase at the start of `samples` (as the
     // voice socket checks it), and what it heard.
@@ -243,7 +244,7 @@ pub fn run(config: &Config, piper_lines: usize) -> Result<Report> {
         recorded(Path::new("/usr/share/pocketsphinx/test/data"))?,
         &mut work,
     )?;
-    let lines: Vec<String> = caal::understand::bench::suites(None)
+    let lines: Vec<String> = super::understand::suites(None)
         .map_err(anyhow::Error::msg)?
         .into_iter()
         .flat_map(|(_, cases)| cases.into_iter().map(|c| c.text))
