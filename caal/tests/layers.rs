@@ -1,8 +1,9 @@
 //! The engine's modules import one way, bottom to top (ARCHITECTURE.md,
 //! "Layout"): a module may use its own layer and the layers below, never one
 //! above. Read from the source: every `crate::name` path and every name in a
-//! `crate::{…}` group, outside tests and benchmarks (a benchmark is a harness
-//! that drives the whole engine from wherever its figure belongs).
+//! `crate::{…}` group, outside tests. Benchmarks drive the whole engine, so
+//! they live outside it (the CLI's `bench` module, on the public API alone)
+//! and hold no exemption here: the library holds none.
 
 use std::{collections::BTreeSet, fs, path::Path};
 
@@ -113,6 +114,25 @@ fn the_reader_sees_grouped_and_plain_paths() {
 }
 
 #[test]
+fn the_library_holds_no_benchmark() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let benches: Vec<String> = files
+        .iter()
+        .filter(|file| {
+            let name = file.file_name().unwrap().to_string_lossy();
+            name == "bench.rs" || name.ends_with("_bench.rs")
+        })
+        .map(|file| file.strip_prefix(&src).unwrap().display().to_string())
+        .collect();
+    assert!(
+        benches.is_empty(),
+        "benchmarks in the library (move them to the CLI's bench module, cli/src/bench/, on the public API): {benches:?}"
+    );
+}
+
+#[test]
 fn no_module_imports_a_layer_above_it() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
@@ -130,7 +150,7 @@ fn no_module_imports_a_layer_above_it() {
             .trim_end_matches(".rs")
             .to_owned();
         let name = file.file_name().unwrap().to_string_lossy();
-        if module == "lib" || name.contains("test") || name.contains("bench") {
+        if module == "lib" || name.contains("test") {
             continue;
         }
         let Some(own) = layer_of(&module) else {
