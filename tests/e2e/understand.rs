@@ -1255,7 +1255,10 @@ fn every_lock_at_once_and_the_time_and_date_are_understood() {
     };
     let date = |t: &jiff::ZonedDateTime| format!("It's {}.", t.strftime("%A %-d %B %Y"));
     for (said, read) in [
-        ("what time is it", &clock as &dyn Fn(&jiff::ZonedDateTime) -> String),
+        (
+            "what time is it",
+            &clock as &dyn Fn(&jiff::ZonedDateTime) -> String,
+        ),
         ("do you know what time it is", &clock),
         ("what's the date today", &date),
         ("what day is it", &date),

@@ -289,7 +289,12 @@ pub fn next_at(t: TimeOfDay, now_ms: i64, tz: &TimeZone) -> Option<i64> {
 
 fn at(date: Date, hour: u8, minute: u8, tz: &TimeZone) -> Option<i64> {
     let dt = date.at(i8::try_from(hour).ok()?, i8::try_from(minute).ok()?, 0, 0);
-    Some(dt.to_zoned_datetime(tz.clone()).ok()?.timestamp().as_millisecond())
+    Some(
+        dt.to_zoned_datetime(tz.clone())
+            .ok()?
+            .timestamp()
+            .as_millisecond(),
+    )
 }
 
 /// "6 pm", "6:30 pm", "noon", "midnight".
@@ -318,7 +323,10 @@ pub fn describe(due_ms: i64, now_ms: i64, tz: &TimeZone) -> String {
     ) else {
         return String::new();
     };
-    let (due, now): (ZonedDateTime, ZonedDateTime) = (due.to_zoned_datetime(tz.clone()), now.to_zoned_datetime(tz.clone()));
+    let (due, now): (ZonedDateTime, ZonedDateTime) = (
+        due.to_zoned_datetime(tz.clone()),
+        now.to_zoned_datetime(tz.clone()),
+    );
     let clock = spoken_clock(&due);
     let today = now.date();
     if due.date() == today {
@@ -387,7 +395,12 @@ mod tests {
     #[test]
     fn the_next_time_comes_in_the_zone_and_across_daylight_saving() {
         let tz = TimeZone::get("Europe/Berlin").unwrap();
-        let ms = |s: &str| s.parse::<ZonedDateTime>().unwrap().timestamp().as_millisecond();
+        let ms = |s: &str| {
+            s.parse::<ZonedDateTime>()
+                .unwrap()
+                .timestamp()
+                .as_millisecond()
+        };
         let now = ms("2026-03-28T14:00:00+01:00[Europe/Berlin]");
         let next = |s: &str| {
             let t = next_at(parse(s).unwrap(), now, &tz).unwrap();
