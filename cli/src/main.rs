@@ -29,6 +29,13 @@ use anyhow::{Context, Result};
 use caal::config::{Config, ConfigSource};
 use clap::{Args, Parser, Subcommand};
 
+/// mimalloc rather than glibc's malloc: memory allocated by one thread and
+/// freed by another (a round's events, freed by the trace writer; a request's
+/// buffers, freed by the runtime's other worker) led the profiles of
+/// `caal bench trace` and `bash .ci/bench-serve`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// CAAL, the thinking router: every utterance a round, every step an event.
 #[derive(Parser)]
 #[command(name = "caal", version, about)]

@@ -4,7 +4,7 @@
 use std::{
     io::Write,
     path::{Path, PathBuf},
-    sync::Mutex,
+    sync::{LazyLock, Mutex},
 };
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
@@ -183,6 +183,36 @@ pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
 const ROUND_COLUMNS: &str =
     "r.schema_version, r.library_id, r.bucket_id, r.conversation_id, r.round_id, r.round_seq,
     r.state_in, r.audio_id, r.channel, r.created_at";
+
+/// `rounds_before`'s two statements: within a conversation (by its
+/// `(conversation_id, round_seq)` index, newest first, so a round reads only
+/// the rounds it asks for), and across all of them (newest by id). Each
+/// prepared once per connection: the service reads a conversation's last
+/// rounds every round, and one statement for both, with `?1 IS NULL OR …`,
+/// walked the whole trace back from its newest round (a profile of
+/// `bash .ci/bench-serve`: 15% of the service's time).
+static ROUNDS_BEFORE: LazyLock<(String, String)> = LazyLock::new(|| {
+    let select = |filter: &str, order: &str| {
+        format!(
+            "SELECT {ROUND_COLUMNS}, e.event_type, e.payload, e.failure_code, e.failure_reason,
+                (SELECT json_extract(payload, '$.raw_text') FROM events x
+                   WHERE x.round_row = r.id AND x.event_type = 'input.received' LIMIT 1),
+                (SELECT json_extract(payload, '$.route_code') FROM events x
+                   WHERE x.round_row = r.id AND x.event_type = 'route.selected' ORDER BY x.event_seq DESC LIMIT 1),
+                (SELECT json_extract(payload, '$.text') FROM events x
+                   WHERE x.round_row = r.id AND x.event_type = 'output.emitted' ORDER BY x.event_seq DESC LIMIT 1)
+             FROM rounds r
+             LEFT JOIN events e ON e.round_row = r.id
+               AND e.event_seq = (SELECT max(event_seq) FROM events m WHERE m.round_row = r.id)
+             WHERE {filter} AND (?3 IS NULL OR r.round_seq < ?3)
+             ORDER BY {order} DESC LIMIT ?2"
+        )
+    };
+    (
+        select("r.conversation_id = ?1", "r.round_seq"),
+        select("?1 IS NULL", "r.id"),
+    )
+});
 
 /// The header columns (first ten) of a row; the outcome is filled in later.
 fn round_from_row(r: &Row<'_>) -> rusqlite::Result<RoundRecord> {
@@ -419,30 +449,34 @@ impl TraceReader {
         before_seq: Option<i64>,
         limit: usize,
     ) -> Result<Vec<RoundSummary>, StoreError> {
-        self.snapshot(|conn| {
-            let sql = format!(
-                "SELECT {ROUND_COLUMNS}, e.event_type, e.payload, e.failure_code, e.failure_reason,
-                    (SELECT json_extract(payload, '$.raw_text') FROM events x
-                       WHERE x.round_row = r.id AND x.event_type = 'input.received' LIMIT 1),
-                    (SELECT json_extract(payload, '$.route_code') FROM events x
-                       WHERE x.round_row = r.id AND x.event_type = 'route.selected' ORDER BY x.event_seq DESC LIMIT 1),
-                    (SELECT json_extract(payload, '$.text') FROM events x
-                       WHERE x.round_row = r.id AND x.event_type = 'output.emitted' ORDER BY x.event_seq DESC LIMIT 1)
-                 FROM rounds r
-                 LEFT JOIN events e ON e.round_row = r.id
-                   AND e.event_seq = (SELECT max(event_seq) FROM events m WHERE m.round_row = r.id)
-                                  WHERE (?1 IS NULL OR r.conversation_id = ?1) AND (?3 IS NULL OR r.round_seq < ?3)
-                 ORDER BY r.id DESC LIMIT ?2"
-            );
-            let mut stmt = conn.prepare(&sql)?;
+        // One statement: a snapshot of its own, no transaction around it.
+        self.with_conn(|conn| {
+            let sql = match conversation {
+                Some(_) => &ROUNDS_BEFORE.0,
+                None => &ROUNDS_BEFORE.1,
+            };
+            let mut stmt = conn.prepare_cached(sql)?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-                        let rows = stmt.query_map(params![conversation.map(|c| c.as_str()), limit, before_seq], |r| {
-                let mut round = round_from_row(r)?;
-                let last_type: Option<String> = r.get(10)?;
-                let payload: Option<String> = r.get(11)?;
-                round.apply_outcome(last_type.as_deref(), payload.as_deref(), r.get(12)?, r.get(13)?);
-                Ok(RoundSummary { round, input: r.get(14)?, route_code: r.get(15)?, reply: r.get(16)? })
-            })?;
+            let rows = stmt.query_map(
+                params![conversation.map(|c| c.as_str()), limit, before_seq],
+                |r| {
+                    let mut round = round_from_row(r)?;
+                    let last_type: Option<String> = r.get(10)?;
+                    let payload: Option<String> = r.get(11)?;
+                    round.apply_outcome(
+                        last_type.as_deref(),
+                        payload.as_deref(),
+                        r.get(12)?,
+                        r.get(13)?,
+                    );
+                    Ok(RoundSummary {
+                        round,
+                        input: r.get(14)?,
+                        route_code: r.get(15)?,
+                        reply: r.get(16)?,
+                    })
+                },
+            )?;
             let mut out: Vec<RoundSummary> = rows.collect::<Result<_, _>>()?;
             out.reverse();
             Ok(out)

@@ -1024,7 +1024,12 @@ impl Writer {
                     head,
                     event,
                 );
-                self.insert_event(&record, true)?;
+                Inserts::prepare(&self.conn)?.event(
+                    &mut self.round_rows,
+                    &mut self.last_event_id,
+                    &record,
+                    true,
+                )?;
                 recovered.push((conversation_id, round_seq));
             }
             let now = now_timestamp();
@@ -1137,38 +1142,61 @@ impl Writer {
                 .err()
                 .map(|e| e.to_string());
         }
-        for op in batch.drain(..) {
-            let write = match op {
-                WriteOp::Begin { header, started } => Some(
-                    self.insert_round(&header)
-                        .and_then(|()| self.insert_event(&started, false)),
-                ),
-                WriteOp::Append(event) => Some(self.insert_event(&event, false)),
-                WriteOp::AppendMany(events) => Some(
-                    events
-                        .iter()
-                        .try_for_each(|event| self.insert_event(event, false)),
-                ),
-                WriteOp::Finish { event, done } => {
-                    replies.extend(done);
-                    Some(self.insert_event(&event, true))
-                }
-                WriteOp::Sync { done } => {
-                    replies.push(done);
-                    None
-                }
-                WriteOp::Close { done } => {
-                    closing = Some(done);
-                    None
-                }
+        {
+            // Prepared once a batch: a cached statement looked up per event
+            // hashed its SQL text each time (a profile of `caal bench trace`).
+            let mut inserts = match failure {
+                None => match Inserts::prepare(&self.conn) {
+                    Ok(inserts) => Some(inserts),
+                    Err(e) => {
+                        failure = Some(e.to_string());
+                        None
+                    }
+                },
+                Some(_) => None,
             };
-            if failure.is_some() {
-                continue;
-            }
-            match write {
-                Some(Ok(())) => inserted += 1,
-                Some(Err(e)) => failure = Some(e.to_string()),
-                None => {}
+            let rows = &mut self.round_rows;
+            let last_event_id = &mut self.last_event_id;
+            for op in batch.drain(..) {
+                let inserts = match (&mut inserts, &failure) {
+                    (Some(inserts), None) => inserts,
+                    // Not applied, but their senders hear the failure.
+                    _ => {
+                        op_replies(op, &mut replies, &mut closing);
+                        continue;
+                    }
+                };
+                let write =
+                    match op {
+                        WriteOp::Begin { header, started } => Some(
+                            inserts
+                                .round(rows, &header)
+                                .and_then(|()| inserts.event(rows, last_event_id, &started, false)),
+                        ),
+                        WriteOp::Append(event) => {
+                            Some(inserts.event(rows, last_event_id, &event, false))
+                        }
+                        WriteOp::AppendMany(events) => Some(events.iter().try_for_each(|event| {
+                            inserts.event(rows, last_event_id, event, false)
+                        })),
+                        WriteOp::Finish { event, done } => {
+                            replies.extend(done);
+                            Some(inserts.event(rows, last_event_id, &event, true))
+                        }
+                        WriteOp::Sync { done } => {
+                            replies.push(done);
+                            None
+                        }
+                        WriteOp::Close { done } => {
+                            closing = Some(done);
+                            None
+                        }
+                    };
+                match write {
+                    Some(Ok(())) => inserted += 1,
+                    Some(Err(e)) => failure = Some(e.to_string()),
+                    None => {}
+                }
             }
         }
         // A store closing leaves nothing unindexed for search.
@@ -1230,9 +1258,41 @@ impl Writer {
         }
         false
     }
+}
 
-    fn insert_round(&mut self, header: &RoundHeader) -> Result<(), StoreError> {
-        self.conn.prepare_cached(INSERT_ROUND)?.execute(params![
+/// Where a write that is not applied still owes an answer.
+fn op_replies(op: WriteOp, replies: &mut Vec<Reply>, closing: &mut Option<Reply>) {
+    match op {
+        WriteOp::Finish { done, .. } => replies.extend(done),
+        WriteOp::Sync { done } => replies.push(done),
+        WriteOp::Close { done } => *closing = Some(done),
+        WriteOp::Begin { .. } | WriteOp::Append(_) | WriteOp::AppendMany(_) => {}
+    }
+}
+
+/// The writer's statements, prepared once for a batch.
+struct Inserts<'c> {
+    round: rusqlite::CachedStatement<'c>,
+    event: rusqlite::CachedStatement<'c>,
+    round_row: rusqlite::CachedStatement<'c>,
+}
+
+impl<'c> Inserts<'c> {
+    fn prepare(conn: &'c Connection) -> Result<Self, StoreError> {
+        Ok(Self {
+            round: conn.prepare_cached(INSERT_ROUND)?,
+            event: conn.prepare_cached(INSERT_EVENT)?,
+            round_row: conn.prepare_cached("SELECT id FROM rounds WHERE round_id = ?1")?,
+        })
+    }
+
+    /// Inserts a round's row and remembers its id while the round is open.
+    fn round(
+        &mut self,
+        rows: &mut HashMap<String, i64>,
+        header: &RoundHeader,
+    ) -> Result<(), StoreError> {
+        let row = self.round.insert(params![
             header.schema_version,
             header.round_id.to_string(),
             header.library_id.as_str(),
@@ -1244,24 +1304,26 @@ impl Writer {
             header.channel,
             header.created_at,
         ])?;
-        self.round_rows
-            .insert(header.round_id.to_string(), self.conn.last_insert_rowid());
+        rows.insert(header.round_id.to_string(), row);
         Ok(())
     }
 
     /// Inserts an event of an open round; `last` forgets the round afterwards.
-    fn insert_event(&mut self, r: &EventRecord, last: bool) -> Result<(), StoreError> {
-        let round_row = match self.round_rows.get(&r.round_id) {
+    fn event(
+        &mut self,
+        rows: &mut HashMap<String, i64>,
+        last_event_id: &mut i64,
+        r: &EventRecord,
+        last: bool,
+    ) -> Result<(), StoreError> {
+        let round_row = match rows.get(&r.round_id) {
             Some(row) => *row,
-            None => self
-                .conn
-                .prepare_cached("SELECT id FROM rounds WHERE round_id = ?1")?
-                .query_row([&r.round_id], |row| row.get(0))?,
+            None => self.round_row.query_row([&r.round_id], |row| row.get(0))?,
         };
         if last {
-            self.round_rows.remove(&r.round_id);
+            rows.remove(&r.round_id);
         }
-        self.conn.prepare_cached(INSERT_EVENT)?.execute(params![
+        *last_event_id = self.event.insert(params![
             r.schema_version,
             r.round_id,
             r.conversation_id,
@@ -1278,7 +1340,6 @@ impl Writer {
             r.hash,
             round_row,
         ])?;
-        self.last_event_id = self.conn.last_insert_rowid();
         Ok(())
     }
 }
