@@ -505,6 +505,16 @@ pub fn print_scan_bench(r: &ScanBenchReport) {
     for (kind, n) in &r.missed {
         println!("  missed {kind}: {n}");
     }
+    for p in &r.whole_process {
+        println!(
+            "  caal scan FILE, whole process: {:.1} MB with {} secrets in {:.2} s ({:.0} MB/s), peak {:.1} MB resident",
+            p.bytes as f64 / 1e6,
+            p.secrets,
+            p.seconds,
+            p.mb_per_s,
+            p.peak_rss_mb
+        );
+    }
 }
 
 pub fn print_timers_bench(r: &crate::bench::timers::TimersBenchReport) {

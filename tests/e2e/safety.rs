@@ -263,7 +263,17 @@ fn scan_prints_scrubbed_text_or_findings_without_values() {
 #[test]
 fn the_scan_benchmark_prints_recall_and_false_alterations() {
     let sb = Sandbox::new();
-    let run = sb.run(&["bench", "scan", "--lines", "5000", "--json"]).ok();
+    let run = sb
+        .run(&[
+            "bench",
+            "scan",
+            "--lines",
+            "5000",
+            "--process-mb",
+            "4",
+            "--json",
+        ])
+        .ok();
     let last: serde_json::Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
     assert!(last["recall"].as_f64().unwrap() > 0.99, "{last}");
     assert!(
@@ -272,4 +282,15 @@ fn the_scan_benchmark_prints_recall_and_false_alterations() {
     );
     assert!(last["mb_per_s"].as_f64().unwrap() > 0.0);
     assert!(last["worst_case_mb_per_s"].as_f64().unwrap() > 0.0);
+    // `caal scan FILE` run whole, over a megabyte and then four.
+    let runs = last["whole_process"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{last}");
+    assert!(runs[0]["bytes"].as_u64().unwrap() >= 1_000_000, "{last}");
+    assert!(runs[1]["bytes"].as_u64().unwrap() >= 4_000_000, "{last}");
+    assert!(runs[1]["secrets"].as_u64().unwrap() > runs[0]["secrets"].as_u64().unwrap());
+    assert!(
+        runs.iter()
+            .all(|r| r["peak_rss_mb"].as_f64().unwrap() > 0.0),
+        "{last}"
+    );
 }

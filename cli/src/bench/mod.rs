@@ -94,6 +94,10 @@ pub enum BenchCommand {
         /// Lines in the generated corpus (a fifth of them carry a secret).
         #[arg(long, default_value_t = 200_000)]
         lines: usize,
+        /// Megabytes of that corpus for `caal scan FILE` as a whole process
+        /// (run at a quarter of this and at this; 0 skips it).
+        #[arg(long, default_value_t = 64)]
+        process_mb: u64,
         /// End with one JSON object of the figures.
         #[arg(long)]
         json: bool,
@@ -345,8 +349,18 @@ pub fn run(
             let report = router::run(&load_config()?, data_dir, decisions, rounds)?;
             figures(&report, output::print_router_bench, json)?;
         }
-        BenchCommand::Scan { lines, json } => {
-            let report = scan::run(lines.max(1), 0x0CAA_15EC);
+        BenchCommand::Scan {
+            lines,
+            process_mb,
+            json,
+        } => {
+            let mut report = scan::run(lines.max(1), 0x0CAA_15EC);
+            if process_mb > 0 {
+                let dir = bench_dir(data_dir, "scan")?;
+                let runs = scan::whole_process(&dir, process_mb, 0x0CAA_15EC);
+                let _ = fs::remove_dir_all(&dir);
+                report.whole_process = runs?;
+            }
             figures(&report, output::print_scan_bench, json)?;
         }
         BenchCommand::Serve {

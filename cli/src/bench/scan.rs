@@ -1,7 +1,14 @@
 //! `caal bench scan`: recall and false alterations of the scrubber on the
-//! generated corpus, and its throughput on one core.
+//! generated corpus, its throughput on one core, and `caal scan` as a whole
+//! process over files of two sizes (its speed, and whether its memory stays
+//! flat as the input grows).
 
-use std::time::Instant;
+use std::{
+    io::{BufWriter, Write as _},
+    path::Path,
+    process::{Command, Stdio},
+    time::Instant,
+};
 
 use caal::safety::{Safety, corpus};
 use serde::Serialize;
@@ -30,6 +37,20 @@ pub struct ScanBenchReport {
     pub worst_case: String,
     /// Kinds that missed at least once, with how often.
     pub missed: Vec<(String, usize)>,
+    /// `caal scan FILE` run as its own process, a smaller file then a
+    /// larger one (empty when not asked for).
+    pub whole_process: Vec<WholeProcess>,
+}
+
+/// One run of `caal scan FILE > /dev/null`, timed from spawn to exit.
+#[derive(Clone, Debug, Serialize)]
+pub struct WholeProcess {
+    pub bytes: u64,
+    pub secrets: usize,
+    pub seconds: f64,
+    pub mb_per_s: f64,
+    /// The process's peak resident memory, from `wait4`'s rusage.
+    pub peak_rss_mb: f64,
 }
 
 /// Texts made to be slow: one anchor repeated, each inside the last one's
@@ -47,6 +68,66 @@ const PATHOLOGICAL: &[(&str, &str)] = &[
     ("Azure keys", "AccountKey="),
     ("a random token", "aB3x9Qz7"),
 ];
+
+/// Runs `caal scan` (this very binary) over the generated corpus repeated to
+/// `mb` megabytes and to a quarter of that, in `dir`.
+pub fn whole_process(dir: &Path, mb: u64, seed: u64) -> anyhow::Result<Vec<WholeProcess>> {
+    use anyhow::Context as _;
+    let corpus = corpus::generate(seed, 20_000, 0.2);
+    let secrets_per_pass = corpus.iter().filter(|l| l.secret.is_some()).count();
+    let pass_bytes: u64 = corpus.iter().map(|l| l.text.len() as u64 + 1).sum();
+    let exe = std::env::current_exe().context("cannot find this binary to run it as caal scan")?;
+    let mut runs = Vec::new();
+    for size in [(mb / 4).max(1), mb.max(1)] {
+        let path = dir.join(format!("scan-{size}mb.txt"));
+        let mut out = BufWriter::new(
+            std::fs::File::create(&path)
+                .with_context(|| format!("cannot write {}", path.display()))?,
+        );
+        let (mut bytes, mut secrets) = (0u64, 0usize);
+        while bytes < size * 1_000_000 {
+            for line in &corpus {
+                writeln!(out, "{}", line.text)?;
+            }
+            bytes += pass_bytes;
+            secrets += secrets_per_pass;
+        }
+        out.flush()?;
+        drop(out);
+        let started = Instant::now();
+        let child = Command::new(&exe)
+            .arg("scan")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot start caal scan")?;
+        let pid = libc::pid_t::try_from(child.id()).context("a process id out of range")?;
+        let mut status = 0;
+        // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for the child spawned above, which nothing else reaps
+        // (std's Child is dropped without waiting); both pointers are ours.
+        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        let seconds = started.elapsed().as_secs_f64();
+        anyhow::ensure!(
+            reaped == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "caal scan {} did not exit 0",
+            path.display()
+        );
+        std::fs::remove_file(&path).ok();
+        runs.push(WholeProcess {
+            bytes,
+            secrets,
+            seconds,
+            mb_per_s: bytes as f64 / 1e6 / seconds,
+            // ru_maxrss is in kilobytes on Linux.
+            peak_rss_mb: usage.ru_maxrss as f64 / 1024.0,
+        });
+    }
+    Ok(runs)
+}
 
 pub fn run(lines: usize, seed: u64) -> ScanBenchReport {
     let safety = Safety::new();
@@ -88,6 +169,7 @@ pub fn run(lines: usize, seed: u64) -> ScanBenchReport {
         worst_case_mb_per_s: f64::INFINITY,
         worst_case: String::new(),
         missed: Vec::new(),
+        whole_process: Vec::new(),
     };
     for (name, unit) in PATHOLOGICAL {
         let text = unit.repeat(1_000_000 / unit.len());
