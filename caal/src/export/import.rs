@@ -958,7 +958,7 @@ fn read_ancestor_rounds(
                 name,
                 format!("table {}", t.name),
                 format!(
-                    "no {what} column (it has {}); the columns read are listed in the README, \"Import\"",
+                    "no {what} column (it has {}); the columns read are listed in docs/trace.md, \"Import\"",
                     t.columns.join(", ")
                 ),
             )

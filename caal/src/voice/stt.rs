@@ -128,7 +128,7 @@ pub struct SpeechModel {
 }
 
 /// The speech models: tiny.en the default (`caal bench voice` and
-/// `caal bench understand --spoken` chose it; README, "Choosing the speech
+/// `caal bench understand --spoken` chose it; docs/voice.md, "Choosing the speech
 /// model").
 pub const SPEECH_MODELS: &[SpeechModel] = &[
     SpeechModel {
