@@ -89,7 +89,8 @@ pub enum BenchCommand {
         json: bool,
     },
     /// The secret scrubber on a corpus it generates: recall, clean lines
-    /// altered, throughput on one core.
+    /// altered, throughput on one core; and `caal scan FILE` as a whole
+    /// process at two sizes (speed, peak memory).
     Scan {
         /// Lines in the generated corpus (a fifth of them carry a secret).
         #[arg(long, default_value_t = 200_000)]
