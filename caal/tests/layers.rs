@@ -182,3 +182,101 @@ fn no_module_imports_a_layer_above_it() {
         wrong.join("\n")
     );
 }
+
+/// The longest a function of the understanding, the router or the round may
+/// grow (issue 43): past it, a function does several things, and a change to
+/// how a sentence is read has more than one place to go.
+const MOST_LINES: usize = 120;
+
+/// Every function and method in `file` longer than `MOST_LINES`, as
+/// "file:line name (N lines)"; tests (`#[cfg(test)]` modules and files named
+/// `tests.rs` or `*_tests.rs`) are not measured.
+fn long_functions(file: &Path, shown: &str) -> Vec<String> {
+    use syn::visit::Visit;
+    struct Long<'a> {
+        shown: &'a str,
+        found: Vec<String>,
+    }
+    impl Long<'_> {
+        fn measure(&mut self, name: &syn::Ident, block: &syn::Block) {
+            let (from, to) = (
+                block.brace_token.span.open().start().line,
+                block.brace_token.span.close().end().line,
+            );
+            if to - from + 1 > MOST_LINES {
+                let lines = to - from + 1;
+                self.found
+                    .push(format!("{}:{from} {name} ({lines} lines)", self.shown));
+            }
+        }
+    }
+    impl<'ast> Visit<'ast> for Long<'_> {
+        fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+            let is_test = m.attrs.iter().any(|a| {
+                a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
+            });
+            if !is_test {
+                syn::visit::visit_item_mod(self, m);
+            }
+        }
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            self.measure(&f.sig.ident, &f.block);
+            syn::visit::visit_item_fn(self, f);
+        }
+        fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+            self.measure(&f.sig.ident, &f.block);
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+    let source = fs::read_to_string(file).unwrap();
+    let parsed = syn::parse_file(&source).unwrap_or_else(|e| panic!("{shown}: {e}"));
+    let mut long = Long {
+        shown,
+        found: Vec::new(),
+    };
+    long.visit_file(&parsed);
+    long.found
+}
+
+#[test]
+fn no_function_of_understanding_routing_or_the_round_is_over_its_length() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for dir in ["understand", "router", "round"] {
+        sources(&src.join(dir), &mut files);
+    }
+    assert!(files.len() > 20, "the sources were found: {files:?}");
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let name = f.file_name().unwrap().to_string_lossy();
+            name != "tests.rs" && !name.ends_with("_tests.rs")
+        })
+        .flat_map(|f| long_functions(f, &f.strip_prefix(&src).unwrap().display().to_string()))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "functions over {MOST_LINES} lines (split them where they do two things): {long:#?}"
+    );
+}
+
+#[test]
+fn a_long_function_is_found_and_a_test_module_is_not_measured() {
+    let dir = std::env::temp_dir().join(format!("caal-layers-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let body = "    let x = 1;\n".repeat(MOST_LINES);
+    let file = dir.join("long.rs");
+    fs::write(
+        &file,
+        format!(
+            "fn short() {{}}\nstruct S;\nimpl S {{\n    fn long(&self) {{\n{body}    }}\n}}\n#[cfg(test)]\nmod tests {{\n    fn also_long() {{\n{body}    }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let found = long_functions(&file, "long.rs");
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        found,
+        vec![format!("long.rs:4 long ({} lines)", MOST_LINES + 2)]
+    );
+}

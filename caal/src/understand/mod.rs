@@ -162,6 +162,17 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// A value taken from `said` (empty when the meaning fixed it or the
+    /// client gave it), with nothing for context checks.
+    pub fn taken(value: Value, said: &str) -> Slot {
+        Slot {
+            value,
+            said: said.to_owned(),
+            context: None,
+            wildcard_span: None,
+        }
+    }
+
     /// The value as a command parameter's text.
     pub fn text(&self) -> String {
         match &self.value {

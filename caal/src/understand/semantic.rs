@@ -471,17 +471,7 @@ impl Semantic {
         let mut slots: BTreeMap<String, Slot> = group
             .slots
             .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    Slot {
-                        value: json!(v),
-                        said: String::new(),
-                        context: None,
-                        wildcard_span: None,
-                    },
-                )
-            })
+            .map(|(k, v)| (k.clone(), Slot::taken(json!(v), "")))
             .collect();
         let domain = group.slots.get("domain").map(String::as_str);
         let mentions = mentions(home, text, domain);
@@ -499,59 +489,14 @@ impl Semantic {
             .chain(said_over_fixed.map(|w| (w, false)))
             .collect();
         for (want, needed) in wanted {
-            let slot = match want.as_str() {
-                "area" | "name" => mentions.iter().find(|m| m.slot == want).map(|m| Slot {
-                    value: m.value.clone(),
-                    said: m.said.clone(),
-                    context: m.context.clone(),
-                    wildcard_span: None,
-                }),
-                // Over a fixed level, only a level said as one ("half" is the group's 50).
-                "brightness" => percent(self.lang, text)
-                    .filter(|n| needed || *n >= 1.0)
-                    .map(|n| number_slot(n, text)),
-                "temperature" => first_number(self.lang, text).map(|n| number_slot(n, text)),
-                "state" => self.state_said(domain, text),
-                "timer" => self.timer_names.find(text).map(|name| Slot {
-                    value: json!(name),
-                    said: name,
-                    context: None,
-                    wildcard_span: None,
-                }),
-                "seconds" => longest_duration(self.lang, text).map(|s| Slot {
-                    value: json!(s),
-                    said: text.to_owned(),
-                    context: None,
-                    wildcard_span: None,
-                }),
-                free => {
-                    let value = self
-                        .marked_examples(g, example, free)
-                        .find_map(|e| align(text, e, free))
-                        .filter(|v| !is_duration(self.lang, v) && !self.names_nothing(v))?;
-                    Some(Slot {
-                        value: json!(value),
-                        said: value.clone(),
-                        context: None,
-                        wildcard_span: None,
-                    })
-                }
-            };
+            let slot = self.slot_said(want, needed, (g, example), domain, text, &mentions);
             // A timer known by its length ("the 20 minute timer"), where
             // the meaning does not set one: its `start`, as a template reads it.
             if want == "timer"
                 && !group.find.iter().any(|f| f == "seconds")
                 && let Some(start) = self.timer_names.start_of(text)
             {
-                slots.insert(
-                    "start_seconds".into(),
-                    Slot {
-                        value: json!(start),
-                        said: text.to_owned(),
-                        context: None,
-                        wildcard_span: None,
-                    },
-                );
+                slots.insert("start_seconds".into(), Slot::taken(json!(start), text));
             }
             match slot {
                 // A timer's name is the intent's `name`, as a template reads it.
@@ -568,9 +513,68 @@ impl Semantic {
                 None => return None,
             }
         }
-        // The room the client said it is in: for a meaning that finds a room
-        // the sentence did not name, and for one that fixes every room, near a
-        // sentence that says none of `all_words` ("kill the lights" in the kitchen).
+        self.speakers_area(group, text, context, &mut slots);
+        let needs_area =
+            group.needs_area && !slots.contains_key("area") && !slots.contains_key("name");
+        Some(Understood {
+            intent: group.intent.clone(),
+            slots,
+            template: unmark(&self.examples[example].text, "…"),
+            source: "semantic",
+            confidence: score,
+            needs_area,
+        })
+    }
+
+    /// The slot `want` as `text` says it, `needed` when the meaning finds
+    /// it (not a fixed level a said one may beat); `at` is the group and its
+    /// nearest example, whose marked words show where a free slot sits.
+    fn slot_said(
+        &self,
+        want: &str,
+        needed: bool,
+        (g, example): (usize, usize),
+        domain: Option<&str>,
+        text: &str,
+        mentions: &[Mention],
+    ) -> Option<Slot> {
+        match want {
+            "area" | "name" => mentions.iter().find(|m| m.slot == want).map(|m| Slot {
+                context: m.context.clone(),
+                ..Slot::taken(m.value.clone(), &m.said)
+            }),
+            // Over a fixed level, only a level said as one ("half" is the group's 50).
+            "brightness" => percent(self.lang, text)
+                .filter(|n| needed || *n >= 1.0)
+                .map(|n| number_slot(n, text)),
+            "temperature" => first_number(self.lang, text).map(|n| number_slot(n, text)),
+            "state" => self.state_said(domain, text),
+            "timer" => self
+                .timer_names
+                .find(text)
+                .map(|name| Slot::taken(json!(name), &name)),
+            "seconds" => longest_duration(self.lang, text).map(|s| Slot::taken(json!(s), text)),
+            free => {
+                let value = self
+                    .marked_examples(g, example, free)
+                    .find_map(|e| align(text, e, free))
+                    .filter(|v| !is_duration(self.lang, v) && !self.names_nothing(v))?;
+                Some(Slot::taken(json!(value), &value))
+            }
+        }
+    }
+
+    /// The room the client said it is in, put in `slots`: for a meaning that
+    /// finds a room the sentence did not name, and for one that fixes every
+    /// room, near a sentence that says none of `all_words` ("kill the
+    /// lights" in the kitchen).
+    fn speakers_area(
+        &self,
+        group: &Group,
+        text: &str,
+        context: &Context,
+        slots: &mut BTreeMap<String, Slot>,
+    ) {
         let padded = format!(" {text} ");
         let says_all = self
             .all_words
@@ -586,26 +590,8 @@ impl Semantic {
         if let Some(area) = &context.area
             && (every_room_unsaid || room_unsaid)
         {
-            slots.insert(
-                "area".into(),
-                Slot {
-                    value: json!(area),
-                    said: String::new(),
-                    context: None,
-                    wildcard_span: None,
-                },
-            );
+            slots.insert("area".into(), Slot::taken(json!(area), ""));
         }
-        let needs_area =
-            group.needs_area && !slots.contains_key("area") && !slots.contains_key("name");
-        Some(Understood {
-            intent: group.intent.clone(),
-            slots,
-            template: unmark(&self.examples[example].text, "…"),
-            source: "semantic",
-            confidence: score,
-            needs_area,
-        })
     }
 
     /// The group's examples that mark `slot`, the nearest first.
@@ -760,12 +746,7 @@ fn number_slot(n: f64, text: &str) -> Slot {
     } else {
         json!(n)
     };
-    Slot {
-        value,
-        said: text.to_owned(),
-        context: None,
-        wildcard_span: None,
-    }
+    Slot::taken(value, text)
 }
 
 fn first_number(lang: Lang, text: &str) -> Option<f64> {

@@ -236,8 +236,27 @@ impl Router {
             });
             last = Some((d, clause.to_string(), said, referent));
         }
-        // "Is the front door locked? Lock it": the question says what the
-        // request is about, and doing it answers it.
+        let (commands, parts, last_answered) = self.without_questions_acted_on(commands, parts);
+        // "Make the bedroom a bit dimmer, like forty percent": the level is
+        // the one said aside, which the meaning layer reads from the whole.
+        if level_fixed && number_aside {
+            return None;
+        }
+        let (d, clause, said, referent) = last?;
+        if parts.len() == 1 && !last_answered {
+            return Some(clause_decision(d, &clause, &said, referent));
+        }
+        Some(several_parts(commands, Layer::Clause, parts))
+    }
+
+    /// "Is the front door locked? Lock it": the question says what the
+    /// request is about, and doing it answers it. The commands and parts
+    /// without the questions so answered, and whether the last part was one.
+    fn without_questions_acted_on(
+        &self,
+        mut commands: Vec<(usize, crate::auth::Command)>,
+        parts: Vec<Part>,
+    ) -> (Vec<crate::auth::Command>, Vec<Part>, bool) {
         let targets = |c: &crate::auth::Command| -> Vec<String> {
             c.params
                 .iter()
@@ -261,23 +280,14 @@ impl Router {
             .collect();
         commands.retain(|(_, c)| !asked(c));
         let last_answered = answered.contains(&parts.len().saturating_sub(1));
-        let parts: Vec<Part> = parts
+        let parts = parts
             .into_iter()
             .enumerate()
             .filter(|(p, _)| !answered.contains(p))
             .map(|(_, part)| part)
             .collect();
-        // "Make the bedroom a bit dimmer, like forty percent": the level is
-        // the one said aside, which the meaning layer reads from the whole.
-        if level_fixed && number_aside {
-            return None;
-        }
-        let (d, clause, said, referent) = last?;
-        if parts.len() == 1 && !last_answered {
-            return Some(clause_decision(d, &clause, &said, referent));
-        }
         let commands = commands.into_iter().map(|(_, c)| c).collect();
-        Some(several_parts(commands, Layer::Clause, parts))
+        (commands, parts, last_answered)
     }
 
     /// Whether `text` says a number, in digits or words.
