@@ -6,7 +6,7 @@
 //! is no reading of it. The phrases are the language's (`speaker_place`,
 //! `corrections`).
 
-use crate::understand::{Context, semantic::mentions};
+use crate::understand::{Context, mentions::mentions};
 
 use super::{RouteDecision, Router};
 use crate::understand::Understood;

@@ -11,6 +11,7 @@ pub mod home;
 pub mod layer;
 pub mod lexicon;
 pub mod library;
+pub mod mentions;
 pub mod names;
 pub mod numbers;
 pub mod reading;

@@ -341,7 +341,7 @@ impl Router {
         }
         let phrase = words.join(" ");
         let names_the_home =
-            !crate::understand::semantic::mentions(&self.home, &phrase, None).is_empty();
+            !crate::understand::mentions::mentions(&self.home, &phrase, None).is_empty();
         (!names_the_home && self.command_of(&phrase, context).is_none()).then_some(phrase)
     }
 }

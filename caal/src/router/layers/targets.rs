@@ -229,7 +229,7 @@ impl Router {
         let mut found = self.library.understand_open(text, &self.home, context);
         // A word of a name the home has ("counter" of "the counter lights")
         // is no room or thing it lacks.
-        let spans = crate::understand::semantic::mentions(&self.home, text, None);
+        let spans = crate::understand::mentions::mentions(&self.home, text, None);
         let of_a_name = |said: &str| {
             let said = self.without_determiner(said);
             spans
