@@ -78,8 +78,6 @@ pub struct Semantic {
     indefinites: Vec<String>,
 }
 
-/// Which words of each pair of opposites a text says.
-
 /// The nearest example of one meaning.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Near {
