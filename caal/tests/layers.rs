@@ -280,3 +280,40 @@ fn a_long_function_is_found_and_a_test_module_is_not_measured() {
         vec![format!("long.rs:4 long ({} lines)", MOST_LINES + 2)]
     );
 }
+
+/// The most lines a file of the understanding layers may hold, its tests
+/// aside (issue 43): a layer, or a part of one, a reader can hold in mind.
+const MOST_FILE_LINES: usize = 400;
+
+#[test]
+fn every_file_of_the_understanding_layers_is_within_its_length() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for dir in ["understand", "router/layers"] {
+        sources(&src.join(dir), &mut files);
+    }
+    assert!(files.len() > 20, "the sources were found: {files:?}");
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let name = f.file_name().unwrap().to_string_lossy();
+            name != "tests.rs" && !name.ends_with("_tests.rs")
+        })
+        .filter_map(|f| {
+            let source = fs::read_to_string(f).unwrap();
+            // The code before a file's own test module.
+            let code = source.split("\n#[cfg(test)]").next().unwrap_or("");
+            let lines = code.lines().count();
+            (lines > MOST_FILE_LINES).then(|| {
+                format!(
+                    "{} ({lines} lines)",
+                    f.strip_prefix(&src).unwrap().display()
+                )
+            })
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over {MOST_FILE_LINES} lines (make the layer a folder, a file per part): {long:#?}"
+    );
+}
