@@ -9,6 +9,7 @@
 
 mod hearing;
 mod layers;
+mod order;
 pub mod replay;
 mod several;
 mod spans;
@@ -421,114 +422,14 @@ impl Router {
         self.each_of_several(d)
     }
 
-    /// `route_in` before a list said in one value becomes several commands.
+    /// `route_in` before a list said in one value becomes several commands:
+    /// the steps of `order::STEPS` asked in turn, the first decision taken
+    /// (the last step always decides).
     fn route_once(&self, text: &str, state: &str, context: &Context) -> RouteDecision {
-        if text
-            .split_whitespace()
-            .nth(crate::understand::MAX_WORDS)
-            .is_some()
-        {
-            return self.route_long(text, state, context);
-        }
-        if let Some(joined) = self.joined_prefix(text) {
-            return self.route_in(&joined, state, context);
-        }
-        // A template that says "here" itself reads it as it was written.
-        if let Some(here) = self
-            .here_said(text, context)
-            .filter(|_| self.by_templates(text, context).is_none())
-        {
-            let d = self.route_in(&here, state, context);
-            return spans::read_as(d, &here, "the speaker's place");
-        }
-        if let Some(meant) = self.corrected(text) {
-            let d = self.route_in(&meant, state, context);
-            if d.layer != Layer::None {
-                return spans::read_as(d, &meant, "a name taken back");
-            }
-        }
-        if let Some(d) = self.by_earlier(text, state, context) {
-            return d;
-        }
-        if let Some(d) = self.by_remembering(text, state, context) {
-            return d;
-        }
-        if let Some(d) = self.answers_which(text, state, context) {
-            return d;
-        }
-        if let Some(d) = self.asked_indirectly(text, state, context) {
-            return d;
-        }
-        let ruled = self.by_rules(text);
-        if let Some((priority, decision)) = ruled {
-            if priority > self.template_priority {
-                return decision;
-            }
-            return self.understood(text, context).unwrap_or_else(|| {
-                // A rule that took it but could not use it ("there is no
-                // kitchn here", "no brightness of the kitchen here": its
-                // pattern took more than a room): a mishearing read right,
-                // a clause, or the meaning of the whole may be understood.
-                if matches!(decision.intent, Intent::Chain(_)) {
-                    decision
-                } else {
-                    self.heard_as(text, context)
-                        .or_else(|| self.runnable_below(text, context))
-                        .unwrap_or(decision)
-                }
-            });
-        }
-        if let Some(d) = self.understood(text, context) {
-            // A device or room that is not in the home ("lock the mac
-            // door"): a mishearing read right may name one that is.
-            if d.route_code == "intent.unknown_target" {
-                return self
-                    .heard_as(text, context)
-                    .or_else(|| self.by_sound(text, context, false))
-                    .unwrap_or(d);
-            }
-            // Heard words a wildcard took ("pause what our timer": a timer
-            // called "what our") may be a mishearing of a slot the home or a
-            // number fills ("pause one hour timer").
-            if d.layer == Layer::Template && d.confidence < 1.0 {
-                return self.by_sound(text, context, true).unwrap_or(d);
-            }
-            return d;
-        }
-        let d = self
-            .by_clause(text, context)
-            .or_else(|| self.heard_as(text, context))
-            .map(Meant::Decided)
-            .unwrap_or_else(|| self.by_sound_or_meaning(text, context));
-        let d = match d {
-            Meant::Decided(d) => d,
-            Meant::Meaning(meaning) => {
-                let meaning = meaning.unwrap_or_else(|| self.by_meaning(text, context));
-                let mut d = meaning
-                    .decided
-                    .map(|d| {
-                        if d.route_code == "intent.ambiguous" {
-                            self.heard_as_meant(text, context).unwrap_or(d)
-                        } else {
-                            d
-                        }
-                    })
-                    .or_else(|| self.by_span(text, context))
-                    .unwrap_or_else(|| self.unmatched(state));
-                if d.layer != Layer::Span {
-                    d.choices = meaning.choices;
-                }
-                if matches!(d.intent, Intent::Think { .. }) {
-                    d.near = meaning.near;
-                }
-                d
-            }
-        };
-        let d = self.unless_conditional(text, d);
-        if d.layer == Layer::None && !context.spoken {
-            return self.slipped(text, context).unwrap_or(d);
-        }
-        d
+        order::STEPS
+            .iter()
+            .find_map(|step| (step.read)(self, text, state, context))
+            .unwrap_or_else(|| self.unmatched(state))
     }
 
     /// A sentence longer than the sentence layers read (`MAX_WORDS`): a

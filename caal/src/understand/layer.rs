@@ -111,8 +111,9 @@ pub struct Step {
     pub what: &'static str,
 }
 
-/// The order of reading, first to last (`Router::route_once` follows it;
-/// a test checks every layer that decides is in it).
+/// The order of reading, first to last (the router's `order::STEPS` runs
+/// it, a test holding the two alike; another checks every layer that
+/// decides is in it).
 pub const ORDER: &[Step] = &[
     Step {
         name: "long",
@@ -138,6 +139,11 @@ pub const ORDER: &[Step] = &[
         name: "earlier",
         decides_as: Option::None,
         what: "\"it\", \"them\", \"there\" read as what the conversation asked before",
+    },
+    Step {
+        name: "remembered",
+        decides_as: Option::None,
+        what: "a request asked to be kept in mind (\"don't forget we need milk\") read as the request",
     },
     Step {
         name: "answer",
