@@ -295,6 +295,7 @@ impl Router {
             ),
         })?;
         let words = u.languages.get(lang.code()).cloned().unwrap_or_default();
+        let home = home.with_kind_words(&words.light_words)?;
         let library = taught(
             library.unwrap_or_else(|| Library::empty(lang)),
             &words,

@@ -36,6 +36,9 @@ pub struct Home {
     pub areas: Vec<Area>,
     pub devices: Vec<Device>,
     lists: HashMap<String, SlotList>,
+    /// Words that name a kind of device, never one device alone (the
+    /// language's `light_words`: "the light" is the lights of here, or all).
+    kind_words: Vec<String>,
 }
 
 fn lower(s: &str) -> String {
@@ -107,12 +110,30 @@ impl Home {
             areas,
             devices,
             lists: HashMap::new(),
+            kind_words: Vec::new(),
         };
         home.lists = home.build_lists().map_err(|e| ConfigError::Value {
             key: "home".into(),
             problem: e.to_string(),
         })?;
         Ok(home)
+    }
+
+    /// The home with `words` (normalised) as the words that name a kind of
+    /// device: a device's last word that is one of them ("desk light") does
+    /// not name the device alone.
+    pub fn with_kind_words(mut self, words: &[String]) -> Result<Self, ConfigError> {
+        self.kind_words = words.iter().map(|w| lower(w)).collect();
+        self.lists = self.build_lists().map_err(|e| ConfigError::Value {
+            key: "home".into(),
+            problem: e.to_string(),
+        })?;
+        Ok(self)
+    }
+
+    /// Whether `word` names a kind of device rather than one (`with_kind_words`).
+    pub fn is_kind_word(&self, word: &str) -> bool {
+        self.kind_words.iter().any(|w| w == word)
     }
 
     /// The lists templates name: `area`, `floor`, `name`.
@@ -166,7 +187,7 @@ impl Home {
         }
         for (word, found) in by_last_word {
             // "the light" is the lights (of here, or all), not one device.
-            if matches!(word.as_str(), "light" | "lights")
+            if self.is_kind_word(&word)
                 || self
                     .devices
                     .iter()

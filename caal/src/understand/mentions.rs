@@ -128,7 +128,7 @@ pub fn mentions(home: &Home, text: &str, domain: Option<&str>) -> Vec<Mention> {
     let mut by_last: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for d in &of_kind {
         if let Some((_, last)) = d.name.rsplit_once(' ')
-            && !matches!(last, "light" | "lights")
+            && !home.is_kind_word(last)
         {
             by_last.entry(last).or_default().push(d.id.as_str());
         }
