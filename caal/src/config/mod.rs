@@ -952,6 +952,22 @@ pub struct OfferConfig {
     pub example: String,
 }
 
+/// The words the meaning layer says an entity as, so that the words around
+/// it weigh ("put the office light on" is "turn the room light on"): a room,
+/// a light, a lock and a free-text slot an example marks (`{item}`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenericWords {
+    #[serde(default)]
+    pub room: String,
+    #[serde(default)]
+    pub light: String,
+    #[serde(default)]
+    pub door: String,
+    #[serde(default)]
+    pub thing: String,
+}
+
 /// One language's words for the understanding layers (`[understand.languages.en]`).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1155,6 +1171,10 @@ pub struct LanguageConfig {
     /// A room named alone, as it is put back into a request (`{area}`).
     #[serde(default)]
     pub in_area: String,
+    /// What the meaning layer puts for the entities of a sentence before it
+    /// weighs its meaning (`understand::mentions::generic`).
+    #[serde(default)]
+    pub generic: GenericWords,
     /// Words that open a room said alone ("in the kitchen") and close it
     /// ("kitchen please").
     #[serde(default)]

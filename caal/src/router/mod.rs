@@ -302,7 +302,7 @@ impl Router {
             lang,
         )?;
         layers::check_maps(&u.intents, &commands)?;
-        layers::check_examples(&words.examples, &u.intents, &u.semantic, lang)?;
+        layers::check_examples(&words, &u.intents, &u.semantic, lang)?;
         layers::check_model_choice(&u.model)?;
         let semantic = embedder
             .filter(|_| !words.examples.is_empty())
@@ -978,31 +978,38 @@ fn meaning_layer(
     words: &crate::config::LanguageConfig,
     home: &Home,
 ) -> Semantic {
-    Semantic::new(embedder, u.semantic.clone(), lang, &words.examples, home)
-        .with_opposites(
-            words
-                .opposites
-                .iter()
-                .map(|[a, b]| [normalize(a), normalize(b)]),
-        )
-        .with_states(&words.state_words)
-        .with_timer_names(crate::understand::names::TimerNames::compile(words, lang))
-        .with_all_words(words.all_words.iter().map(|w| normalize(w)).collect())
-        .with_no_things(
-            words.refer_to_item.iter().map(|w| normalize(w)).collect(),
-            words.indefinites.iter().map(|w| normalize(w)).collect(),
-        )
-        .with_directions(
-            words
-                .directions
-                .iter()
-                .map(|sides| {
-                    sides
-                        .clone()
-                        .map(|side| side.iter().map(|w| normalize(w)).collect())
-                })
-                .collect(),
-        )
+    Semantic::new(
+        embedder,
+        u.semantic.clone(),
+        lang,
+        &words.examples,
+        words.generic.clone(),
+        home,
+    )
+    .with_opposites(
+        words
+            .opposites
+            .iter()
+            .map(|[a, b]| [normalize(a), normalize(b)]),
+    )
+    .with_states(&words.state_words)
+    .with_timer_names(crate::understand::names::TimerNames::compile(words, lang))
+    .with_all_words(words.all_words.iter().map(|w| normalize(w)).collect())
+    .with_no_things(
+        words.refer_to_item.iter().map(|w| normalize(w)).collect(),
+        words.indefinites.iter().map(|w| normalize(w)).collect(),
+    )
+    .with_directions(
+        words
+            .directions
+            .iter()
+            .map(|sides| {
+                sides
+                    .clone()
+                    .map(|side| side.iter().map(|w| normalize(w)).collect())
+            })
+            .collect(),
+    )
 }
 
 /// The sentence library with the language's own words, expansion rules and

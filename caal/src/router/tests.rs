@@ -534,3 +534,16 @@ fn here_is_the_speakers_room_only_where_no_room_is_named() {
     assert_eq!(at(None, "it's too dark in here"), None);
     assert_eq!(at(Some("office"), "turn on the kitchen lights here"), None);
 }
+
+#[test]
+fn a_language_with_examples_says_what_entities_are_embedded_as() {
+    let e = config_error("[understand.languages.en]\ngeneric = { room = \"\" }\n");
+    assert!(
+        e.contains("understand.languages.en.generic.room") && e.contains("is empty"),
+        "{e}"
+    );
+    // A language with no examples has no meaning layer, and needs none.
+    let c = Config::from_toml_over_defaults("[understand]\nlanguage = \"de\"\n").unwrap();
+    assert!(c.understand.languages["de"].examples.is_empty());
+    Router::compile(&c).unwrap();
+}

@@ -7,14 +7,15 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{Home, Lang};
+use crate::config::GenericWords;
 
-/// `text` with the home's rooms said as "room" and its lights and locks
-/// as "light" and "door": the meaning is in the words around them ("put
+/// `text` with the home's rooms, lights and locks said as the language's
+/// generic words (`words`: "room", "light", "door" in English): the meaning is in the words around them ("put
 /// the office light on" is nearer "turn the room light on" than "shut the
 /// office light" once the names no longer weigh). A room that also names
 /// a door ("garage") is kept, and so are other devices: their name is
 /// what they do.
-pub fn generic(home: &Home, lang: Lang, text: &str) -> String {
+pub fn generic(home: &Home, lang: Lang, words: &GenericWords, text: &str) -> String {
     let mut out = String::new();
     let mut at = 0;
     for m in mentions(home, text, None) {
@@ -29,10 +30,10 @@ pub fn generic(home: &Home, lang: Lang, text: &str) -> String {
                     d.domain != "light" && d.name.split(' ').next() == Some(m.said.as_str())
                 }) =>
             {
-                "room"
+                &words.room
             }
-            ("name", Some("light")) => "light",
-            ("name", Some("lock")) => "door",
+            ("name", Some("light")) => &words.light,
+            ("name", Some("lock")) => &words.door,
             _ => continue,
         };
         let (start, end) = m.span();

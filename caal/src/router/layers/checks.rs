@@ -62,10 +62,11 @@ pub(in crate::router) fn check_model_choice(
     Ok(())
 }
 
-/// Every example group means something a mapping runs (or `-`), and a
-/// free-text slot it reads is marked in one of its examples.
+/// Every example group means something a mapping runs (or `-`), a
+/// free-text slot it reads is marked in one of its examples, and the
+/// language says what entities are embedded as (`generic`).
 pub(in crate::router) fn check_examples(
-    groups: &[ExampleConfig],
+    words: &LanguageConfig,
     maps: &[IntentMapConfig],
     semantic: &SemanticConfig,
     lang: Lang,
@@ -94,6 +95,21 @@ pub(in crate::router) fn check_examples(
                 semantic.sure, semantic.threshold
             ),
         ));
+    }
+    let groups = &words.examples;
+    let generic = &words.generic;
+    for (key, word) in [
+        ("room", &generic.room),
+        ("light", &generic.light),
+        ("door", &generic.door),
+        ("thing", &generic.thing),
+    ] {
+        if !groups.is_empty() && word.trim().is_empty() {
+            return Err(ConfigError::Value {
+                key: format!("understand.languages.{}.generic.{key}", lang.code()),
+                problem: "is empty, and the meaning layer says an entity of this kind as it before weighing a sentence; give the language's word for it (English: generic = { room = \"room\", light = \"light\", door = \"door\", thing = \"something\" })".into(),
+            });
+        }
     }
     for g in groups {
         let problem = |problem: String| ConfigError::Item {

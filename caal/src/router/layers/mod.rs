@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use super::{Choice, Intent, RouteDecision, Router, normalize};
 use crate::{
     auth::{AuthLevel, CommandChain},
-    config::{ConfigError, ExampleConfig, IntentMapConfig, SemanticConfig},
+    config::{ConfigError, IntentMapConfig, LanguageConfig, SemanticConfig},
     understand::{
         Context, Lang, Layer, MAX_WORDS, Reading, Understood,
         home::value_names,

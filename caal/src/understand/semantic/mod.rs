@@ -23,10 +23,7 @@ use super::embed::{EmbedError, Embedder, cosine};
 use super::mentions::{generic, mentions};
 use super::names::TimerNames;
 use super::{Context, Home, Lang, Understood};
-use crate::config::{ExampleConfig, SemanticConfig};
-
-/// A free-text slot an example marks; embedded as this word.
-const FILLER: &str = "something";
+use crate::config::{ExampleConfig, GenericWords, SemanticConfig};
 
 struct Group {
     intent: String,
@@ -76,6 +73,8 @@ pub struct Semantic {
     /// first ("anything from the shop"). Never a free slot's value.
     points_back: Vec<String>,
     indefinites: Vec<String>,
+    /// The words entities are said as before a sentence is embedded.
+    generic: GenericWords,
 }
 
 /// The nearest example of one meaning.
@@ -121,6 +120,7 @@ impl Semantic {
         config: SemanticConfig,
         lang: Lang,
         groups: &[ExampleConfig],
+        generic_words: GenericWords,
         home: &Home,
     ) -> Self {
         let mut g = Vec::new();
@@ -137,7 +137,12 @@ impl Semantic {
                 let text = normalize_marked(e);
                 examples.push(Example {
                     group: i,
-                    embedded: generic(home, lang, &unmark(&text, FILLER)),
+                    embedded: generic(
+                        home,
+                        lang,
+                        &generic_words,
+                        &unmark(&text, &generic_words.thing),
+                    ),
                     text,
                 });
             }
@@ -158,6 +163,7 @@ impl Semantic {
             all_words: Vec::new(),
             points_back: Vec::new(),
             indefinites: Vec::new(),
+            generic: generic_words,
         }
     }
 
@@ -247,7 +253,9 @@ impl Semantic {
         asks: bool,
     ) -> Result<Found, EmbedError> {
         let vectors = self.vectors()?;
-        let query = self.embedder.embed_one(&generic(home, self.lang, text))?;
+        let query = self
+            .embedder
+            .embed_one(&generic(home, self.lang, &self.generic, text))?;
         let said = sides(&self.opposites, text);
         let heading = direction_sides(&self.directions, text);
         let mut best: BTreeMap<usize, (f32, usize)> = BTreeMap::new();
@@ -287,9 +295,12 @@ impl Semantic {
             if !mentions(home, &value, None).is_empty() || is_duration(self.lang, &value) {
                 continue;
             }
-            let with =
-                format!(" {text} ").replacen(&format!(" {value} "), &format!(" {FILLER} "), 1);
-            masked.push((generic(home, self.lang, with.trim()), i));
+            let with = format!(" {text} ").replacen(
+                &format!(" {value} "),
+                &format!(" {} ", self.generic.thing),
+                1,
+            );
+            masked.push((generic(home, self.lang, &self.generic, with.trim()), i));
         }
         if !masked.is_empty() {
             let mut unique: Vec<&str> = masked.iter().map(|m| m.0.as_str()).collect();
