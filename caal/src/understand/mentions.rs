@@ -1,6 +1,6 @@
 //! The home's rooms and devices said in a sentence, found before any
-//! intent is chosen (entities first): templates, the meaning layer and the
-//! router read the slots they fill from these spans.
+//! intent is chosen (entities first): the meaning layer and the router read
+//! the rooms and devices they fill slots with from these spans.
 
 use std::collections::BTreeMap;
 
@@ -10,9 +10,10 @@ use super::{Home, Lang};
 use crate::config::GenericWords;
 
 /// `text` with the home's rooms, lights and locks said as the language's
-/// generic words (`words`: "room", "light", "door" in English): the meaning is in the words around them ("put
-/// the office light on" is nearer "turn the room light on" than "shut the
-/// office light" once the names no longer weigh). A room that also names
+/// generic words (`words`: "room", "light", "door" in English): the meaning
+/// is in the words around them ("put the office light on" is nearer "turn
+/// the room light on" than "shut the office light" once the names no
+/// longer weigh). A room that also names
 /// a door ("garage") is kept, and so are other devices: their name is
 /// what they do.
 pub fn generic(home: &Home, lang: Lang, words: &GenericWords, text: &str) -> String {
