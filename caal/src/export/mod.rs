@@ -1,7 +1,8 @@
 //! What the trace becomes for other tools, and what comes into it:
-//! OpenTelemetry traces (`otlp`), training data (`training`), older data
+//! OpenTelemetry traces (`otlp`, and live to a receiver: `ship`), training data (`training`), older data
 //! brought in once (`import`). Replay routes, so it lives in `router::replay`.
 
 pub mod import;
 pub mod otlp;
 pub mod training;
+pub mod ship;
