@@ -37,7 +37,7 @@ pub fn serve(
     }
     let env = |k: &str| std::env::var(k).ok();
     if let Some(url) = ship {
-        caal::config::check_ship_url(url).map_err(|p| anyhow::anyhow!("--ship {url:?}: {p}"))?;
+        caal::config::check_ship_url(url).map_err(|p| anyhow::anyhow!("--ship: {p}"))?;
     }
     let shipping = caal::export::ship::ShipOptions::resolve(&config.ship, ship, &env)?;
     let admission = caal::server::protocols::wyoming::Admission::new(&config.doors.wyoming, &env);
