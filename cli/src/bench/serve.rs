@@ -139,10 +139,24 @@ fn run_in(
     clients: usize,
     seconds: f64,
 ) -> Result<ServeBenchReport, String> {
+    let engine = open_engine(config, dir)?;
+    load(&engine, clients, seconds)
+}
+
+/// The engine the service benchmarks run, in `dir` (WAL, synchronous NORMAL).
+pub(crate) fn open_engine(config: &Config, dir: &Path) -> Result<Engine, String> {
     let mut config = config.clone();
     config.store.durability = Durability::Normal;
-    let options = EngineOptions::bench();
-    let engine = Engine::open(dir, config, options).map_err(|e| e.to_string())?;
+    Engine::open(dir, config, EngineOptions::bench()).map_err(|e| e.to_string())
+}
+
+/// `clients` keep-alive clients sending level-1 rounds to a server of
+/// `engine` for `seconds`, one following the live stream.
+pub(crate) fn load(
+    engine: &Engine,
+    clients: usize,
+    seconds: f64,
+) -> Result<ServeBenchReport, String> {
     let running = Running::start(AppState::new(engine.clone(), TOKEN.into()))?;
     let addr = running.addr;
     let base = format!("http://{addr}");
