@@ -1042,9 +1042,13 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
     }))
 }
 
-/// Live shipping: the receiver (none when off) and the backlog the trace
-/// holds for it (`caal ship status`).
+/// Live shipping: the receiver and the backlog the trace holds for it
+/// (`caal ship status`); only the endpoint, `null`, when shipping is off.
 async fn ship(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
+    // Off: nothing is counted (a trace never shipped would count every round, each refresh).
+    if state.shipping.is_none() {
+        return Ok(Json(json!({"endpoint": null})));
+    }
     let engine = state.engine.clone();
     let status = blocking(move || Ok(engine.store().reader().ship_status()?)).await?;
     let mut value = json!(status);

@@ -98,6 +98,25 @@ impl Receiver {
         &self.endpoint
     }
 
+    /// `sent` with the credential's value cut out of its reason, should a
+    /// receiver quote the header back: the reason is logged and kept.
+    fn unquoted(&self, sent: Sent) -> Sent {
+        let Some(c) = self.credential.as_ref().filter(|c| !c.value.is_empty()) else {
+            return sent;
+        };
+        let cut = |reason: String| reason.replace(&c.value, "[credential]");
+        match sent {
+            Sent::Retry { reason, after } => Sent::Retry {
+                reason: cut(reason),
+                after,
+            },
+            Sent::Refused { reason } => Sent::Refused {
+                reason: cut(reason),
+            },
+            acked => acked,
+        }
+    }
+
     /// POSTs one gzip-compressed `ExportTraceServiceRequest`.
     pub fn send(&self, body: &[u8]) -> Sent {
         let mut request = self
@@ -123,7 +142,7 @@ impl Receiver {
                     .limit(1 << 20)
                     .read_to_vec()
                     .unwrap_or_default();
-                classify(status, retry_after, &answer)
+                self.unquoted(classify(status, retry_after, &answer))
             }
             Err(e) => Sent::Retry {
                 reason: format!("cannot reach {}: {e}", self.endpoint),
@@ -135,10 +154,11 @@ impl Receiver {
 
 /// The meaning of an HTTP status from an OTLP receiver.
 pub fn classify(status: u16, retry_after: Option<Duration>, answer: &[u8]) -> Sent {
+    // What the receiver said, when it said it in words (a protobuf `Status` is not quoted).
     let said = || {
         let text = String::from_utf8_lossy(&answer[..answer.len().min(200)]);
         let text = text.trim();
-        if text.is_empty() || !text.is_char_boundary(text.len()) {
+        if text.is_empty() || text.chars().any(char::is_control) {
             String::new()
         } else {
             format!(": {text}")

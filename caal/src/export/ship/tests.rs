@@ -126,7 +126,11 @@ fn a_permanent_refusal_is_reported_not_retried_and_the_credential_stays_out_of_l
     let dir = tempfile::tempdir().unwrap();
     let store = TraceStore::open(&dir.path().join(DB_FILE), "lib".parse().unwrap(), Durability::Normal).unwrap();
     round(&store, "a");
-    let receiver = Server::start(|_, _| (401, "bad token".into(), NO_DELAY));
+    // A receiver that quotes the credential back in its refusal.
+    let receiver = Server::start(|_, seen| {
+        let quoted = format!("bad token {}", seen.header("authorization").unwrap_or(""));
+        (401, quoted, NO_DELAY)
+    });
     let secret = "Bearer s3cret-shipping-token-0451";
     let logs = LogBuffer::default();
     let subscriber = tracing_subscriber::fmt()
