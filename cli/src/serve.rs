@@ -63,7 +63,9 @@ pub fn serve(
         .map(|o| caal::export::ship::Shipper::start(engine.store().path(), o))
         .transpose()?;
     if let Some(e) = &endpoint {
-        eprintln!("caal serve: shipping ended rounds to {e} (`caal ship status` shows the backlog)");
+        eprintln!(
+            "caal serve: shipping ended rounds to {e} (`caal ship status` shows the backlog)"
+        );
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

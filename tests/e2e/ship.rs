@@ -27,7 +27,8 @@ struct Receiver(Child);
 
 impl Receiver {
     fn start(port: u16, out: &Path) -> Self {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/clients/otlp_receiver.py");
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/clients/otlp_receiver.py");
         let mut child = Command::new(client_python())
             .arg(script)
             .arg(port.to_string())
@@ -76,7 +77,11 @@ fn load(
     thread::spawn(move || {
         let agent = crate::support::agent(10);
         let mut answered = Vec::new();
-        let texts = ["turn on the hall lights", "turn off the hall lights", "what time is it"];
+        let texts = [
+            "turn on the hall lights",
+            "turn off the hall lights",
+            "what time is it",
+        ];
         let mut n = 0;
         while !stop.load(Ordering::SeqCst) {
             let at = url.lock().unwrap().clone();
@@ -84,11 +89,14 @@ fn load(
             let sent = agent
                 .post(&format!("{at}/api/chat"))
                 .header("Authorization", &format!("Bearer {token}"))
-                .send_json(json!({"conversation_id": conversation, "text": texts[n % texts.len()]}));
+                .send_json(
+                    json!({"conversation_id": conversation, "text": texts[n % texts.len()]}),
+                );
             match sent {
                 Ok(mut r) if r.status().as_u16() == 200 => {
-                    let body: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap_or_default())
-                        .unwrap_or_default();
+                    let body: Value =
+                        serde_json::from_str(&r.body_mut().read_to_string().unwrap_or_default())
+                            .unwrap_or_default();
                     if let Some(id) = body["round_id"].as_str() {
                         answered.push(id.replace('-', ""));
                     }
@@ -120,7 +128,14 @@ fn every_ended_round_arrives_once_over_three_outages_and_three_kills() {
     let token = sb.api_token();
     let stop = Arc::new(AtomicBool::new(false));
     let senders: Vec<_> = (0..3)
-        .map(|i| load(url.clone(), token.clone(), format!("load-{i}"), stop.clone()))
+        .map(|i| {
+            load(
+                url.clone(),
+                token.clone(),
+                format!("load-{i}"),
+                stop.clone(),
+            )
+        })
         .collect();
 
     for _ in 0..3 {
@@ -137,7 +152,10 @@ fn every_ended_round_arrives_once_over_three_outages_and_three_kills() {
     }
     thread::sleep(Duration::from_millis(1000));
     stop.store(true, Ordering::SeqCst);
-    let answered: BTreeSet<String> = senders.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let answered: BTreeSet<String> = senders
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
 
     // Drained: nothing ended is left unacknowledged.
     let start = Instant::now();
@@ -146,7 +164,10 @@ fn every_ended_round_arrives_once_over_three_outages_and_three_kills() {
         if status["backlog"] == 0 {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(90), "never drained: {status}");
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "never drained: {status}"
+        );
         thread::sleep(Duration::from_millis(200));
     }
     let (_, log) = served.take().unwrap().terminate();
@@ -182,14 +203,31 @@ fn every_ended_round_arrives_once_over_three_outages_and_three_kills() {
         lines.len(),
         duplicates
     );
-    assert!(answered.len() >= 30, "the load ran: {} answered", answered.len());
-    assert_eq!(rounds.len(), ended.len(), "every round ended (a killed one as failed)");
+    assert!(
+        answered.len() >= 30,
+        "the load ran: {} answered",
+        answered.len()
+    );
+    assert_eq!(
+        rounds.len(),
+        ended.len(),
+        "every round ended (a killed one as failed)"
+    );
     let missing: Vec<_> = answered.difference(&received).collect();
-    assert!(missing.is_empty(), "answered rounds never arrived: {missing:?}");
-    assert_eq!(received, ended, "the receiver holds exactly the trace's ended rounds");
+    assert!(
+        missing.is_empty(),
+        "answered rounds never arrived: {missing:?}"
+    );
+    assert_eq!(
+        received, ended,
+        "the receiver holds exactly the trace's ended rounds"
+    );
     let status = ship_status(&sb);
     assert_eq!(status["backlog"], 0);
-    assert!(status["rounds_acked"].as_u64().unwrap() >= ended.len() as u64, "{status}");
+    assert!(
+        status["rounds_acked"].as_u64().unwrap() >= ended.len() as u64,
+        "{status}"
+    );
 }
 
 #[test]
@@ -219,8 +257,17 @@ fn ship_status_and_the_api_show_the_backlog_while_the_receiver_is_away() {
         thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(status["backlog"], 3, "{status}");
-    assert_eq!(status["backlog_by_conversation"][0]["conversation_id"], "kitchen");
-    assert!(status["last_error"].as_str().unwrap().contains("cannot reach"), "{status}");
+    assert_eq!(
+        status["backlog_by_conversation"][0]["conversation_id"],
+        "kitchen"
+    );
+    assert!(
+        status["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach"),
+        "{status}"
+    );
     let mut api = agent
         .get(&format!("{}/api/ship", served.url))
         .header("Authorization", &format!("Bearer {token}"))
@@ -240,7 +287,11 @@ fn a_bad_ship_section_is_refused_by_config_check() {
     let run = sb.run(&["config", "check"]);
     assert_eq!(run.code, 2, "{}", run.stdout);
     assert!(run.stderr.contains("ship.url"), "{}", run.stderr);
-    assert!(!run.stderr.contains("pw@"), "the password is not repeated: {}", run.stderr);
+    assert!(
+        !run.stderr.contains("pw@"),
+        "the password is not repeated: {}",
+        run.stderr
+    );
     sb.configure("[ship]\nurl = \"http://collector:4318\"\ncredential_env = \"X\"\ncredential_file = \"f\"\n");
     let run = sb.run(&["config", "check"]);
     assert_eq!(run.code, 2);

@@ -285,7 +285,10 @@ impl ShipConfig {
             }
         }
         if self.max_backoff_ms < self.base_backoff_ms {
-            return Err(bad("max_backoff_ms", "must be at least base_backoff_ms".into()));
+            return Err(bad(
+                "max_backoff_ms",
+                "must be at least base_backoff_ms".into(),
+            ));
         }
         if self.header.is_empty()
             || !self
@@ -295,7 +298,10 @@ impl ShipConfig {
         {
             return Err(bad(
                 "header",
-                format!("{:?} is not an HTTP header name; use e.g. \"Authorization\"", self.header),
+                format!(
+                    "{:?} is not an HTTP header name; use e.g. \"Authorization\"",
+                    self.header
+                ),
             ));
         }
         if self.credential_env.is_some() && self.credential_file.is_some() {
@@ -304,7 +310,11 @@ impl ShipConfig {
                 "give credential_env or credential_file, not both".into(),
             ));
         }
-        if self.credential_env.as_deref().is_some_and(|v| v.trim().is_empty()) {
+        if self
+            .credential_env
+            .as_deref()
+            .is_some_and(|v| v.trim().is_empty())
+        {
             return Err(bad("credential_env", "names no variable".into()));
         }
         Ok(())

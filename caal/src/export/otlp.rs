@@ -392,10 +392,7 @@ fn child_span(
 ) -> Span {
     Span {
         trace_id: ids.trace_id.to_owned(),
-        span_id: span_id(
-            &ids.round.round_id,
-            &format!("event-{}", request.event_seq),
-        ),
+        span_id: span_id(&ids.round.round_id, &format!("event-{}", request.event_seq)),
         parent_span_id: Some(ids.parent.to_owned()),
         name,
         kind,

@@ -162,8 +162,9 @@ fn read_batch(
     let rows: Vec<(i64, i64)> = ended
         .query_map(params![cursor, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
-    let mut header =
-        conn.prepare_cached(&format!("SELECT {ROUND_COLUMNS} FROM rounds r WHERE r.id = ?1"))?;
+    let mut header = conn.prepare_cached(&format!(
+        "SELECT {ROUND_COLUMNS} FROM rounds r WHERE r.id = ?1"
+    ))?;
     let mut batch = Vec::with_capacity(rows.len());
     for (end_event_id, round_row) in rows {
         let mut round = header.query_row([round_row], round_from_row)?;

@@ -77,7 +77,8 @@ fn run_in(
     let serve_before = load(&engine, clients, seconds)?;
     let backlog_rounds = status(&engine)?.backlog;
     let started = Instant::now();
-    let shipper = Shipper::start(engine.store().path(), options.clone()).map_err(|e| e.to_string())?;
+    let shipper =
+        Shipper::start(engine.store().path(), options.clone()).map_err(|e| e.to_string())?;
     wait_drained(&engine, Duration::from_secs(120))?;
     let ship_seconds = started.elapsed().as_secs_f64();
     let requests = receiver.requests.load(Ordering::Relaxed);

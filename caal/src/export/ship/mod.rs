@@ -23,7 +23,9 @@ use std::{
     time::Duration,
 };
 
-pub use send::{Credential, Receiver, Sent, backoff, classify, jitter_unit, retry_after, traces_endpoint};
+pub use send::{
+    Credential, Receiver, Sent, backoff, classify, jitter_unit, retry_after, traces_endpoint,
+};
 
 use crate::config::ShipConfig;
 use crate::export::otlp::round_spans;

@@ -291,14 +291,8 @@ mod tests {
 
     #[test]
     fn the_endpoint_is_the_traces_path_of_the_base_url() {
-        assert_eq!(
-            traces_endpoint("http://c:4318"),
-            "http://c:4318/v1/traces"
-        );
-        assert_eq!(
-            traces_endpoint("http://c:4318/"),
-            "http://c:4318/v1/traces"
-        );
+        assert_eq!(traces_endpoint("http://c:4318"), "http://c:4318/v1/traces");
+        assert_eq!(traces_endpoint("http://c:4318/"), "http://c:4318/v1/traces");
         assert_eq!(
             traces_endpoint("https://c/otlp/v1/traces"),
             "https://c/otlp/v1/traces"

@@ -73,7 +73,10 @@ fn trace_ids(seen: &Seen) -> Vec<String> {
 fn until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
-        assert!(start.elapsed() < Duration::from_secs(20), "waited for {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "waited for {what}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -81,28 +84,41 @@ fn until(what: &str, mut done: impl FnMut() -> bool) {
 #[test]
 fn the_mark_moves_only_after_the_receiver_answers_2xx() {
     let dir = tempfile::tempdir().unwrap();
-    let store = TraceStore::open(&dir.path().join(DB_FILE), "lib".parse().unwrap(), Durability::Normal).unwrap();
+    let store = TraceStore::open(
+        &dir.path().join(DB_FILE),
+        "lib".parse().unwrap(),
+        Durability::Normal,
+    )
+    .unwrap();
     let mut ids: BTreeSet<String> = ["a", "b", "a"].iter().map(|c| round(&store, c)).collect();
     // 503 until told otherwise.
     let answer = Arc::new(AtomicU16::new(503));
     let status = answer.clone();
-    let receiver = Server::start(move |_, _| (status.load(Ordering::SeqCst), String::new(), NO_DELAY));
+    let receiver =
+        Server::start(move |_, _| (status.load(Ordering::SeqCst), String::new(), NO_DELAY));
     let shipper = Shipper::start(store.path(), options(&receiver.url, None)).unwrap();
 
     until("three refused tries", || receiver.seen().len() >= 3);
     let waiting = store.reader().ship_status().unwrap();
     assert_eq!(waiting.backlog, 3, "{waiting:?}");
     assert_eq!(waiting.rounds_acked, 0);
-    assert!(waiting.last_error.as_deref().unwrap_or("").contains("503"), "{waiting:?}");
+    assert!(
+        waiting.last_error.as_deref().unwrap_or("").contains("503"),
+        "{waiting:?}"
+    );
     assert_eq!(
         waiting.backlog_by_conversation,
         vec![("a".to_string(), 2), ("b".to_string(), 1)]
     );
 
     answer.store(200, Ordering::SeqCst);
-    until("the backlog to drain", || store.reader().ship_status().unwrap().backlog == 0);
+    until("the backlog to drain", || {
+        store.reader().ship_status().unwrap().backlog == 0
+    });
     ids.insert(round(&store, "b"));
-    until("the new round", || store.reader().ship_status().unwrap().rounds_acked == 4);
+    until("the new round", || {
+        store.reader().ship_status().unwrap().rounds_acked == 4
+    });
     drop(shipper);
 
     let seen = receiver.seen();
@@ -117,14 +133,22 @@ fn the_mark_moves_only_after_the_receiver_answers_2xx() {
     let want: BTreeSet<String> = ids.iter().map(|i| i.replace('-', "")).collect();
     assert_eq!(got, want);
     let last = store.reader().ship_status().unwrap();
-    assert_eq!(last.last_error, None, "a send that got through clears the error");
+    assert_eq!(
+        last.last_error, None,
+        "a send that got through clears the error"
+    );
     assert!(last.last_ack_at.is_some());
 }
 
 #[test]
 fn a_permanent_refusal_is_reported_not_retried_and_the_credential_stays_out_of_logs() {
     let dir = tempfile::tempdir().unwrap();
-    let store = TraceStore::open(&dir.path().join(DB_FILE), "lib".parse().unwrap(), Durability::Normal).unwrap();
+    let store = TraceStore::open(
+        &dir.path().join(DB_FILE),
+        "lib".parse().unwrap(),
+        Durability::Normal,
+    )
+    .unwrap();
     round(&store, "a");
     // A receiver that quotes the credential back in its refusal.
     let receiver = Server::start(|_, seen| {
@@ -141,7 +165,10 @@ fn a_permanent_refusal_is_reported_not_retried_and_the_credential_stays_out_of_l
     let shipper = tracing::subscriber::with_default(subscriber, || {
         Shipper::start(
             store.path(),
-            options(&receiver.url, Some(Credential::new("Authorization", secret))),
+            options(
+                &receiver.url,
+                Some(Credential::new("Authorization", secret)),
+            ),
         )
         .unwrap()
     });
@@ -149,11 +176,18 @@ fn a_permanent_refusal_is_reported_not_retried_and_the_credential_stays_out_of_l
     std::thread::sleep(Duration::from_millis(100));
     let seen = receiver.seen();
     assert_eq!(seen.len(), 1, "a 401 is not tried again");
-    assert_eq!(seen[0].header("authorization"), Some(secret), "sent in its header");
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(secret),
+        "sent in its header"
+    );
     let status = store.reader().ship_status().unwrap();
     assert_eq!(status.backlog, 1, "the round waits in the trace");
     let error = status.last_error.unwrap_or_default();
-    assert!(error.contains("401") && error.contains("stopped"), "{error}");
+    assert!(
+        error.contains("401") && error.contains("stopped"),
+        "{error}"
+    );
     let logged = logs.text();
     assert!(logged.contains("401"), "the refusal is logged: {logged}");
     for place in [&logged, &error] {
@@ -164,15 +198,24 @@ fn a_permanent_refusal_is_reported_not_retried_and_the_credential_stays_out_of_l
 #[test]
 fn a_restart_resumes_from_the_marks_without_resending() {
     let dir = tempfile::tempdir().unwrap();
-    let store = TraceStore::open(&dir.path().join(DB_FILE), "lib".parse().unwrap(), Durability::Normal).unwrap();
+    let store = TraceStore::open(
+        &dir.path().join(DB_FILE),
+        "lib".parse().unwrap(),
+        Durability::Normal,
+    )
+    .unwrap();
     let first = round(&store, "a");
     let receiver = Server::start(|_, _| (200, String::new(), NO_DELAY));
     let shipper = Shipper::start(store.path(), options(&receiver.url, None)).unwrap();
-    until("the first round", || store.reader().ship_status().unwrap().backlog == 0);
+    until("the first round", || {
+        store.reader().ship_status().unwrap().backlog == 0
+    });
     drop(shipper);
     let second = round(&store, "a");
     let shipper = Shipper::start(store.path(), options(&receiver.url, None)).unwrap();
-    until("the second round", || store.reader().ship_status().unwrap().rounds_acked == 2);
+    until("the second round", || {
+        store.reader().ship_status().unwrap().rounds_acked == 2
+    });
     drop(shipper);
     let got: Vec<String> = receiver.seen().iter().flat_map(trace_ids).collect();
     assert_eq!(got, vec![first.replace('-', ""), second.replace('-', "")]);

@@ -77,7 +77,11 @@ fn proto_span(s: &crate::export::otlp::Span) -> Span {
     Span {
         trace_id: id_bytes(&s.trace_id),
         span_id: id_bytes(&s.span_id),
-        parent_span_id: s.parent_span_id.as_deref().map(id_bytes).unwrap_or_default(),
+        parent_span_id: s
+            .parent_span_id
+            .as_deref()
+            .map(id_bytes)
+            .unwrap_or_default(),
         name: s.name.clone(),
         kind: s.kind as i32,
         start_time_unix_nano: s.start_unix_nano,
