@@ -140,7 +140,13 @@ pub fn round_spans(round: &RoundRecord, events: &[EventRecord]) -> RoundSpans {
     let mut tools: Vec<(&EventRecord, Value)> = Vec::new();
     let (mut route, mut auth_level, mut command) = (None, None, None);
     for e in events {
-        let payload: Value = serde_json::from_str(&e.payload).unwrap_or(Value::Null);
+        // Only the events a span or the root's attributes read are parsed:
+        // the rest go out as their stored text (most of a round's events).
+        let payload: Value = if READ.contains(&e.event_type.as_str()) {
+            serde_json::from_str(&e.payload).unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
         match e.event_type.as_str() {
             "llm.request" => {
                 if let Some((req, p)) = asking.take() {
@@ -237,6 +243,15 @@ pub fn round_spans(round: &RoundRecord, events: &[EventRecord]) -> RoundSpans {
         spans,
     }
 }
+
+/// The event types whose payloads `round_spans` reads.
+const READ: [&str; 5] = [
+    "llm.request",
+    "llm.response",
+    "tool.request",
+    "tool.response",
+    "route.selected",
+];
 
 /// What every child span of a round shares: its trace, its parent, its round.
 struct Ids<'a> {
@@ -486,21 +501,26 @@ impl Span {
                        "attributes": json_attrs(&e.attributes)})
             })
             .collect();
-        let mut span = json!({
-            "traceId": self.trace_id,
-            "spanId": self.span_id,
-            "name": self.name,
-            "kind": self.kind as u8,
-            "startTimeUnixNano": self.start_unix_nano.to_string(),
-            "endTimeUnixNano": self.end_unix_nano.to_string(),
-            "attributes": json_attrs(&self.attributes),
-            "events": events,
-            "status": status,
-        });
+        // Keys in the order the export has always written them, the parent
+        // after the span's own id.
+        let mut span = serde_json::Map::new();
+        span.insert("traceId".into(), json!(self.trace_id));
+        span.insert("spanId".into(), json!(self.span_id));
         if let Some(parent) = &self.parent_span_id {
-            span["parentSpanId"] = json!(parent);
+            span.insert("parentSpanId".into(), json!(parent));
         }
-        span
+        for (key, value) in [
+            ("name", json!(self.name)),
+            ("kind", json!(self.kind as u8)),
+            ("startTimeUnixNano", json!(self.start_unix_nano.to_string())),
+            ("endTimeUnixNano", json!(self.end_unix_nano.to_string())),
+            ("attributes", json!(json_attrs(&self.attributes))),
+            ("events", json!(events)),
+            ("status", status),
+        ] {
+            span.insert(key.into(), value);
+        }
+        Value::Object(span)
     }
 }
 

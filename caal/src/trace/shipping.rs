@@ -180,6 +180,20 @@ fn read_batch(
 }
 
 impl TraceReader {
+    /// Rounds acknowledged so far: one row read, for a caller that polls.
+    pub fn ship_acked(&self) -> Result<u64, StoreError> {
+        self.with_conn(|conn| {
+            let n: Option<i64> = conn
+                .query_row(
+                    "SELECT rounds_acked FROM ship_state WHERE id = 1",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(n.map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+        })
+    }
+
     /// The shipping backlog and the last acknowledgement and error.
     pub fn ship_status(&self) -> Result<ShipStatus, StoreError> {
         self.snapshot(|conn| {

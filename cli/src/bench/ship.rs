@@ -79,14 +79,16 @@ fn run_in(
     let started = Instant::now();
     let shipper =
         Shipper::start(engine.store().path(), options.clone()).map_err(|e| e.to_string())?;
-    wait_drained(&engine, Duration::from_secs(120))?;
+    wait_acked(&engine, backlog_rounds)?;
     let ship_seconds = started.elapsed().as_secs_f64();
     let requests = receiver.requests.load(Ordering::Relaxed);
     let bytes = receiver.bytes.load(Ordering::Relaxed);
+    drained(&engine)?;
 
     let serve_shipping = load(&engine, clients, seconds)?;
     let ended = Instant::now();
-    wait_drained(&engine, Duration::from_secs(120))?;
+    wait_acked(&engine, backlog_rounds + serve_shipping.rounds)?;
+    drained(&engine)?;
     let drain_after_ms = ended.elapsed().as_secs_f64() * 1e3;
     drop(shipper);
 
@@ -114,23 +116,41 @@ fn status(engine: &Engine) -> Result<caal::trace::ShipStatus, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Polls until no ended round waits to ship.
-fn wait_drained(engine: &Engine, limit: Duration) -> Result<(), String> {
+/// Polls (one row read) until `rounds` have been acknowledged in all.
+fn wait_acked(engine: &Engine, rounds: u64) -> Result<(), String> {
+    let started = Instant::now();
+    let reader = engine.store().reader();
+    while reader.ship_acked().map_err(|e| e.to_string())? < rounds {
+        if started.elapsed() > DRAIN_LIMIT {
+            return Err(format!(
+                "shipping did not reach {rounds} rounds in {DRAIN_LIMIT:?}"
+            ));
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+/// Polls the whole status until nothing waits (a round that failed
+/// rather than answered counts too).
+fn drained(engine: &Engine) -> Result<(), String> {
     let started = Instant::now();
     loop {
         let s = status(engine)?;
         if s.backlog == 0 {
             return Ok(());
         }
-        if started.elapsed() > limit {
+        if started.elapsed() > DRAIN_LIMIT {
             return Err(format!(
-                "shipping did not drain in {limit:?}: {} rounds left, last error {:?}",
+                "shipping did not drain in {DRAIN_LIMIT:?}: {} rounds left, last error {:?}",
                 s.backlog, s.last_error
             ));
         }
-        thread::sleep(Duration::from_millis(2));
+        thread::sleep(Duration::from_millis(10));
     }
 }
+
+const DRAIN_LIMIT: Duration = Duration::from_secs(120);
 
 /// A receiver that reads each request whole and answers 200 with an empty
 /// body, counting requests and the bytes of their bodies.

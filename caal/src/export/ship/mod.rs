@@ -180,6 +180,7 @@ impl Drop for Shipper {
 
 /// Reads, sends and marks batches until told to stop or refused for good.
 fn run(mut queue: ShipQueue, options: &ShipOptions, stop: &StopFlag) {
+    lower_priority();
     let receiver = Receiver::new(&options.url, options.timeout, options.credential.clone());
     tracing::info!(endpoint = receiver.endpoint(), "shipping ended rounds");
     let mut waited_for_more = false;
@@ -214,6 +215,20 @@ fn run(mut queue: ShipQueue, options: &ShipOptions, stop: &StopFlag) {
                 return;
             }
         }
+    }
+}
+
+/// Shipping runs at a lower CPU priority (nice 10) than the threads that
+/// answer: when the cores are busy with rounds, answers come first and
+/// shipping catches up when they rest (the queue is the trace, so waiting
+/// costs nothing but lag).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: sets this thread's nice value (on Linux a thread's own, named
+    // by its id); no memory is touched, and a refusal only leaves it as it was.
+    unsafe {
+        let tid = libc::gettid();
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
     }
 }
 
