@@ -25,6 +25,8 @@ pub(crate) struct Seen {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// The body's bytes as sent (a binary body is a string of nothing in `body`).
+    pub raw: Vec<u8>,
 }
 
 impl Seen {
@@ -55,8 +57,9 @@ impl Server {
         let (s, log) = (server.clone(), seen.clone());
         let handle = thread::spawn(move || {
             for mut request in s.incoming_requests() {
-                let mut body = String::new();
-                let _ = request.as_reader().read_to_string(&mut body);
+                let mut raw = Vec::new();
+                let _ = request.as_reader().read_to_end(&mut raw);
+                let body = String::from_utf8(raw.clone()).unwrap_or_default();
                 let item = Seen {
                     method: request.method().to_string(),
                     path: request.url().to_owned(),
@@ -66,6 +69,7 @@ impl Server {
                         .map(|h| (h.field.to_string(), h.value.to_string()))
                         .collect(),
                     body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
+                    raw,
                 };
                 let n = {
                     let mut log = log.lock().unwrap();

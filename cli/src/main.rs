@@ -18,6 +18,7 @@ mod remote;
 mod say;
 mod scan;
 mod serve;
+mod ship;
 mod state;
 mod timers;
 mod trace;
@@ -97,6 +98,11 @@ enum Command {
         /// 127.0.0.1:10300. Off by default; Wyoming has no authentication.
         #[arg(long, env = "CAAL_WYOMING", value_name = "HOST:PORT")]
         wyoming: Option<String>,
+        /// Ship every ended round, as OTLP/HTTP protobuf, to the receiver
+        /// at URL (an OpenTelemetry Collector: http://HOST:4318); over
+        /// [ship] url. The trace is the queue: `caal ship status`.
+        #[arg(long, env = "CAAL_SHIP", value_name = "URL")]
+        ship: Option<String>,
     },
     /// Serve MCP (the Model Context Protocol) on stdin/stdout, for agent
     /// tools: say, trace_search, trace_verify, round_show, bucket_search,
@@ -190,6 +196,9 @@ enum Command {
     /// Inspect, export and verify recorded rounds.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
+    /// Live shipping to an OTLP receiver (`caal serve --ship URL`): its backlog.
+    #[command(subcommand)]
+    Ship(ship::ShipCommand),
     /// What each bucket remembers: list, show, add, pin, unpin, forget, search, dump, register.
     #[command(subcommand)]
     Bucket(bucket::BucketCommand),
@@ -331,9 +340,17 @@ fn run(cli: Cli) -> Result<Outcome> {
             json,
             text,
         } => config::understand(&load_config()?, area, spoken, json, &text)?,
-        Command::Serve { bind, wyoming } => {
-            serve::serve(data_dir, load_config()?, &bind, wyoming.as_deref())?
-        }
+        Command::Serve {
+            bind,
+            wyoming,
+            ship,
+        } => serve::serve(
+            data_dir,
+            load_config()?,
+            &bind,
+            (wyoming.as_deref(), ship.as_deref()),
+        )?,
+        Command::Ship(command) => ship::run(data_dir, command)?,
         Command::Pending { conversation, json } => state::pending(data_dir, conversation, json)?,
         Command::Export(command) => export::run(data_dir, &load_config()?, command)?,
         Command::Import {

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::bench::{
     router::RouterBenchReport, scan::ScanBenchReport, serve::ServeBenchReport,
-    trace::TraceBenchReport,
+    ship::ShipBenchReport, trace::TraceBenchReport,
 };
 
 /// A bar on standard error for long jobs; hidden when stderr is not a terminal
@@ -555,6 +555,31 @@ pub fn print_serve_bench(r: &ServeBenchReport) {
     println!(
         "  live stream: {} of {} committed events delivered ({} lost)",
         r.events_streamed, r.events_committed, r.stream_lost
+    );
+}
+
+pub fn print_ship_bench(r: &ShipBenchReport) {
+    println!(
+        "shipping benchmark: OTLP/HTTP protobuf, gzip, {} rounds a request, to a receiver on 127.0.0.1",
+        r.batch_size
+    );
+    println!(
+        "  backlog: {} rounds shipped in {:.2} s ({:.0} rounds/s), {} requests, {:.0} bytes a round compressed",
+        r.backlog_rounds, r.ship_seconds, r.rounds_per_s, r.requests, r.bytes_per_round
+    );
+    for (what, s) in [
+        ("service, not shipping", &r.serve_before),
+        ("service, shipping", &r.serve_shipping),
+        ("service, not shipping (after)", &r.serve_after),
+    ] {
+        println!(
+            "  {what}: {:.0} rounds/s, p50 {:.2} ms, p99 {:.2} ms, {} errors",
+            s.rounds_per_s, s.p50_ms, s.p99_ms, s.errors
+        );
+    }
+    println!(
+        "  the shipping run's last round acknowledged {:.0} ms after its load ended",
+        r.drain_after_ms
     );
 }
 

@@ -11,7 +11,12 @@ use crate::{
     remote,
 };
 
-pub fn serve(data_dir: &Path, config: Config, bind: &str, wyoming: Option<&str>) -> Result<()> {
+pub fn serve(
+    data_dir: &Path,
+    config: Config,
+    bind: &str,
+    (wyoming, ship): (Option<&str>, Option<&str>),
+) -> Result<()> {
     let addr: std::net::SocketAddr = bind
         .parse()
         .with_context(|| format!("--bind {bind:?} is not host:port; use e.g. 127.0.0.1:8377"))?;
@@ -31,6 +36,10 @@ pub fn serve(data_dir: &Path, config: Config, bind: &str, wyoming: Option<&str>)
         );
     }
     let env = |k: &str| std::env::var(k).ok();
+    if let Some(url) = ship {
+        caal::config::check_ship_url(url).map_err(|p| anyhow::anyhow!("--ship: {p}"))?;
+    }
+    let shipping = caal::export::ship::ShipOptions::resolve(&config.ship, ship, &env)?;
     let admission = caal::server::protocols::wyoming::Admission::new(&config.doors.wyoming, &env);
     if let Some(w) = wyoming {
         admission
@@ -45,6 +54,19 @@ pub fn serve(data_dir: &Path, config: Config, bind: &str, wyoming: Option<&str>)
     // Timers and reminders ring from here; what came due while CAAL was
     // stopped rings at once, saying how late it is.
     let _scheduler = engine.start_scheduler()?;
+    // Ended rounds go to the receiver from a thread of their own; stopped
+    // (after the request in flight) when the service stops.
+    let endpoint = shipping
+        .as_ref()
+        .map(|o| caal::export::ship::traces_endpoint(&o.url));
+    let _shipper = shipping
+        .map(|o| caal::export::ship::Shipper::start(engine.store().path(), o))
+        .transpose()?;
+    if let Some(e) = &endpoint {
+        eprintln!(
+            "caal serve: shipping ended rounds to {e} (`caal ship status` shows the backlog)"
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -54,7 +76,7 @@ pub fn serve(data_dir: &Path, config: Config, bind: &str, wyoming: Option<&str>)
             .await
             .with_context(|| format!("cannot listen on {addr}; is another caal serve running? choose another with --bind"))?;
         let local = listener.local_addr()?;
-        let state = caal::server::AppState::new(engine, token.clone());
+        let state = caal::server::AppState::new(engine, token.clone()).with_shipping(endpoint);
         if let Some(w) = wyoming {
             let door = tokio::net::TcpListener::bind(w)
                 .await

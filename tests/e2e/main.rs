@@ -13,6 +13,7 @@ mod reasoning;
 mod router;
 mod safety;
 mod serve;
+mod ship;
 mod support;
 mod time;
 mod trace;

@@ -90,6 +90,9 @@ pub struct Config {
     /// page answers to, Wyoming's peers and connections.
     #[serde(default)]
     pub doors: DoorsConfig,
+    /// Live shipping of ended rounds to an OTLP/HTTP receiver.
+    #[serde(default)]
+    pub ship: ShipConfig,
     /// `sha256:` of the effective configuration (defaults, file and
     /// environment merged, canonical JSON): receipts name the rules they ran under.
     #[serde(skip)]
@@ -186,6 +189,159 @@ impl DoorsConfig {
         }
         Ok(())
     }
+}
+
+/// Live shipping (`caal serve --ship URL`): ended rounds, as the OTLP
+/// export's spans, to an OTLP/HTTP receiver such as an OpenTelemetry Collector.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShipConfig {
+    /// The receiver's base URL (`http://collector:4318`); batches go to
+    /// `{url}/v1/traces`. Empty: no shipping unless `--ship` gives one.
+    #[serde(default)]
+    pub url: String,
+    /// Rounds per request, at most.
+    #[serde(default = "default_ship_batch")]
+    pub batch_size: usize,
+    /// How long a part batch waits for more rounds before it is sent.
+    #[serde(default = "default_ship_flush")]
+    pub flush_interval_ms: u64,
+    /// One request's limit, connecting included.
+    #[serde(default = "default_ship_timeout")]
+    pub timeout_ms: u64,
+    /// The first retry's wait; each next one doubles, up to `max_backoff_ms`.
+    #[serde(default = "default_ship_base_backoff")]
+    pub base_backoff_ms: u64,
+    #[serde(default = "default_ship_max_backoff")]
+    pub max_backoff_ms: u64,
+    /// The header the credential is sent in.
+    #[serde(default = "default_ship_header")]
+    pub header: String,
+    /// The environment variable holding the header's whole value
+    /// ("Bearer TOKEN", an API key). Never logged, never in the trace.
+    #[serde(default)]
+    pub credential_env: Option<String>,
+    /// Or a file whose first line is that value.
+    #[serde(default)]
+    pub credential_file: Option<PathBuf>,
+}
+
+impl Default for ShipConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            batch_size: default_ship_batch(),
+            flush_interval_ms: default_ship_flush(),
+            timeout_ms: default_ship_timeout(),
+            base_backoff_ms: default_ship_base_backoff(),
+            max_backoff_ms: default_ship_max_backoff(),
+            header: default_ship_header(),
+            credential_env: None,
+            credential_file: None,
+        }
+    }
+}
+
+fn default_ship_batch() -> usize {
+    512
+}
+fn default_ship_flush() -> u64 {
+    500
+}
+fn default_ship_timeout() -> u64 {
+    10_000
+}
+fn default_ship_base_backoff() -> u64 {
+    200
+}
+fn default_ship_max_backoff() -> u64 {
+    30_000
+}
+fn default_ship_header() -> String {
+    "Authorization".into()
+}
+
+impl ShipConfig {
+    /// The URL names a receiver over http(s) without a password in it, the
+    /// numbers are in range, and the credential comes from one place.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, problem: String| ConfigError::Value {
+            key: format!("ship.{key}"),
+            problem,
+        };
+        if !self.url.is_empty() {
+            check_ship_url(&self.url).map_err(|p| bad("url", p))?;
+        }
+        if !(1..=10_000).contains(&self.batch_size) {
+            return Err(bad("batch_size", "must be between 1 and 10000".into()));
+        }
+        for (key, value) in [
+            ("flush_interval_ms", self.flush_interval_ms),
+            ("timeout_ms", self.timeout_ms),
+            ("base_backoff_ms", self.base_backoff_ms),
+        ] {
+            if value == 0 {
+                return Err(bad(key, "must be at least 1".into()));
+            }
+        }
+        if self.max_backoff_ms < self.base_backoff_ms {
+            return Err(bad(
+                "max_backoff_ms",
+                "must be at least base_backoff_ms".into(),
+            ));
+        }
+        if self.header.is_empty()
+            || !self
+                .header
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            return Err(bad(
+                "header",
+                format!(
+                    "{:?} is not an HTTP header name; use e.g. \"Authorization\"",
+                    self.header
+                ),
+            ));
+        }
+        if self.credential_env.is_some() && self.credential_file.is_some() {
+            return Err(bad(
+                "credential_env",
+                "give credential_env or credential_file, not both".into(),
+            ));
+        }
+        if self
+            .credential_env
+            .as_deref()
+            .is_some_and(|v| v.trim().is_empty())
+        {
+            return Err(bad("credential_env", "names no variable".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A receiver's URL: http or https, a host, and no user or password (a
+/// credential in a URL ends up in logs; `credential_env` keeps it out).
+pub fn check_ship_url(url: &str) -> Result<(), String> {
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return Err(format!(
+            "{url:?} is not an http:// or https:// URL; use e.g. \"http://collector:4318\""
+        ));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.is_empty() {
+        return Err(format!("{url:?} names no host"));
+    }
+    if authority.contains('@') {
+        return Err(
+            "holds a user or password; put the credential in [ship] credential_env or credential_file instead".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Timers and reminders that ring.
@@ -1578,6 +1734,7 @@ impl Config {
         }
         self.memory.check()?;
         self.doors.check()?;
+        self.ship.check()?;
         for (peer, area) in &self.doors.wyoming.areas {
             if peer.trim().is_empty() || peer.contains(char::is_whitespace) {
                 return Err(ConfigError::Value {

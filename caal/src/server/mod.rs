@@ -77,6 +77,8 @@ pub struct AppState {
     /// Speech to or from text for the doors, one job per core at a time
     /// (the rest wait their turn rather than crowd the cores and memory).
     pub(crate) speech: Arc<Semaphore>,
+    /// Where ended rounds are shipped (`caal serve --ship`), if anywhere.
+    shipping: Option<Arc<String>>,
 }
 
 impl AppState {
@@ -108,6 +110,15 @@ impl AppState {
             hosts: Arc::new(hosts),
             http_connections: conns::http_cap(conns::descriptor_limit(), wyoming),
             speech: Arc::new(Semaphore::new(cores)),
+            shipping: None,
+        }
+    }
+
+    /// Names the receiver rounds are shipped to, for the page (`/api/ship`).
+    pub fn with_shipping(self, endpoint: Option<String>) -> Self {
+        Self {
+            shipping: endpoint.map(Arc::new),
+            ..self
         }
     }
 
@@ -152,6 +163,7 @@ pub fn app(state: AppState) -> Router {
         .route("/memory/search", get(memory_search))
         .route("/events", get(events))
         .route("/health", get(health))
+        .route("/ship", get(ship))
         .route("/openapi.json", get(openapi))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -1028,6 +1040,20 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
         "uptime_s": state.started.elapsed().as_secs(),
         "last_event_id": *state.commits.borrow(),
     }))
+}
+
+/// Live shipping: the receiver and the backlog the trace holds for it
+/// (`caal ship status`); only the endpoint, `null`, when shipping is off.
+async fn ship(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
+    // Off: nothing is counted (a trace never shipped would count every round, each refresh).
+    if state.shipping.is_none() {
+        return Ok(Json(json!({"endpoint": null})));
+    }
+    let engine = state.engine.clone();
+    let status = blocking(move || Ok(engine.store().reader().ship_status()?)).await?;
+    let mut value = json!(status);
+    value["endpoint"] = json!(state.shipping.as_deref());
+    Ok(Json(value))
 }
 
 async fn openapi() -> Response {

@@ -9,6 +9,7 @@ pub mod chain;
 pub mod events;
 mod reader;
 mod retention;
+mod shipping;
 mod store;
 pub mod taxonomy;
 mod verify;
@@ -25,6 +26,7 @@ pub use reader::{
     SearchFilter, SearchHit, TraceReader,
 };
 pub use retention::{PruneReport, Tombstone, cutoff_days_ago};
+pub use shipping::{QueuedRound, ShipQueue, ShipStatus};
 pub use store::{
     Durability, Durable, EventDraft, EventStatus, OpenRound, RoundHeader, RoundSpec, TraceStore,
     bare_connection, now_timestamp,

@@ -180,7 +180,7 @@ pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
     })
 }
 
-const ROUND_COLUMNS: &str =
+pub(super) const ROUND_COLUMNS: &str =
     "r.schema_version, r.library_id, r.bucket_id, r.conversation_id, r.round_id, r.round_seq,
     r.state_in, r.audio_id, r.channel, r.created_at";
 
@@ -215,7 +215,7 @@ static ROUNDS_BEFORE: LazyLock<(String, String)> = LazyLock::new(|| {
 });
 
 /// The header columns (first ten) of a row; the outcome is filled in later.
-fn round_from_row(r: &Row<'_>) -> rusqlite::Result<RoundRecord> {
+pub(super) fn round_from_row(r: &Row<'_>) -> rusqlite::Result<RoundRecord> {
     Ok(RoundRecord {
         kind: "round",
         schema_version: r.get(0)?,
@@ -588,7 +588,7 @@ fn export_io(e: std::io::Error) -> StoreError {
 }
 
 impl RoundRecord {
-    fn apply_terminal(&mut self, last: Option<&EventRecord>) {
+    pub(super) fn apply_terminal(&mut self, last: Option<&EventRecord>) {
         match last {
             Some(e) => self.apply_outcome(
                 Some(&e.event_type),

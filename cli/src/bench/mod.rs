@@ -9,6 +9,7 @@ pub mod memory;
 pub mod router;
 pub mod scan;
 pub mod serve;
+pub mod ship;
 pub mod speak;
 pub mod timers;
 pub mod trace;
@@ -110,6 +111,20 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 32)]
         clients: usize,
         /// Seconds to run.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Live shipping to a receiver inside the bench: the backlog of a
+    /// service run shipped (rounds/s), and the service's latency with
+    /// shipping on beside runs without it.
+    Ship {
+        /// Concurrent keep-alive clients of each service run.
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// Seconds of each service run.
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
         /// End with one JSON object of the figures.
@@ -378,6 +393,15 @@ pub fn run(
             let report = serve::run(&load_config()?, data_dir, clients, seconds)
                 .map_err(anyhow::Error::msg)?;
             figures(&report, output::print_serve_bench, json)?;
+        }
+        BenchCommand::Ship {
+            clients,
+            seconds,
+            json,
+        } => {
+            let report = ship::run(&load_config()?, data_dir, clients, seconds)
+                .map_err(anyhow::Error::msg)?;
+            figures(&report, output::print_ship_bench, json)?;
         }
         BenchCommand::Doors { rounds, json } => {
             let report =

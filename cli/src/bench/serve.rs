@@ -139,10 +139,24 @@ fn run_in(
     clients: usize,
     seconds: f64,
 ) -> Result<ServeBenchReport, String> {
+    let engine = open_engine(config, dir)?;
+    load(&engine, clients, seconds)
+}
+
+/// The engine the service benchmarks run, in `dir` (WAL, synchronous NORMAL).
+pub(crate) fn open_engine(config: &Config, dir: &Path) -> Result<Engine, String> {
     let mut config = config.clone();
     config.store.durability = Durability::Normal;
-    let options = EngineOptions::bench();
-    let engine = Engine::open(dir, config, options).map_err(|e| e.to_string())?;
+    Engine::open(dir, config, EngineOptions::bench()).map_err(|e| e.to_string())
+}
+
+/// `clients` keep-alive clients sending level-1 rounds to a server of
+/// `engine` for `seconds`, one following the live stream.
+pub(crate) fn load(
+    engine: &Engine,
+    clients: usize,
+    seconds: f64,
+) -> Result<ServeBenchReport, String> {
     let running = Running::start(AppState::new(engine.clone(), TOKEN.into()))?;
     let addr = running.addr;
     let base = format!("http://{addr}");
@@ -154,43 +168,7 @@ fn run_in(
         .reader()
         .last_event_id()
         .map_err(|e| e.to_string())?;
-    let streamed = Arc::new(AtomicU64::new(0));
-    let stream_ready = Arc::new(AtomicBool::new(false));
-    let follower = {
-        let (streamed, stream_ready, url, auth) = (
-            streamed.clone(),
-            stream_ready.clone(),
-            format!("{base}/api/events"),
-            auth.clone(),
-        );
-        thread::spawn(move || {
-            let agent: ureq::Agent = ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .build()
-                .into();
-            let Ok(response) = agent
-                .get(&url)
-                .header("Authorization", &auth)
-                .header("Last-Event-ID", &start_id.to_string())
-                .call()
-            else {
-                return;
-            };
-            stream_ready.store(true, Ordering::SeqCst);
-            for line in BufReader::new(response.into_body().into_reader()).lines() {
-                match line {
-                    Ok(l) if l.starts_with("id:") => {
-                        streamed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(_) => {}
-                    Err(_) => return,
-                }
-            }
-        })
-    };
-    while !stream_ready.load(Ordering::SeqCst) {
-        thread::sleep(Duration::from_millis(5));
-    }
+    let (streamed, follower) = follow(&base, &auth, start_id);
 
     let deadline = Duration::from_secs_f64(seconds);
     let errors = Arc::new(AtomicU64::new(0));
@@ -275,6 +253,49 @@ fn run_in(
         events_streamed: streamed,
         stream_lost: committed - streamed as i64,
     })
+}
+
+/// Follows `/api/events` from after `start_id`, counting the events it
+/// delivers; returns once the stream is open.
+fn follow(base: &str, auth: &str, start_id: i64) -> (Arc<AtomicU64>, thread::JoinHandle<()>) {
+    let streamed = Arc::new(AtomicU64::new(0));
+    let stream_ready = Arc::new(AtomicBool::new(false));
+    let follower = {
+        let (streamed, stream_ready, url, auth) = (
+            streamed.clone(),
+            stream_ready.clone(),
+            format!("{base}/api/events"),
+            auth.to_owned(),
+        );
+        thread::spawn(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into();
+            let Ok(response) = agent
+                .get(&url)
+                .header("Authorization", &auth)
+                .header("Last-Event-ID", &start_id.to_string())
+                .call()
+            else {
+                return;
+            };
+            stream_ready.store(true, Ordering::SeqCst);
+            for line in BufReader::new(response.into_body().into_reader()).lines() {
+                match line {
+                    Ok(l) if l.starts_with("id:") => {
+                        streamed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+            }
+        })
+    };
+    while !stream_ready.load(Ordering::SeqCst) && !follower.is_finished() {
+        thread::sleep(Duration::from_millis(5));
+    }
+    (streamed, follower)
 }
 
 /// `caal bench doors`: the same level-1 round through `POST /api/chat` and
