@@ -51,10 +51,20 @@ impl Home {
     fn export_to(&self, out: &Path) {
         let run = self
             .sb
-            .run(&["trace", "export", "--format", "parquet", "--out", out.to_str().unwrap()])
+            .run(&[
+                "trace",
+                "export",
+                "--format",
+                "parquet",
+                "--out",
+                out.to_str().unwrap(),
+            ])
             .ok();
         assert!(
-            run.stderr.contains(&format!("exported {} rounds, {} events", self.rounds, self.events)),
+            run.stderr.contains(&format!(
+                "exported {} rounds, {} events",
+                self.rounds, self.events
+            )),
             "{}",
             run.stderr
         );
@@ -74,8 +84,14 @@ fn two_homes() -> (Home, Home, Vec<(String, i64)>, Vec<(String, String)>) {
     a.say("den", "yes");
     a.say("den", "yes");
     let lights_id = lights["round_id"].as_str().unwrap().to_owned();
-    a.run(&["feedback", &lights_id, "bad", "--note", "I meant the ceiling light"])
-        .ok();
+    a.run(&[
+        "feedback",
+        &lights_id,
+        "bad",
+        "--note",
+        "I meant the ceiling light",
+    ])
+    .ok();
 
     let b = Sandbox::new();
     let hall = b.say("default", "switch the hall light off");
@@ -88,7 +104,10 @@ fn two_homes() -> (Home, Home, Vec<(String, i64)>, Vec<(String, String)>) {
         .collect();
     let wrong = vec![
         (lights_id, "I meant the ceiling light".to_owned()),
-        (hall["round_id"].as_str().unwrap().to_owned(), "that was wrong".to_owned()),
+        (
+            hall["round_id"].as_str().unwrap().to_owned(),
+            "that was wrong".to_owned(),
+        ),
     ];
     (Home::counted(a), Home::counted(b), confirmations, wrong)
 }
@@ -116,9 +135,17 @@ fn two_homes_read_back_in_duckdb_and_chdb_with_every_chain_link_recomputed() {
         assert_eq!(r["events"], a.events + b.events, "{engine}");
         assert_eq!(r["links_checked"], a.events + b.events, "{engine}");
         assert_eq!(r["broken_count"], 0, "{engine}: {}", r["broken"]);
-        assert_eq!(r["chains"], a.conversations.len() + b.conversations.len(), "{engine}");
+        assert_eq!(
+            r["chains"],
+            a.conversations.len() + b.conversations.len(),
+            "{engine}"
+        );
         assert_eq!(r["chains_starting_at_a_tombstone"], 0, "{engine}");
-        assert_eq!(r["rounds_not_matching_their_events"], 0, "{engine}: {}", r["first"]);
+        assert_eq!(
+            r["rounds_not_matching_their_events"], 0,
+            "{engine}: {}",
+            r["first"]
+        );
     }
 
     // Typed columns, as each engine reads them.
@@ -133,7 +160,10 @@ fn two_homes_read_back_in_duckdb_and_chdb_with_every_chain_link_recomputed() {
     ] {
         assert_eq!(duck["rounds_types"][column], ty, "duckdb rounds.{column}");
     }
-    assert_eq!(duck["events_types"]["timestamp"], "TIMESTAMP WITH TIME ZONE");
+    assert_eq!(
+        duck["events_types"]["timestamp"],
+        "TIMESTAMP WITH TIME ZONE"
+    );
     assert_eq!(duck["events_types"]["event_seq"], "BIGINT");
     let ch = &report["chdb"];
     for (table, column, ty) in [
@@ -152,7 +182,11 @@ fn two_homes_read_back_in_duckdb_and_chdb_with_every_chain_link_recomputed() {
     let names: Vec<&String> = queries.as_object().unwrap().keys().collect();
     assert_eq!(names.len(), 4, "{names:?}");
     for name in &names {
-        assert_eq!(queries[name.as_str()], ch["queries"][name.as_str()], "{name}: duckdb vs chdb");
+        assert_eq!(
+            queries[name.as_str()],
+            ch["queries"][name.as_str()],
+            "{name}: duckdb vs chdb"
+        );
     }
     let rows = |name: &str| queries[name].as_array().unwrap().clone();
     for home in [&a, &b] {
@@ -166,13 +200,20 @@ fn two_homes_read_back_in_duckdb_and_chdb_with_every_chain_link_recomputed() {
     let confirmed = rows("commands that needed confirmation");
     for (command, n) in &confirmations {
         assert!(
-            confirmed.iter().any(|r| r[0] == command.as_str() && r[1] == n.to_string().as_str()),
+            confirmed
+                .iter()
+                .any(|r| r[0] == command.as_str() && r[1] == n.to_string().as_str()),
             "{command} ({n}) in {confirmed:?}"
         );
     }
     let marked: Vec<(String, String)> = rows("rounds users marked wrong")
         .iter()
-        .map(|r| (r[1].as_str().unwrap().to_owned(), r[4].as_str().unwrap_or("").to_owned()))
+        .map(|r| {
+            (
+                r[1].as_str().unwrap().to_owned(),
+                r[4].as_str().unwrap_or("").to_owned(),
+            )
+        })
         .collect();
     let mut want = wrong.clone();
     want.sort();
@@ -207,7 +248,11 @@ fn an_edited_row_and_a_missing_partition_are_found_by_both_engines() {
     }
 
     // Home B's events partition gone: its rounds no longer match any events.
-    fs::remove_dir_all(out.join("events").join(format!("library_id={}", b.library_id))).unwrap();
+    fs::remove_dir_all(
+        out.join("events")
+            .join(format!("library_id={}", b.library_id)),
+    )
+    .unwrap();
     let report = check(&out);
     for engine in ENGINES {
         let r = &report[engine];
@@ -222,7 +267,14 @@ fn a_bad_out_is_refused_with_its_fix() {
     sb.say("default", "Turn on the kitchen lights");
     let file = sb.path().join("export.parquet");
     fs::write(&file, "").unwrap();
-    let run = sb.run(&["trace", "export", "--format", "parquet", "--out", file.to_str().unwrap()]);
+    let run = sb.run(&[
+        "trace",
+        "export",
+        "--format",
+        "parquet",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
         run.stderr.contains("is a file") && run.stderr.contains("choose another path"),
@@ -230,9 +282,20 @@ fn a_bad_out_is_refused_with_its_fix() {
         run.stderr
     );
     let under = file.join("sub");
-    let run = sb.run(&["trace", "export", "--format", "parquet", "--out", under.to_str().unwrap()]);
+    let run = sb.run(&[
+        "trace",
+        "export",
+        "--format",
+        "parquet",
+        "--out",
+        under.to_str().unwrap(),
+    ]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("cannot create the directory"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot create the directory"),
+        "{}",
+        run.stderr
+    );
     let run = sb.run(&["trace", "export", "--format", "parquet"]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("add --out DIR"), "{}", run.stderr);
