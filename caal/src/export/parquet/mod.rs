@@ -10,7 +10,8 @@
 //!
 //! A round's events sit in its own partition (by the round's day), so a
 //! partition joins to itself. Rows stream: batches of `Options::batch_rows`
-//! go to Parquet's writer, which flushes a row group as it fills, and at
+//! go through a channel of a few slots to Parquet's writer on a thread of
+//! its own (`files`), which flushes a row group as it fills, and at
 //! most `Options::open_partitions` partitions are open at once (the least
 //! recently used is closed, a later round of it starts the next part), so
 //! memory stays flat however large the trace. Every file is written under a
@@ -19,29 +20,23 @@
 //! same kind in those partitions are removed, so exporting again replaces.
 //! Payloads are as stored: already scrubbed of secrets.
 
+mod files;
 pub mod tables;
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeSet, HashMap, HashSet},
     fs::{self, File},
-    io::{self, BufWriter},
+    io,
     path::{Path, PathBuf},
+    sync::mpsc::SyncSender,
+    thread::JoinHandle,
 };
 
-use arrow_schema::SchemaRef;
-use parquet::{
-    arrow::ArrowWriter,
-    basic::Compression,
-    file::{
-        metadata::KeyValue,
-        properties::{EnabledStatistics, WriterProperties},
-    },
-    schema::types::ColumnPath,
-};
 use sha2::{Digest, Sha256};
 
 use crate::ids::ConversationId;
 use crate::trace::{EventRecord, ExportStats, RoundRecord, StoreError, TraceReader};
+use files::{FilesDone, ToFiles};
 use tables::{EventRows, RoundRows};
 
 /// The schema document's id, written into every file's metadata.
@@ -80,6 +75,8 @@ pub enum ParquetExportError {
         what: &'static str,
         value: String,
     },
+    #[error("the thread writing the Parquet files stopped unexpectedly; run the export again")]
+    FilesStopped,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -130,7 +127,7 @@ pub fn export(
     progress: &mut dyn FnMut(u64),
 ) -> Result<ParquetStats, ParquetExportError> {
     prepare_out_dir(out)?;
-    let mut sink = PartitionedSink::new(out, file_prefix(conversation), options);
+    let mut sink = PartitionedSink::new(out, file_prefix(conversation), options)?;
     let mut failed: Option<ParquetExportError> = None;
     let read = reader.each_round(conversation, progress, &mut |round, events| {
         sink.push(round, events).map_err(|e| {
@@ -214,115 +211,18 @@ impl PartitionKey {
     }
 }
 
-/// One table's file being written under its temporary name.
-struct TableFile {
-    tmp: PathBuf,
-    path: PathBuf,
-    writer: ArrowWriter<BufWriter<File>>,
-}
-
-impl TableFile {
-    fn create(
-        path: PathBuf,
-        schema: SchemaRef,
-        options: &Options,
-    ) -> Result<Self, ParquetExportError> {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        fs::create_dir_all(dir).map_err(|source| ParquetExportError::Io {
-            path: dir.to_owned(),
-            source,
-        })?;
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let tmp = dir.join(format!(".{}.tmp", name.unwrap_or_default()));
-        let file = File::create(&tmp).map_err(|source| ParquetExportError::Io {
-            path: tmp.clone(),
-            source,
-        })?;
-        let writer = ArrowWriter::try_new(
-            BufWriter::with_capacity(1 << 20, file),
-            schema,
-            Some(writer_properties(options)),
-        )
-        .map_err(|source| ParquetExportError::Encode {
-            path: tmp.clone(),
-            source,
-        })?;
-        Ok(Self { tmp, path, writer })
-    }
-
-    fn write(
-        &mut self,
-        batch: Result<arrow_array::RecordBatch, arrow_schema::ArrowError>,
-    ) -> Result<(), ParquetExportError> {
-        let encode = |source| ParquetExportError::Encode {
-            path: self.tmp.clone(),
-            source,
-        };
-        let batch = batch.map_err(|e| encode(e.into()))?;
-        self.writer.write(&batch).map_err(encode)
-    }
-
-    /// Writes the footer and fsyncs; the file keeps its temporary name.
-    fn close(self) -> Result<(PathBuf, PathBuf), ParquetExportError> {
-        let Self { tmp, path, writer } = self;
-        let buffered = writer
-            .into_inner()
-            .map_err(|source| ParquetExportError::Encode {
-                path: tmp.clone(),
-                source,
-            })?;
-        let io_err = |source| ParquetExportError::Io {
-            path: tmp.clone(),
-            source,
-        };
-        let file = buffered.into_inner().map_err(|e| io_err(e.into_error()))?;
-        file.sync_all().map_err(io_err)?;
-        Ok((tmp, path))
-    }
-}
-
-fn writer_properties(options: &Options) -> WriterProperties {
-    let mut props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .set_max_row_group_row_count(Some(options.row_group_rows.max(1)))
-        .set_max_row_group_bytes(Some(options.row_group_bytes.max(1)))
-        .set_created_by(format!("caal {}", env!("CARGO_PKG_VERSION")))
-        .set_key_value_metadata(Some(vec![KeyValue::new(
-            "caal.schema".into(),
-            SCHEMA_ID.to_owned(),
-        )]));
-    for column in tables::UNIQUE_TEXT {
-        let path = ColumnPath::from(*column);
-        props = props
-            .set_column_dictionary_enabled(path.clone(), false)
-            .set_column_statistics_enabled(path, EnabledStatistics::None);
-    }
-    props.build()
-}
-
-/// A partition's two files and the rows not yet handed to them.
+/// A partition's two files (by number, on the files' side) and the rows
+/// not yet handed to them.
 struct OpenPartition {
     key: PartitionKey,
     last_used: u64,
-    rounds: TableFile,
+    rounds: usize,
     round_rows: RoundRows,
-    events: TableFile,
+    events: usize,
     event_rows: EventRows,
 }
 
-impl OpenPartition {
-    fn flush(&mut self) -> Result<(), ParquetExportError> {
-        if !self.round_rows.is_empty() {
-            self.rounds.write(self.round_rows.take())?;
-        }
-        if !self.event_rows.is_empty() {
-            self.events.write(self.event_rows.take())?;
-        }
-        Ok(())
-    }
-}
-
-/// The partitions being written, and the files done.
+/// The partitions being written; the files themselves are on `files`' thread.
 struct PartitionedSink {
     root: PathBuf,
     prefix: String,
@@ -330,22 +230,34 @@ struct PartitionedSink {
     open: Vec<OpenPartition>,
     /// The next part number of each partition this export touched.
     parts: HashMap<PartitionKey, u32>,
-    /// (temporary name, final name) of every closed file.
-    closed: Vec<(PathBuf, PathBuf)>,
+    to_files: SyncSender<ToFiles>,
+    files: JoinHandle<FilesDone>,
+    next_file: usize,
     clock: u64,
 }
 
 impl PartitionedSink {
-    fn new(root: &Path, prefix: String, options: Options) -> Self {
-        Self {
+    fn new(root: &Path, prefix: String, options: Options) -> Result<Self, ParquetExportError> {
+        let (to_files, files) = files::start(options)?;
+        Ok(Self {
             root: root.to_owned(),
             prefix,
             options,
             open: Vec::new(),
             parts: HashMap::new(),
-            closed: Vec::new(),
+            to_files,
+            files,
+            next_file: 0,
             clock: 0,
-        }
+        })
+    }
+
+    /// Hands a message to the files' side; if that side stopped (a file
+    /// failed), its own error is what `finish` or `abandon` return.
+    fn send(&self, message: ToFiles) -> Result<(), ParquetExportError> {
+        self.to_files
+            .send(message)
+            .map_err(|_| ParquetExportError::FilesStopped)
     }
 
     fn push(
@@ -364,7 +276,6 @@ impl PartitionedSink {
             library_id: round.library_id.clone(),
             day: created_at.div_euclid(86_400_000_000),
         };
-        let batch = self.options.batch_rows.max(1);
         let at = self.partition(key)?;
         let p = &mut self.open[at];
         p.round_rows.push(round, created_at, events);
@@ -373,11 +284,27 @@ impl PartitionedSink {
                 .push(&round.library_id, e)
                 .ok_or_else(|| bad_time("an event's timestamp", &e.timestamp))?;
         }
-        if p.event_rows.len() >= batch {
-            p.events.write(p.event_rows.take())?;
+        self.hand_over(at, false)
+    }
+
+    /// Sends the rows of the partition at `at` to its files: those of a
+    /// table that reached a batch, or (`all`) whatever there is.
+    fn hand_over(&mut self, at: usize, all: bool) -> Result<(), ParquetExportError> {
+        let batch = self.options.batch_rows.max(1);
+        let p = &mut self.open[at];
+        let mut ready = Vec::new();
+        if p.event_rows.len() >= batch || (all && !p.event_rows.is_empty()) {
+            ready.push((p.events, p.event_rows.take()));
         }
-        if p.round_rows.len() >= batch {
-            p.rounds.write(p.round_rows.take())?;
+        if p.round_rows.len() >= batch || (all && !p.round_rows.is_empty()) {
+            ready.push((p.rounds, p.round_rows.take()));
+        }
+        for (file, rows) in ready {
+            let batch = rows.map_err(|e| ParquetExportError::Encode {
+                path: self.root.clone(),
+                source: e.into(),
+            })?;
+            self.send(ToFiles::Rows { file, batch })?;
         }
         Ok(())
     }
@@ -393,23 +320,21 @@ impl PartitionedSink {
         if self.open.len() >= self.options.open_partitions.max(1)
             && let Some(oldest) = (0..self.open.len()).min_by_key(|&i| self.open[i].last_used)
         {
-            let evicted = self.open.swap_remove(oldest);
-            self.close(evicted)?;
+            self.close(oldest)?;
         }
         let part = self.parts.entry(key.clone()).or_insert(0);
         let name = format!("{}-{:05}.parquet", self.prefix, part);
         *part += 1;
         let dir = key.dir();
-        let rounds = TableFile::create(
-            self.root.join("rounds").join(&dir).join(&name),
-            tables::rounds_schema(),
-            &self.options,
-        )?;
-        let events = TableFile::create(
-            self.root.join("events").join(&dir).join(&name),
-            tables::events_schema(),
-            &self.options,
-        )?;
+        let (rounds, events) = (self.next_file, self.next_file + 1);
+        self.next_file += 2;
+        for (file, table, schema) in [
+            (rounds, "rounds", tables::rounds_schema()),
+            (events, "events", tables::events_schema()),
+        ] {
+            let path = self.root.join(table).join(&dir).join(&name);
+            self.send(ToFiles::Open { file, path, schema })?;
+        }
         self.open.push(OpenPartition {
             key,
             last_used: self.clock,
@@ -421,88 +346,108 @@ impl PartitionedSink {
         Ok(self.open.len() - 1)
     }
 
-    fn close(&mut self, mut p: OpenPartition) -> Result<(), ParquetExportError> {
-        p.flush()?;
-        self.closed.push(p.rounds.close()?);
-        self.closed.push(p.events.close()?);
-        Ok(())
+    /// Hands over the partition's last rows and closes its files.
+    fn close(&mut self, at: usize) -> Result<(), ParquetExportError> {
+        self.hand_over(at, true)?;
+        let p = self.open.swap_remove(at);
+        self.send(ToFiles::Close { file: p.rounds })?;
+        self.send(ToFiles::Close { file: p.events })
     }
 
     /// Closes every file, renames them all into place, and removes what an
     /// earlier export of the same kind left in those partitions.
     fn finish(mut self, read: ExportStats) -> Result<ParquetStats, ParquetExportError> {
-        for p in std::mem::take(&mut self.open) {
-            if let Err(e) = self.close(p) {
+        while !self.open.is_empty() {
+            if let Err(e) = self.close(self.open.len() - 1) {
                 return Err(self.abandon(e));
             }
         }
-        let mut stats = ParquetStats {
-            rounds: read.rounds,
-            events: read.events,
-            files: self.closed.len(),
-            partitions: self.parts.len(),
-            replaced: 0,
-        };
+        let partitions = self.parts.len();
+        let prefix = self.prefix.clone();
+        let mut done = self.join();
+        if let Some(e) = done.error.take() {
+            remove_all(&done);
+            return Err(e);
+        }
         let io = |path: &Path, source| ParquetExportError::Io {
             path: path.to_owned(),
             source,
         };
-        for (tmp, path) in &self.closed {
+        for (tmp, path) in &done.closed {
             fs::rename(tmp, path).map_err(|e| io(path, e))?;
         }
-        let written: std::collections::HashSet<&Path> =
-            self.closed.iter().map(|(_, p)| p.as_path()).collect();
-        let dirs: std::collections::BTreeSet<&Path> =
-            written.iter().filter_map(|p| p.parent()).collect();
+        let written: HashSet<&Path> = done.closed.iter().map(|(_, p)| p.as_path()).collect();
+        let dirs: BTreeSet<&Path> = written.iter().filter_map(|p| p.parent()).collect();
+        let mut replaced = 0;
         for dir in dirs {
-            stats.replaced += self.remove_stale(dir, &written)?;
+            replaced += remove_stale(dir, &prefix, &written)?;
             // The renames are durable once their directory is.
             File::open(dir)
                 .and_then(|d| d.sync_all())
                 .map_err(|e| io(dir, e))?;
         }
-        Ok(stats)
+        Ok(ParquetStats {
+            rounds: read.rounds,
+            events: read.events,
+            files: done.closed.len(),
+            partitions,
+            replaced,
+        })
     }
 
-    /// Removes `{prefix}-NNNNN.parquet` files in `dir` this export did not write.
-    fn remove_stale(
-        &self,
-        dir: &Path,
-        written: &std::collections::HashSet<&Path>,
-    ) -> Result<usize, ParquetExportError> {
-        let io = |source| ParquetExportError::Io {
-            path: dir.to_owned(),
-            source,
-        };
-        let mut removed = 0;
-        for entry in fs::read_dir(dir).map_err(io)? {
-            let path = entry.map_err(io)?.path();
-            let ours = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix(self.prefix.as_str()))
-                .and_then(|n| n.strip_prefix('-'))
-                .and_then(|n| n.strip_suffix(".parquet"))
-                .is_some_and(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()));
-            if ours && !written.contains(path.as_path()) {
-                fs::remove_file(&path).map_err(io)?;
-                removed += 1;
-            }
-        }
-        Ok(removed)
+    /// Hangs up on the files' side and waits for what it leaves.
+    fn join(self) -> FilesDone {
+        let Self {
+            to_files, files, ..
+        } = self;
+        drop(to_files);
+        files.join().unwrap_or_else(|_| FilesDone {
+            error: Some(ParquetExportError::FilesStopped),
+            ..FilesDone::default()
+        })
     }
 
-    /// Removes every temporary file (nothing was renamed yet) and hands back `error`.
-    fn abandon(mut self, error: ParquetExportError) -> ParquetExportError {
-        for p in std::mem::take(&mut self.open) {
-            let _ = fs::remove_file(&p.rounds.tmp);
-            let _ = fs::remove_file(&p.events.tmp);
-        }
-        for (tmp, _) in &self.closed {
-            let _ = fs::remove_file(tmp);
-        }
-        error
+    /// Stops, removes every temporary file (nothing was renamed yet), and
+    /// returns the files' side's error if it had one, else `error`.
+    fn abandon(self, error: ParquetExportError) -> ParquetExportError {
+        let done = self.join();
+        remove_all(&done);
+        done.error.unwrap_or(error)
     }
+}
+
+fn remove_all(done: &FilesDone) {
+    for tmp in done.closed.iter().map(|(t, _)| t).chain(&done.still_open) {
+        let _ = fs::remove_file(tmp);
+    }
+}
+
+/// Removes `{prefix}-NNNNN.parquet` files in `dir` this export did not write.
+fn remove_stale(
+    dir: &Path,
+    prefix: &str,
+    written: &HashSet<&Path>,
+) -> Result<usize, ParquetExportError> {
+    let io = |source| ParquetExportError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut removed = 0;
+    for entry in fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        let ours = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|n| n.strip_prefix('-'))
+            .and_then(|n| n.strip_suffix(".parquet"))
+            .is_some_and(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()));
+        if ours && !written.contains(path.as_path()) {
+            fs::remove_file(&path).map_err(io)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]

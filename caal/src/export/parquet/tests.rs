@@ -238,6 +238,23 @@ fn one_conversation_has_files_of_its_own_and_exporting_again_replaces() {
     assert_eq!(leftovers, 0);
 }
 
+#[test]
+fn a_file_that_cannot_be_written_fails_the_export_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = store_with_rounds(dir.path(), 3);
+    let out = dir.path().join("out");
+    // Where the rounds table's partition goes is a file: the files' thread
+    // fails on its first file, the export returns that error, and no
+    // temporary file (of either table) is left.
+    let in_the_way = out.join("rounds/library_id=test-lib");
+    fs::create_dir_all(out.join("rounds")).unwrap();
+    fs::write(&in_the_way, b"in the way").unwrap();
+    let err = export(&reader, None, &out, Options::default(), &mut |_| {}).unwrap_err();
+    assert!(matches!(err, ParquetExportError::Io { .. }), "{err}");
+    assert!(err.to_string().contains("library_id=test-lib"), "{err}");
+    assert_eq!(walk(&out), vec![in_the_way.display().to_string()]);
+}
+
 fn walk(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for entry in fs::read_dir(dir).unwrap() {
@@ -280,7 +297,7 @@ fn partitions_by_home_and_day_with_few_open_and_small_batches() {
         row_group_bytes: 1 << 20,
         open_partitions: 1,
     };
-    let mut sink = PartitionedSink::new(dir.path(), "part".into(), options);
+    let mut sink = PartitionedSink::new(dir.path(), "part".into(), options).unwrap();
     // Two homes (one with a name that must be escaped) and two days,
     // interleaved, with one partition open at a time: each return to a
     // partition starts its next part.
