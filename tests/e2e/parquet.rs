@@ -74,7 +74,16 @@ impl Home {
 /// Home A: commands, a question with one confirmation and one with two, a
 /// text with quotes and emoji, a round marked bad by id. Home B: a round
 /// marked wrong by saying so. Ids (route, command) come from the rounds.
-fn two_homes() -> (Home, Home, Vec<(String, i64)>, Vec<(String, String)>) {
+/// Two homes, the commands that asked for confirmation (with how many),
+/// and the rounds marked wrong (with their notes).
+struct Fleet {
+    a: Home,
+    b: Home,
+    confirmations: Vec<(String, i64)>,
+    wrong: Vec<(String, String)>,
+}
+
+fn two_homes() -> Fleet {
     let a = Sandbox::new();
     let lights = a.say("default", "Turn on the kitchen lights");
     let door = a.say("default", "unlock the front door");
@@ -109,7 +118,12 @@ fn two_homes() -> (Home, Home, Vec<(String, i64)>, Vec<(String, String)>) {
             "that was wrong".to_owned(),
         ),
     ];
-    (Home::counted(a), Home::counted(b), confirmations, wrong)
+    Fleet {
+        a: Home::counted(a),
+        b: Home::counted(b),
+        confirmations,
+        wrong,
+    }
 }
 
 fn check(out: &Path) -> Value {
@@ -122,7 +136,12 @@ fn check(out: &Path) -> Value {
 
 #[test]
 fn two_homes_read_back_in_duckdb_and_chdb_with_every_chain_link_recomputed() {
-    let (a, b, confirmations, wrong) = two_homes();
+    let Fleet {
+        a,
+        b,
+        confirmations,
+        wrong,
+    } = two_homes();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("export");
     a.export_to(&out);
@@ -229,7 +248,7 @@ fn two_homes_read_back_in_duckdb_and_chdb_with_every_chain_link_recomputed() {
 
 #[test]
 fn an_edited_row_and_a_missing_partition_are_found_by_both_engines() {
-    let (a, b, _, _) = two_homes();
+    let Fleet { a, b, .. } = two_homes();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("export");
     a.export_to(&out);
