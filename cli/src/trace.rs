@@ -63,18 +63,23 @@ pub enum TraceCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Write rounds and events as JSONL (a round line, then its events), or
-    /// as OpenTelemetry traces (OTLP/JSON, a round a line).
+    /// Write rounds and events as JSONL (a round line, then its events), as
+    /// OpenTelemetry traces (OTLP/JSON, a round a line), or as Parquet tables
+    /// (`rounds` and `events`, by home and day) in a directory.
     Export {
         /// The conversation (its id).
         #[arg(long)]
         conversation: Option<String>,
         /// `jsonl`: CAAL's own lines, chained and verifiable. `otlp`: a round
         /// a trace, model and tool calls as spans (GenAI semantic
-        /// conventions), every event a span event with its hash.
+        /// conventions), every event a span event with its hash. `parquet`:
+        /// `rounds/` and `events/` tables under --out, partitioned
+        /// `library_id=…/day=YYYY-MM-DD/` (schemas/parquet.v1.json).
         #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
         format: ExportFormat,
-        /// Write here instead of standard output (written whole, then renamed into place).
+        /// Write here instead of standard output (written whole, then renamed
+        /// into place); for parquet, the directory (required; made if missing;
+        /// an earlier export's files in the partitions written are replaced).
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -259,6 +264,7 @@ fn prune(
 pub enum ExportFormat {
     Jsonl,
     Otlp,
+    Parquet,
 }
 
 fn export(
@@ -267,9 +273,16 @@ fn export(
     format: ExportFormat,
     out: Option<&Path>,
 ) -> Result<()> {
+    if format == ExportFormat::Parquet {
+        let Some(dir) = out else {
+            bail!("--format parquet writes a directory of files; add --out DIR");
+        };
+        return export_parquet(reader, conversation, dir);
+    }
     let write = |sink: &mut dyn io::Write, progress: &mut dyn FnMut(u64)| match format {
         ExportFormat::Jsonl => reader.export(conversation, sink, progress),
         ExportFormat::Otlp => caal::export::otlp::export(reader, conversation, sink, progress),
+        ExportFormat::Parquet => unreachable!("written above"),
     };
     let total = reader.count_events(conversation)?;
     let bar = output::progress_bar(total, "exporting");
@@ -300,5 +313,39 @@ fn export(
         }
     }
     bar.finish_and_clear();
+    Ok(())
+}
+
+/// `caal trace export --format parquet --out DIR` (see `caal::export::parquet`).
+fn export_parquet(
+    reader: &TraceReader,
+    conversation: Option<&ConversationId>,
+    dir: &Path,
+) -> Result<()> {
+    // The directory is checked before the trace is read: a bad --out fails at once.
+    caal::export::parquet::prepare_out_dir(dir)?;
+    let total = reader.count_events(conversation)?;
+    let bar = output::progress_bar(total, "exporting");
+    let mut progress = |done: u64| bar.set_position(done);
+    let stats = caal::export::parquet::export(
+        reader,
+        conversation,
+        dir,
+        caal::export::parquet::Options::default(),
+        &mut progress,
+    )?;
+    bar.finish_and_clear();
+    eprintln!(
+        "exported {} rounds, {} events to {}: {} files in {} partitions (rounds/ and events/, by library_id and day){}",
+        stats.rounds,
+        stats.events,
+        dir.display(),
+        stats.files,
+        stats.partitions,
+        match stats.replaced {
+            0 => String::new(),
+            n => format!("; {n} files of an earlier export replaced"),
+        }
+    );
     Ok(())
 }

@@ -9,6 +9,7 @@ mod doors;
 mod home;
 mod llm;
 mod memory;
+mod parquet;
 mod reasoning;
 mod router;
 mod safety;

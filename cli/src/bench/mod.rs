@@ -6,6 +6,7 @@ pub mod attack;
 pub mod hear;
 pub mod llm;
 pub mod memory;
+pub mod parquet;
 pub mod router;
 pub mod scan;
 pub mod serve;
@@ -88,6 +89,25 @@ pub enum BenchCommand {
         /// End with one JSON object of the figures.
         #[arg(long)]
         json: bool,
+    },
+    /// `caal trace export --format parquet` as a whole process over a
+    /// synthetic trace at a quarter of --rounds and at --rounds: rounds a
+    /// minute and peak resident memory; then, with DuckDB in the clients'
+    /// venv, rounds per home per day queried over the larger export.
+    Parquet {
+        /// Rounds (of 10 events) in the larger trace.
+        #[arg(long, default_value_t = 1_000_000)]
+        rounds: u64,
+        /// Exports (and queries) at each size; the medians are printed.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// End with one JSON object of the figures.
+        #[arg(long)]
+        json: bool,
+        /// Only build the synthetic trace in this data dir (the benchmark runs
+        /// itself so to keep its own memory small).
+        #[arg(long, hide = true)]
+        build_trace: Option<PathBuf>,
     },
     /// The secret scrubber on a corpus it generates: recall, clean lines
     /// altered, throughput on one core; and `caal scan FILE` as a whole
@@ -364,6 +384,20 @@ pub fn run(
         } => {
             let report = router::run(&load_config()?, data_dir, decisions, rounds)?;
             figures(&report, output::print_router_bench, json)?;
+        }
+        BenchCommand::Parquet {
+            rounds,
+            runs,
+            json,
+            build_trace,
+        } => {
+            if let Some(data) = build_trace {
+                return parquet::build_trace(&data, rounds);
+            }
+            let dir = bench_dir(data_dir, "parquet")?;
+            let report = parquet::run(&dir, rounds, runs);
+            let _ = fs::remove_dir_all(&dir);
+            figures(&report?, parquet::print, json)?;
         }
         BenchCommand::Scan {
             lines,
@@ -990,4 +1024,34 @@ fn figures<T: serde::Serialize>(report: &T, print: fn(&T), json: bool) -> Result
         println!("{}", serde_json::to_string(report)?);
     }
     Ok(())
+}
+
+/// Runs `command` to its end with its output discarded: the seconds it took
+/// and its peak resident memory in MB, from `wait4`'s rusage. That peak is
+/// an upper bound: Linux counts the spawning process's own peak in a
+/// child's, so a benchmark spawns while it is small.
+pub fn measured(mut command: std::process::Command) -> Result<(f64, f64)> {
+    use std::process::Stdio;
+    let what = format!("{command:?}");
+    let started = std::time::Instant::now();
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot start {what}"))?;
+    let pid = libc::pid_t::try_from(child.id()).context("a process id out of range")?;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for the child spawned above, which nothing else reaps
+    // (std's Child is dropped without waiting); both pointers are ours.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let seconds = started.elapsed().as_secs_f64();
+    anyhow::ensure!(
+        reaped == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{what} did not exit 0"
+    );
+    // ru_maxrss is in kilobytes on Linux.
+    Ok((seconds, usage.ru_maxrss as f64 / 1024.0))
 }

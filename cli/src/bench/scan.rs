@@ -6,7 +6,7 @@
 use std::{
     io::{BufWriter, Write as _},
     path::Path,
-    process::{Command, Stdio},
+    process::Command,
     time::Instant,
 };
 
@@ -99,36 +99,16 @@ pub fn whole_process(dir: &Path, mb: u64, seed: u64) -> anyhow::Result<Vec<Whole
         }
         out.flush()?;
         drop(out);
-        let started = Instant::now();
-        let child = Command::new(&exe)
-            .arg("scan")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("cannot start caal scan")?;
-        let pid = libc::pid_t::try_from(child.id()).context("a process id out of range")?;
-        let mut status = 0;
-        // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: waits for the child spawned above, which nothing else reaps
-        // (std's Child is dropped without waiting); both pointers are ours.
-        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        let seconds = started.elapsed().as_secs_f64();
-        anyhow::ensure!(
-            reaped == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "caal scan {} did not exit 0",
-            path.display()
-        );
+        let mut command = Command::new(&exe);
+        command.arg("scan").arg(&path);
+        let (seconds, peak_rss_mb) = super::measured(command)?;
         std::fs::remove_file(&path).ok();
         runs.push(WholeProcess {
             bytes,
             secrets,
             seconds,
             mb_per_s: bytes as f64 / 1e6 / seconds,
-            // ru_maxrss is in kilobytes on Linux.
-            peak_rss_mb: usage.ru_maxrss as f64 / 1024.0,
+            peak_rss_mb,
         });
     }
     Ok(runs)

@@ -47,7 +47,7 @@ const CONVERSATIONS: usize = 64;
 /// Threads producing rounds in the chained run.
 const PRODUCERS: usize = 2;
 
-fn spec(conversation: &ConversationId) -> RoundSpec {
+pub(crate) fn spec(conversation: &ConversationId) -> RoundSpec {
     RoundSpec {
         conversation_id: conversation.clone(),
         bucket_id: BucketId::for_conversation(conversation),
@@ -58,7 +58,7 @@ fn spec(conversation: &ConversationId) -> RoundSpec {
 }
 
 /// The eight middle events of a typical command round.
-fn command_round_events(i: usize) -> Vec<EventDraft> {
+pub(crate) fn command_round_events(i: usize) -> Vec<EventDraft> {
     let call = CallId::new();
     vec![
         EventDraft::untyped(EventType::InputReceived, json!({"raw_text": format!("Turn on the kitchen lights {i}"), "channel": "text"})),
