@@ -26,6 +26,7 @@ pub mod state;
 pub mod stats;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod tls;
 pub mod tools;
 pub mod trace;
 pub mod understand;

@@ -9,7 +9,7 @@ use std::{collections::BTreeSet, fs, path::Path};
 
 /// Bottom first. Modules in one layer may use each other.
 const LAYERS: &[&[&str]] = &[
-    &["config", "crypto", "retry", "stats", "testing"],
+    &["config", "crypto", "retry", "stats", "testing", "tls"],
     &["safety"],
     &["ids"],
     &["sqlite"],

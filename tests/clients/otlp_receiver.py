@@ -14,6 +14,7 @@ may make the sender send a round twice, which the test counts). Prints
 import gzip
 import json
 import os
+import ssl
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -75,6 +76,11 @@ def main():
     port, out = int(sys.argv[1]), sys.argv[2]
     server = Server(("127.0.0.1", port), Receiver)
     server.out = out
+    # Over TLS when given a certificate and its key (PEM files): argv 3 and 4.
+    if len(sys.argv) > 4:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(sys.argv[3], sys.argv[4])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print(json.dumps({"listening": server.server_address[1]}), flush=True)
     server.serve_forever()
 

@@ -6,7 +6,7 @@
 //! with its own certificate runs.
 
 use std::io::{BufRead, BufReader, Cursor, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::{fs, thread};
 
@@ -211,18 +211,9 @@ fn fake_home_assistant() -> (String, Calls) {
 /// signed by a CA of its own: its URL, the calls it gets, and the CA's
 /// certificate as PEM.
 fn fake_home_assistant_tls() -> (String, Calls, String) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "Home Assistant test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.subject_alt_names = vec![rcgen::SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST))];
-    let cert = params.signed_by(&key, &issuer).unwrap();
+    let made = crate::support::TestCa::for_localhost("Home Assistant test CA");
+    let (cert, key) = (made.cert_der.clone(), made.key_der.clone());
+    let ca_cert = made.ca_pem;
     let server = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -230,12 +221,12 @@ fn fake_home_assistant_tls() -> (String, Calls, String) {
     .unwrap()
     .with_no_client_auth()
     .with_single_cert(
-        vec![cert.der().clone()],
-        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        vec![cert.into()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.into()),
     )
     .unwrap();
     let (url, calls) = serve(Some(Arc::new(server)));
-    (url, calls, ca_cert.pem())
+    (url, calls, ca_cert)
 }
 
 fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> (String, Calls) {

@@ -20,19 +20,29 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::support::{Sandbox, Served, client_python};
+use crate::support::{Sandbox, Served, TestCa, client_python};
 
 /// The Python receiver as a process on a fixed port, so it can come back there.
 struct Receiver(Child);
 
 impl Receiver {
     fn start(port: u16, out: &Path) -> Self {
+        Self::start_with(port, out, &[])
+    }
+
+    /// Over TLS with this certificate and key (PEM files).
+    fn start_tls(port: u16, out: &Path, cert: &Path, key: &Path) -> Self {
+        Self::start_with(port, out, &[cert, key])
+    }
+
+    fn start_with(port: u16, out: &Path, tls: &[&Path]) -> Self {
         let script =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/clients/otlp_receiver.py");
         let mut child = Command::new(client_python())
             .arg(script)
             .arg(port.to_string())
             .arg(out)
+            .args(tls)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -296,4 +306,82 @@ fn a_bad_ship_section_is_refused_by_config_check() {
     let run = sb.run(&["config", "check"]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("not both"), "{}", run.stderr);
+}
+
+/// Waits for `caal ship status` to say what `done` looks for.
+fn status_until(sb: &Sandbox, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let status = ship_status(sb);
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what}: {status}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn over_https_a_receiver_signed_by_the_ca_file_is_trusted_and_an_unknown_one_refused() {
+    let sb = Sandbox::new();
+    let made = TestCa::for_localhost("fleet test CA");
+    let (ca, cert, key) = (
+        sb.path().join("ca.pem"),
+        sb.path().join("receiver.pem"),
+        sb.path().join("receiver.key"),
+    );
+    std::fs::write(&ca, &made.ca_pem).unwrap();
+    std::fs::write(&cert, &made.cert_pem).unwrap();
+    std::fs::write(&key, &made.key_pem).unwrap();
+    let out = sb.path().join("received.txt");
+    let port = free_port();
+    let _receiver = Receiver::start_tls(port, &out, &cert, &key);
+    let ship = format!("https://127.0.0.1:{port}");
+    let quick = "[ship]\nflush_interval_ms = 50\nbase_backoff_ms = 20\nmax_backoff_ms = 200\n";
+
+    // The system's roots do not know the test's CA: refused, the fix named,
+    // the round kept.
+    sb.configure(quick);
+    let served = sb.serve(&[("CAAL_SHIP", ship.as_str())]);
+    let mut answer = crate::support::agent(10)
+        .post(&format!("{}/api/chat", served.url))
+        .header("Authorization", &format!("Bearer {}", sb.api_token()))
+        .send_json(json!({"conversation_id": "porch", "text": "turn on the hall lights"}))
+        .unwrap();
+    let answer: Value = serde_json::from_str(&answer.body_mut().read_to_string().unwrap()).unwrap();
+    let round = answer["round_id"].as_str().unwrap().replace('-', "");
+    let status = status_until(&sb, "the certificate refused", |s| {
+        s["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not trusted"))
+    });
+    assert!(
+        status["last_error"].as_str().unwrap().contains("ca_file"),
+        "the fix is named: {status}"
+    );
+    assert_eq!(status["backlog"], 1, "{status}");
+    drop(served.terminate());
+
+    // Given the CA: the round arrives, and nothing is left.
+    sb.configure(&format!("{quick}ca_file = \"{}\"\n", ca.display()));
+    let served = sb.serve(&[("CAAL_SHIP", ship.as_str())]);
+    status_until(&sb, "the round shipped over https", |s| s["backlog"] == 0);
+    drop(served.terminate());
+    let received = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        received.lines().any(|l| l == round),
+        "the receiver got {round}: {received:?}"
+    );
+
+    // A CA file for a receiver over plain http is refused by config check.
+    sb.configure(&format!(
+        "[ship]\nurl = \"http://127.0.0.1:{port}\"\nca_file = \"{}\"\n",
+        ca.display()
+    ));
+    let run = sb.run(&["config", "check"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.stderr.contains("ship.ca_file"), "{}", run.stderr);
 }

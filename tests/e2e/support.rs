@@ -419,3 +419,39 @@ pub fn client_env(script: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
     serde_json::from_str(stdout.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("{script} printed no JSON last ({e}): {stdout}"))
 }
+
+/// A certificate authority of a test's own and a server certificate it
+/// signed for 127.0.0.1 (rcgen): a server nobody's roots know.
+pub struct TestCa {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub cert_der: Vec<u8>,
+    pub key_pem: String,
+    pub key_der: Vec<u8>,
+}
+
+impl TestCa {
+    pub fn for_localhost(name: &str) -> Self {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.subject_alt_names = vec![rcgen::SanType::IpAddress(std::net::IpAddr::V4(
+            std::net::Ipv4Addr::LOCALHOST,
+        ))];
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        Self {
+            ca_pem: ca_cert.pem(),
+            cert_pem: cert.pem(),
+            cert_der: cert.der().to_vec(),
+            key_pem: key.serialize_pem(),
+            key_der: key.serialize_der(),
+        }
+    }
+}

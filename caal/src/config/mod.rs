@@ -224,6 +224,10 @@ pub struct ShipConfig {
     /// Or a file whose first line is that value.
     #[serde(default)]
     pub credential_file: Option<PathBuf>,
+    /// Over https, trust only this CA file's certificates (PEM): a fleet's
+    /// receiver with its own CA. Without it, the system's trusted certificates.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for ShipConfig {
@@ -238,6 +242,7 @@ impl Default for ShipConfig {
             header: default_ship_header(),
             credential_env: None,
             credential_file: None,
+            ca_file: None,
         }
     }
 }
@@ -316,6 +321,12 @@ impl ShipConfig {
             .is_some_and(|v| v.trim().is_empty())
         {
             return Err(bad("credential_env", "names no variable".into()));
+        }
+        if self.ca_file.is_some() && self.url.to_ascii_lowercase().starts_with("http://") {
+            return Err(bad(
+                "ca_file",
+                "is given but url is not https; remove ca_file or use an https URL".into(),
+            ));
         }
         Ok(())
     }

@@ -8,51 +8,12 @@
 use std::{
     io::{Read, Write},
     net::TcpStream,
-    path::Path,
     sync::Arc,
 };
 
 use rustls::pki_types::{CertificateDer, ServerName};
 
-/// The certificates a CA file holds, for ureq; an empty or unreadable file
-/// is an error naming the file and the fix.
-pub fn ca_certificates(path: &Path) -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        format!(
-            "cannot read the CA file {} ({e}); give the path of Home Assistant's CA certificate (PEM)",
-            path.display()
-        )
-    })?;
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(&bytes) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c.to_owned()),
-            Ok(_) => {}
-            Err(e) => {
-                return Err(format!(
-                    "the CA file {} is not PEM ({e}); give a certificate that begins with -----BEGIN CERTIFICATE-----",
-                    path.display()
-                ));
-            }
-        }
-    }
-    if certs.is_empty() {
-        return Err(format!(
-            "the CA file {} holds no certificate; give one that begins with -----BEGIN CERTIFICATE-----",
-            path.display()
-        ));
-    }
-    Ok(certs)
-}
-
-/// ureq's TLS settings for these roots.
-pub fn ureq_tls(ca: Option<&[ureq::tls::Certificate<'static>]>) -> ureq::tls::TlsConfig {
-    let roots = match ca {
-        Some(certs) => ureq::tls::RootCerts::new_with_certs(certs),
-        None => ureq::tls::RootCerts::WebPki,
-    };
-    ureq::tls::TlsConfig::builder().root_certs(roots).build()
-}
+pub use crate::tls::{ca_certificates, certificate_problem, ureq_tls};
 
 /// rustls's client settings for the same roots (ring, as ureq uses).
 pub fn rustls_client(
@@ -126,32 +87,6 @@ impl Write for Stream {
             Self::Tls(s) => s.flush(),
         }
     }
-}
-
-/// The certificate problem behind an error, when one is: rustls's own words
-/// ("invalid peer certificate: UnknownIssuer"), found wherever in the chain
-/// of sources (an I/O error, ureq's) it sits.
-pub fn certificate_problem(err: &(dyn std::error::Error + 'static)) -> Option<String> {
-    if let Some(
-        r @ (rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented),
-    ) = err.downcast_ref::<rustls::Error>()
-    {
-        return Some(r.to_string());
-    }
-    // ureq's error names no source; its variants hold what does.
-    match err.downcast_ref::<ureq::Error>() {
-        Some(ureq::Error::Rustls(r)) => return certificate_problem(r),
-        Some(ureq::Error::Io(io)) => return certificate_problem(io),
-        _ => {}
-    }
-    if let Some(inner) = err
-        .downcast_ref::<std::io::Error>()
-        .and_then(|io| io.get_ref())
-        && let Some(found) = certificate_problem(inner)
-    {
-        return Some(found);
-    }
-    err.source().and_then(certificate_problem)
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ pub use send::{
 
 use crate::config::ShipConfig;
 use crate::export::otlp::round_spans;
+use crate::tls::Trust;
 use crate::trace::{QueuedRound, ShipQueue, StoreError};
 
 /// How shipping runs, resolved from `[ship]`, `--ship` and the credential.
@@ -41,6 +42,8 @@ pub struct ShipOptions {
     pub base_backoff: Duration,
     pub max_backoff: Duration,
     pub credential: Option<Credential>,
+    /// Whom the receiver's certificate must be signed by, over https.
+    pub trust: Trust,
 }
 
 /// Why shipping cannot start.
@@ -59,6 +62,12 @@ pub enum ShipError {
     },
     #[error("[ship] credential_file {0} is empty; write the header's value into it")]
     EmptyFile(String),
+    #[error("[ship] ca_file: {0}")]
+    CaFile(String),
+    #[error(
+        "[ship] ca_file is given but the receiver {0} is not https; remove ca_file or use an https URL"
+    )]
+    CaFileOverHttp(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -93,7 +102,9 @@ impl ShipOptions {
             }
             (None, None) => None,
         };
+        let trust = trust_for(config, url)?;
         Ok(Some(Self {
+            trust,
             url: url.to_owned(),
             batch_size: config.batch_size,
             flush_interval: Duration::from_millis(config.flush_interval_ms),
@@ -102,6 +113,30 @@ impl ShipOptions {
             max_backoff: Duration::from_millis(config.max_backoff_ms),
             credential: value.map(|v| Credential::new(&config.header, &v)),
         }))
+    }
+}
+
+/// Whom an https receiver's certificate must be signed by: the CA file's
+/// certificates when `[ship] ca_file` is given, else the system's (Mozilla's
+/// roots where the system has none, said in the log).
+fn trust_for(config: &ShipConfig, url: &str) -> Result<Trust, ShipError> {
+    let https = url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    match (&config.ca_file, https) {
+        (Some(_), false) => Err(ShipError::CaFileOverHttp(url.to_owned())),
+        (Some(path), true) => Ok(Trust::CaFile(
+            crate::tls::ca_certificates(path).map_err(ShipError::CaFile)?,
+        )),
+        // Plain http trusts nobody's certificates: none are asked for.
+        (None, false) => Ok(Trust::Mozilla),
+        (None, true) => {
+            let (trust, why) = Trust::system();
+            if let Some(why) = why {
+                tracing::warn!("shipping: {why}");
+            }
+            Ok(trust)
+        }
     }
 }
 
@@ -181,8 +216,17 @@ impl Drop for Shipper {
 /// Reads, sends and marks batches until told to stop or refused for good.
 fn run(mut queue: ShipQueue, options: &ShipOptions, stop: &StopFlag) {
     lower_priority();
-    let receiver = Receiver::new(&options.url, options.timeout, options.credential.clone());
-    tracing::info!(endpoint = receiver.endpoint(), "shipping ended rounds");
+    let receiver = Receiver::new(
+        &options.url,
+        options.timeout,
+        options.credential.clone(),
+        &options.trust,
+    );
+    tracing::info!(
+        endpoint = receiver.endpoint(),
+        trust = options.trust.describe(),
+        "shipping ended rounds"
+    );
     let mut waited_for_more = false;
     loop {
         let batch = match queue.next_batch(options.batch_size) {

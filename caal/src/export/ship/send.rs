@@ -74,17 +74,18 @@ pub fn traces_endpoint(url: &str) -> String {
 }
 
 impl Receiver {
-    /// Over https, rustls with Mozilla's roots (webpki-roots), as the Home
-    /// Assistant connector trusts by default.
-    pub fn new(url: &str, timeout: Duration, credential: Option<Credential>) -> Self {
+    /// Over https, rustls trusting `trust` (the system's certificates, or
+    /// a CA file's: `ShipOptions::resolve`).
+    pub fn new(
+        url: &str,
+        timeout: Duration,
+        credential: Option<Credential>,
+        trust: &crate::tls::Trust,
+    ) -> Self {
         let agent = Agent::config_builder()
             .timeout_global(Some(timeout))
             .http_status_as_error(false)
-            .tls_config(
-                ureq::tls::TlsConfig::builder()
-                    .root_certs(ureq::tls::RootCerts::WebPki)
-                    .build(),
-            )
+            .tls_config(trust.ureq())
             .build()
             .into();
         Self {
@@ -144,9 +145,18 @@ impl Receiver {
                     .unwrap_or_default();
                 self.unquoted(classify(status, retry_after, &answer))
             }
-            Err(e) => Sent::Retry {
-                reason: format!("cannot reach {}: {e}", self.endpoint),
-                after: None,
+            // A certificate nobody trusted is no outage: waiting will not
+            // change it. Refused, with the fix named.
+            Err(e) => match crate::tls::certificate_problem(&e) {
+                Some(problem) => Sent::Refused {
+                    reason: format!(
+                        "the receiver's certificate is not trusted ({problem}); give its CA as [ship] ca_file (PEM), or give the receiver a certificate the system trusts"
+                    ),
+                },
+                None => Sent::Retry {
+                    reason: format!("cannot reach {}: {e}", self.endpoint),
+                    after: None,
+                },
             },
         }
     }

@@ -50,6 +50,7 @@ fn options(url: &str, credential: Option<Credential>) -> ShipOptions {
         base_backoff: Duration::from_millis(5),
         max_backoff: Duration::from_millis(40),
         credential,
+        trust: crate::tls::Trust::Mozilla,
     }
 }
 
