@@ -15,9 +15,11 @@ Usage:
   python parquet_check.py tamper DIR
       Rewrites one events file with one payload changed (pyarrow, same
       schema), as someone editing the export would; prints what it changed.
-  python parquet_check.py time DIR RUNS
+  python parquet_check.py time DIR RUNS [DOC.md]
       Times the operator's first question (rounds per home per day) in
-      DuckDB over DIR, RUNS times; prints the seconds of each run.
+      DuckDB over DIR, RUNS times; prints the seconds of each run. With
+      DOC.md, also every named query in it (as `check` finds them), in the
+      engine it names, RUNS times each, under "doc": {engine: {name: [s]}}.
 """
 
 import datetime
@@ -234,6 +236,22 @@ def time_query(root, runs):
     return {"seconds": seconds, "rows": sum(int(r[2]) for r in rows), "groups": len(rows)}
 
 
+def time_doc_queries(root, runs, doc):
+    timed = {}
+    for engine in (DuckDB(root), ChDB(root)):
+        per_query = {}
+        for name, sql in doc_queries(doc)[engine.name]:
+            sql = sql.replace("'export/", f"'{root}/")
+            seconds = []
+            for _ in range(runs):
+                started = time.monotonic()
+                engine.rows(sql)
+                seconds.append(time.monotonic() - started)
+            per_query[name] = seconds
+        timed[engine.name] = per_query
+    return timed
+
+
 def main():
     mode, root = sys.argv[1], os.path.abspath(sys.argv[2])
     if mode == "check":
@@ -242,7 +260,10 @@ def main():
     elif mode == "tamper":
         print(json.dumps(tamper(root)))
     elif mode == "time":
-        print(json.dumps(time_query(root, int(sys.argv[3]))))
+        timed = time_query(root, int(sys.argv[3]))
+        if len(sys.argv) > 4:
+            timed["doc"] = time_doc_queries(root, int(sys.argv[3]), sys.argv[4])
+        print(json.dumps(timed))
     else:
         sys.exit(f"unknown mode {mode!r}: check, tamper or time")
 

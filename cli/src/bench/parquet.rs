@@ -38,13 +38,16 @@ pub struct ExportRuns {
     pub export_mb: f64,
 }
 
-/// DuckDB's time for rounds per home per day over the larger export.
+/// DuckDB's time for rounds per home per day over the larger export, and
+/// each of the operator's queries in docs/fleet.md in the engine it names.
 #[derive(Clone, Debug, Serialize)]
 pub struct DuckdbQuery {
     pub rounds_counted: u64,
     pub groups: u64,
     pub seconds: Vec<f64>,
     pub median_seconds: f64,
+    /// Engine ("duckdb", "chdb") → the query's name → median seconds.
+    pub doc_queries: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -172,14 +175,19 @@ fn clients_python() -> Option<PathBuf> {
 
 /// The same script the end-to-end test reads the export with, built in.
 const CHECK_SCRIPT: &str = include_str!("../../../tests/clients/parquet_check.py");
+/// The operator's queries, as the docs give them (and the test runs them).
+const FLEET_DOC: &str = include_str!("../../../docs/fleet.md");
 
 fn duckdb_query(export: &Path, runs: usize) -> Result<DuckdbQuery> {
     let python =
         clients_python().context("no clients venv with DuckDB (bash .ci/setup installs it)")?;
+    let doc = export.with_extension("fleet.md");
+    std::fs::write(&doc, FLEET_DOC)?;
     let started = Instant::now();
     let mut child = Command::new(&python)
         .arg("-")
         .args(["time", &export.display().to_string(), &runs.to_string()])
+        .arg(&doc)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -205,7 +213,35 @@ fn duckdb_query(export: &Path, runs: usize) -> Result<DuckdbQuery> {
         .as_array()
         .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
         .unwrap_or_default();
+    let doc_queries = v["doc"]
+        .as_object()
+        .map(|engines| {
+            engines
+                .iter()
+                .map(|(engine, queries)| {
+                    let medians = queries
+                        .as_object()
+                        .map(|q| {
+                            q.iter()
+                                .map(|(name, secs)| {
+                                    let secs: Vec<f64> = secs
+                                        .as_array()
+                                        .map(|a| {
+                                            a.iter().filter_map(serde_json::Value::as_f64).collect()
+                                        })
+                                        .unwrap_or_default();
+                                    (name.clone(), median(&secs))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (engine.clone(), medians)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(DuckdbQuery {
+        doc_queries,
         rounds_counted: v["rows"].as_u64().unwrap_or(0),
         groups: v["groups"].as_u64().unwrap_or(0),
         median_seconds: median(&seconds),
@@ -239,6 +275,11 @@ pub fn print(r: &ParquetBenchReport) {
                 q.median_seconds,
                 secs.join(" / ")
             );
+            for (engine, queries) in &q.doc_queries {
+                for (name, median) in queries {
+                    println!("  {engine}, {name} (docs/fleet.md): median {median:.3} s");
+                }
+            }
         }
         (None, Some(why)) => println!("  DuckDB query skipped: {why}"),
         (None, None) => {}
