@@ -169,8 +169,9 @@ fn definite(hour: u8, minute: u8, tomorrow: bool) -> TimeOfDay {
     }
 }
 
-/// "6", "18:30", "6.30", "six thirty", "half past six", "quarter to 7",
-/// "ten past six", "20 to 7" → (hour, minute) as said (12-hour or 24-hour).
+/// "6", "18:30", "6.30", "six thirty", "half past six", "half six",
+/// "quarter to 7", "ten past six", "20 to 7" → (hour, minute) as said
+/// (12-hour or 24-hour).
 fn clock_words(core: &str) -> Option<(u8, u8)> {
     if let Some((h, m)) = core.split_once([':', '.'])
         && m.len() == 2
@@ -207,6 +208,12 @@ fn clock_words(core: &str) -> Option<(u8, u8)> {
                 (u8::try_from(h).ok()?, u8::try_from(60 - minutes).ok()?)
             });
         }
+    }
+    // "half six": half past six, as British English says it.
+    if let Some(hour) = core.strip_prefix("half ")
+        && let [h] = whole_numbers(hour)?[..]
+    {
+        return Some((u8::try_from(h).ok()?, 30));
     }
     match whole_numbers(core)?[..] {
         [h] => Some((u8::try_from(h).ok()?, 0)),
@@ -359,6 +366,9 @@ mod tests {
         assert_eq!(p("six thirty"), "06:30?");
         assert_eq!(p("seven oh five am"), "07:05");
         assert_eq!(p("half past six"), "06:30?");
+        // British: "half six" is half past six, never six.
+        assert_eq!(p("half six"), "06:30?");
+        assert_eq!(p("half 8 tonight"), "20:30");
         assert_eq!(p("quarter to seven in the evening"), "18:45");
         assert_eq!(p("ten past 6 tonight"), "18:10");
         assert_eq!(p("twenty five to eight"), "07:35?");

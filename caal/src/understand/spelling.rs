@@ -30,7 +30,9 @@ pub fn nearest_words(vocabulary: &Vocabulary, w: &str, shortest: usize) -> Vec<S
         let Some(d) = heard_within((w, &sound), (v, v_sound), most) else {
             continue;
         };
-        if d == 0 || d > best_d {
+        // Distance 0 is a word spelled otherwise that sounds the same
+        // ("dinning" as "dining", a letter doubled): the nearest there is.
+        if *v == w || d > best_d {
             continue;
         }
         if d < best_d {
@@ -201,6 +203,8 @@ mod sound_tests {
         // "mac" is two edits from "back" in letters, one in sound.
         let v = vocabulary(&["back", "front", "side"]);
         assert_eq!(nearest_words(&v, "mac", 3), vec!["back"]);
+        // A letter doubled sounds the same: the nearest there is.
+        assert_eq!(nearest_words(&v, "bback", 3), vec!["back"]);
         // Tied words are all given, in order; short known words never.
         let v = vocabulary(&["max", "map", "on", "back"]);
         assert_eq!(nearest_words(&v, "mak", 3), vec!["back", "map", "max"]);

@@ -34,6 +34,7 @@ pub const FRESH_SUITE: &str = include_str!("../../../caal/suites/fresh-en.jsonl"
 pub const FRESH_A_SUITE: &str = include_str!("../../../caal/suites/fresh-a-en.jsonl");
 pub const FRESH_B_SUITE: &str = include_str!("../../../caal/suites/fresh-b-en.jsonl");
 pub const FRESH_C_SUITE: &str = include_str!("../../../caal/suites/fresh-c-en.jsonl");
+pub const FRESH_D_SUITE: &str = include_str!("../../../caal/suites/fresh-d-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../../caal/suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../../caal/suites/everyday-en.jsonl");
 pub const UNSEEN_SUITE: &str = include_str!("../../../caal/suites/unseen-en.jsonl");
@@ -477,6 +478,10 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
             (
                 "fresh-c-en".into(),
                 parse_suite(FRESH_C_SUITE, "fresh-c-en")?,
+            ),
+            (
+                "fresh-d-en".into(),
+                parse_suite(FRESH_D_SUITE, "fresh-d-en")?,
             ),
             (
                 "untouched-en".into(),
