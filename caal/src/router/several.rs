@@ -63,7 +63,9 @@ impl Router {
         }
     }
 
-    /// The parameter of `c` said as a list, and its things (two or more).
+    /// The parameter of `c` said as a list, and its things: two or more,
+    /// or one said with a word before it that is no part of a thing ("the
+    /// bananas", "some milk": the language's `item_fillers`).
     fn listed(&self, c: &Command) -> Option<(String, Vec<String>)> {
         let spec = self.command(&c.command_id)?;
         spec.config
@@ -72,9 +74,29 @@ impl Router {
             .filter(|(_, p)| p.several)
             .find_map(|(name, _)| {
                 let said = c.raw_params.get(name)?;
-                let things = list_of(said, &self.words.list_joins, &self.words.joined_items);
-                (things.len() > 1).then(|| (name.clone(), things))
+                let things: Vec<String> =
+                    list_of(said, &self.words.list_joins, &self.words.joined_items)
+                        .into_iter()
+                        .map(|t| self.without_fillers(&t))
+                        .collect();
+                (things.len() > 1 || things.first().is_some_and(|t| t != said))
+                    .then(|| (name.clone(), things))
             })
+    }
+
+    /// A thing without the words before it that name no part of it; the
+    /// thing as said when nothing else is left ("some" alone).
+    fn without_fillers(&self, thing: &str) -> String {
+        let fillers = &self.words.item_fillers;
+        let words: Vec<&str> = thing
+            .split(' ')
+            .skip_while(|w| fillers.iter().any(|f| f.eq_ignore_ascii_case(w)))
+            .collect();
+        if words.is_empty() {
+            thing.to_owned()
+        } else {
+            words.join(" ")
+        }
     }
 }
 

@@ -547,3 +547,33 @@ fn a_language_with_examples_says_what_entities_are_embedded_as() {
     assert!(c.understand.languages["de"].examples.is_empty());
     Router::compile(&c).unwrap();
 }
+
+#[test]
+fn a_list_thing_loses_the_words_before_it_that_are_no_part_of_it() {
+    // The configured rules (this router has no sentence library loaded).
+    let items = |text: &str| -> Vec<ParamValue> {
+        chain(&route(text))
+            .commands
+            .iter()
+            .map(|c| c.params["item"].clone())
+            .collect()
+    };
+    let text = |s: &str| ParamValue::Text(s.into());
+    assert_eq!(
+        items("add the bananas to the shopping list"),
+        vec![text("bananas")]
+    );
+    assert_eq!(
+        items("take the milk off the shopping list"),
+        vec![text("milk")]
+    );
+    assert_eq!(
+        items("add some milk and the eggs to the shopping list"),
+        vec![text("milk"), text("eggs")]
+    );
+    // A thing that is one though joined keeps its words.
+    assert_eq!(
+        items("add mac and cheese to the shopping list"),
+        vec![text("mac and cheese")]
+    );
+}
