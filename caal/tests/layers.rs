@@ -183,6 +183,21 @@ fn no_module_imports_a_layer_above_it() {
     );
 }
 
+/// The sources under `dirs` of `src` that are not test files (`tests.rs`,
+/// `*_tests.rs`); more than 20 of them, or the directories moved.
+fn code_files(src: &Path, dirs: &[&str]) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        sources(&src.join(dir), &mut files);
+    }
+    assert!(files.len() > 20, "the sources were found: {files:?}");
+    files.retain(|f| {
+        let name = f.file_name().unwrap().to_string_lossy();
+        name != "tests.rs" && !name.ends_with("_tests.rs")
+    });
+    files
+}
+
 /// The longest a function of the understanding, the router or the round may
 /// grow (issue 43): past it, a function does several things, and a change to
 /// how a sentence is read has more than one place to go.
@@ -241,17 +256,8 @@ fn long_functions(file: &Path, shown: &str) -> Vec<String> {
 #[test]
 fn no_function_of_understanding_routing_or_the_round_is_over_its_length() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    for dir in ["understand", "router", "round"] {
-        sources(&src.join(dir), &mut files);
-    }
-    assert!(files.len() > 20, "the sources were found: {files:?}");
-    let long: Vec<String> = files
+    let long: Vec<String> = code_files(&src, &["understand", "router", "round"])
         .iter()
-        .filter(|f| {
-            let name = f.file_name().unwrap().to_string_lossy();
-            name != "tests.rs" && !name.ends_with("_tests.rs")
-        })
         .flat_map(|f| long_functions(f, &f.strip_prefix(&src).unwrap().display().to_string()))
         .collect();
     assert!(
@@ -288,17 +294,8 @@ const MOST_FILE_LINES: usize = 400;
 #[test]
 fn every_file_of_the_understanding_layers_is_within_its_length() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    for dir in ["understand", "router/layers"] {
-        sources(&src.join(dir), &mut files);
-    }
-    assert!(files.len() > 20, "the sources were found: {files:?}");
-    let long: Vec<String> = files
+    let long: Vec<String> = code_files(&src, &["understand", "router/layers"])
         .iter()
-        .filter(|f| {
-            let name = f.file_name().unwrap().to_string_lossy();
-            name != "tests.rs" && !name.ends_with("_tests.rs")
-        })
         .filter_map(|f| {
             let source = fs::read_to_string(f).unwrap();
             // The code before a file's own test module.

@@ -112,10 +112,7 @@ impl Home {
             lists: HashMap::new(),
             kind_words: Vec::new(),
         };
-        home.lists = home.build_lists().map_err(|e| ConfigError::Value {
-            key: "home".into(),
-            problem: e.to_string(),
-        })?;
+        home.rebuild_lists()?;
         Ok(home)
     }
 
@@ -124,11 +121,17 @@ impl Home {
     /// not name the device alone.
     pub fn with_kind_words(mut self, words: &[String]) -> Result<Self, ConfigError> {
         self.kind_words = words.iter().map(|w| lower(w)).collect();
+        self.rebuild_lists()?;
+        Ok(self)
+    }
+
+    /// The lists templates match, made again from the areas, devices and kind words.
+    fn rebuild_lists(&mut self) -> Result<(), ConfigError> {
         self.lists = self.build_lists().map_err(|e| ConfigError::Value {
             key: "home".into(),
             problem: e.to_string(),
         })?;
-        Ok(self)
+        Ok(())
     }
 
     /// Whether `word` names a kind of device rather than one (`with_kind_words`).
