@@ -181,6 +181,20 @@ pub struct RoundSpec {
     pub audio_id: Option<AudioId>,
 }
 
+impl RoundSpec {
+    /// A typed round of `conversation` in the default state, in the
+    /// conversation's own bucket (what the benchmarks and tests append).
+    pub fn typed(conversation: &ConversationId) -> Self {
+        Self {
+            conversation_id: conversation.clone(),
+            bucket_id: BucketId::for_conversation(conversation),
+            state_in: "default".into(),
+            channel: "text".into(),
+            audio_id: None,
+        }
+    }
+}
+
 /// The header of a round, written once at intake.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RoundHeader {

@@ -11,7 +11,7 @@ use rusqlite::Connection;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::ids::{BucketId, ConversationId, LibraryId};
+use crate::ids::{ConversationId, LibraryId};
 
 fn library() -> LibraryId {
     "test-lib".parse().unwrap()
@@ -22,14 +22,7 @@ fn open(dir: &Path, durability: Durability) -> TraceStore {
 }
 
 fn spec(conversation: &str) -> RoundSpec {
-    let conversation: ConversationId = conversation.parse().unwrap();
-    RoundSpec {
-        bucket_id: BucketId::for_conversation(&conversation),
-        conversation_id: conversation,
-        state_in: "default".into(),
-        channel: "text".into(),
-        audio_id: None,
-    }
+    RoundSpec::typed(&conversation.parse().unwrap())
 }
 
 fn said(text: &str) -> EventDraft {

@@ -18,7 +18,7 @@ use std::{
 };
 
 use caal::{
-    ids::{BucketId, CallId, ConversationId, LibraryId},
+    ids::{CallId, ConversationId, LibraryId},
     trace::{
         Durability, Durable, EventDraft, EventType, RoundSpec, StoreError, TraceStore,
         bare_connection,
@@ -48,13 +48,7 @@ const CONVERSATIONS: usize = 64;
 const PRODUCERS: usize = 2;
 
 pub(crate) fn spec(conversation: &ConversationId) -> RoundSpec {
-    RoundSpec {
-        conversation_id: conversation.clone(),
-        bucket_id: BucketId::for_conversation(conversation),
-        state_in: "default".into(),
-        channel: "text".into(),
-        audio_id: None,
-    }
+    RoundSpec::typed(conversation)
 }
 
 /// The eight middle events of a typical command round.

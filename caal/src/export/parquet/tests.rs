@@ -10,18 +10,11 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::json;
 
 use super::*;
-use crate::ids::{BucketId, LibraryId};
+use crate::ids::LibraryId;
 use crate::trace::{DB_FILE, Durability, EventDraft, EventType, RoundSpec, TraceStore};
 
 fn spec(conversation: &str) -> RoundSpec {
-    let conversation: ConversationId = conversation.parse().unwrap();
-    RoundSpec {
-        bucket_id: BucketId::for_conversation(&conversation),
-        conversation_id: conversation,
-        state_in: "default".into(),
-        channel: "text".into(),
-        audio_id: None,
-    }
+    RoundSpec::typed(&conversation.parse().unwrap())
 }
 
 /// A store with `rounds` rounds over two conversations, one asking for a confirmation.

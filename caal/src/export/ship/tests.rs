@@ -16,20 +16,12 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 
 use super::*;
-use crate::ids::{BucketId, ConversationId};
 use crate::testing::{NO_DELAY, Seen, Server};
 use crate::trace::{DB_FILE, Durability, EventDraft, EventType, RoundSpec, TraceStore};
 
 fn round(store: &TraceStore, conversation: &str) -> String {
-    let conversation: ConversationId = conversation.parse().unwrap();
     let open = store
-        .begin_round(RoundSpec {
-            bucket_id: BucketId::for_conversation(&conversation),
-            conversation_id: conversation,
-            state_in: "default".into(),
-            channel: "text".into(),
-            audio_id: None,
-        })
+        .begin_round(RoundSpec::typed(&conversation.parse().unwrap()))
         .unwrap();
     open.append(EventDraft::untyped(
         EventType::InputReceived,
