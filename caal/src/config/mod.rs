@@ -214,6 +214,12 @@ pub struct ShipConfig {
     pub base_backoff_ms: u64,
     #[serde(default = "default_ship_max_backoff")]
     pub max_backoff_ms: u64,
+    /// After a refusal (a 4xx but 408/429, an untrusted certificate), how
+    /// long until the same batch is offered again: the receiver's side may
+    /// be mended meanwhile (its credential list, its path, its certificate)
+    /// and no home need restart for it. 0: stop until the service restarts.
+    #[serde(default = "default_ship_refused_retry")]
+    pub refused_retry_s: u64,
     /// The header the credential is sent in.
     #[serde(default = "default_ship_header")]
     pub header: String,
@@ -239,6 +245,7 @@ impl Default for ShipConfig {
             timeout_ms: default_ship_timeout(),
             base_backoff_ms: default_ship_base_backoff(),
             max_backoff_ms: default_ship_max_backoff(),
+            refused_retry_s: default_ship_refused_retry(),
             header: default_ship_header(),
             credential_env: None,
             credential_file: None,
@@ -261,6 +268,9 @@ fn default_ship_base_backoff() -> u64 {
 }
 fn default_ship_max_backoff() -> u64 {
     30_000
+}
+fn default_ship_refused_retry() -> u64 {
+    300
 }
 fn default_ship_header() -> String {
     "Authorization".into()

@@ -139,7 +139,8 @@ pub enum BenchCommand {
     },
     /// Live shipping to a receiver inside the bench: the backlog of a
     /// service run shipped (rounds/s), and the service's latency with
-    /// shipping on beside runs without it.
+    /// shipping on beside runs without it; then the Parquet export's
+    /// benchmark (`caal bench parquet`). Ends with the goals, met or not.
     Ship {
         /// Concurrent keep-alive clients of each service run.
         #[arg(long, default_value_t = 32)]
@@ -147,6 +148,14 @@ pub enum BenchCommand {
         /// Seconds of each service run.
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
+        /// Runs (each: without shipping, the backlog shipped, with shipping);
+        /// the medians are printed. The Parquet part runs as many exports.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Rounds in the larger trace of the Parquet part (as `caal bench
+        /// parquet --rounds`); 0 skips it.
+        #[arg(long, default_value_t = 1_000_000)]
+        parquet_rounds: u64,
         /// End with one JSON object of the figures.
         #[arg(long)]
         json: bool,
@@ -431,10 +440,23 @@ pub fn run(
         BenchCommand::Ship {
             clients,
             seconds,
+            runs,
+            parquet_rounds,
             json,
         } => {
-            let report = ship::run(&load_config()?, data_dir, clients, seconds)
+            // The Parquet part first, while this process is small: its
+            // children's peak memory counts this process's (see `measured`).
+            let parquet = if parquet_rounds > 0 {
+                let dir = bench_dir(data_dir, "parquet")?;
+                let parquet = parquet::run(&dir, parquet_rounds, runs);
+                let _ = fs::remove_dir_all(&dir);
+                Some(parquet?)
+            } else {
+                None
+            };
+            let mut report = ship::run(&load_config()?, data_dir, clients, seconds, runs)
                 .map_err(anyhow::Error::msg)?;
+            report.parquet = parquet;
             figures(&report, output::print_ship_bench, json)?;
         }
         BenchCommand::Doors { rounds, json } => {
@@ -738,6 +760,13 @@ fn chat_round(
 }
 
 /// A fresh directory for a benchmark, on the data dir's disk; the caller removes it.
+/// The middle of `values` (the upper middle of an even count; NaN if none).
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 fn bench_dir(data_dir: &Path, name: &str) -> Result<PathBuf> {
     let dir = data_dir.join(format!("bench-{name}-{}", std::process::id()));
     fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;

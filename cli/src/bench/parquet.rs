@@ -25,6 +25,7 @@ use caal::{
 };
 use serde::Serialize;
 
+use super::median;
 use super::trace::{command_round_events, spec};
 
 /// The export at one size.
@@ -140,12 +141,6 @@ pub fn run(dir: &Path, rounds: u64, runs: usize) -> Result<ParquetBenchReport> {
         duckdb,
         duckdb_skipped,
     })
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn bytes_under(dir: &Path) -> u64 {

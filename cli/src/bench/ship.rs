@@ -2,14 +2,16 @@
 //! small HTTP/1.1 server on 127.0.0.1 that reads each request and answers
 //! 200, as a Collector's otlphttp receiver acknowledges), over real rounds:
 //!
+//! in each of `--runs` runs,
 //! 1. the service benchmark (`caal bench serve`) with no shipping: its
 //!    rounds are the backlog, and its p99 the baseline;
 //! 2. that backlog shipped from the trace store as fast as it goes: rounds
 //!    acknowledged per second, requests, compressed bytes per round;
 //! 3. the service benchmark again with shipping on, so its rounds ship as
 //!    they end: its p99 beside the baseline, and how far shipping lagged;
-//! 4. the service benchmark once more with no shipping (the trace is
-//!    bigger by then), so a difference that is only the trace's growth shows.
+//!
+//! then the medians, and the Parquet export's benchmark (`caal bench
+//! parquet`), so the four goals print from one command.
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -30,22 +32,34 @@ use caal::{
 };
 use serde::Serialize;
 
+use super::median;
 use super::serve::{ServeBenchReport, load, open_engine};
 
+/// One run: a service run without shipping, its rounds shipped as a
+/// backlog, then a service run with shipping on.
 #[derive(Clone, Debug, Serialize)]
-pub struct ShipBenchReport {
-    pub batch_size: usize,
-    /// The backlog shipped in step 2, and how fast.
+pub struct ShipRun {
+    /// The backlog shipped, and how fast.
     pub backlog_rounds: u64,
     pub ship_seconds: f64,
     pub rounds_per_s: f64,
     pub requests: u64,
     pub bytes_per_round: f64,
-    pub serve_before: ServeBenchReport,
-    pub serve_shipping: ServeBenchReport,
-    pub serve_after: ServeBenchReport,
+    pub serve_without: ServeBenchReport,
+    pub serve_with: ServeBenchReport,
     /// After the shipping run ended: how long until its last round was acknowledged.
     pub drain_after_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ShipBenchReport {
+    pub batch_size: usize,
+    pub runs: Vec<ShipRun>,
+    pub rounds_per_s_median: f64,
+    pub p99_without_median_ms: f64,
+    pub p99_with_median_ms: f64,
+    /// The Parquet export's figures (`caal bench parquet`), unless skipped.
+    pub parquet: Option<super::parquet::ParquetBenchReport>,
 }
 
 pub fn run(
@@ -53,9 +67,10 @@ pub fn run(
     data_dir: &Path,
     clients: usize,
     seconds: f64,
+    runs: usize,
 ) -> Result<ShipBenchReport, String> {
     let dir = data_dir.join(format!("bench-ship-{}", std::process::id()));
-    let result = run_in(config, &dir, clients.max(1), seconds);
+    let result = run_in(config, &dir, clients.max(1), seconds, runs.max(1));
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
@@ -65,6 +80,7 @@ fn run_in(
     dir: &Path,
     clients: usize,
     seconds: f64,
+    runs: usize,
 ) -> Result<ShipBenchReport, String> {
     let engine = open_engine(config, dir)?;
     let receiver = Acknowledger::start()?;
@@ -73,38 +89,54 @@ fn run_in(
         .ok_or("no receiver")?;
     // The last part batch is not held back: the figure is the sending.
     options.flush_interval = Duration::from_millis(5);
+    let reader = engine.store().reader();
+    let acked = || reader.ship_acked().map_err(|e| e.to_string());
 
-    let serve_before = load(&engine, clients, seconds)?;
-    let backlog_rounds = status(&engine)?.backlog;
-    let started = Instant::now();
-    let shipper =
-        Shipper::start(engine.store().path(), options.clone()).map_err(|e| e.to_string())?;
-    wait_acked(&engine, backlog_rounds)?;
-    let ship_seconds = started.elapsed().as_secs_f64();
-    let requests = receiver.requests.load(Ordering::Relaxed);
-    let bytes = receiver.bytes.load(Ordering::Relaxed);
-    drained(&engine)?;
+    // Without, then with, in each run: the trace's growth over the bench
+    // touches both sides alike.
+    let mut done = Vec::new();
+    for _ in 0..runs {
+        let serve_without = load(&engine, clients, seconds)?;
+        let backlog_rounds = status(&engine)?.backlog;
+        let (requests_before, bytes_before) = (
+            receiver.requests.load(Ordering::Relaxed),
+            receiver.bytes.load(Ordering::Relaxed),
+        );
+        let acked_before = acked()?;
+        let started = Instant::now();
+        let shipper =
+            Shipper::start(engine.store().path(), options.clone()).map_err(|e| e.to_string())?;
+        wait_acked(&engine, acked_before + backlog_rounds)?;
+        let ship_seconds = started.elapsed().as_secs_f64();
+        let requests = receiver.requests.load(Ordering::Relaxed) - requests_before;
+        let bytes = receiver.bytes.load(Ordering::Relaxed) - bytes_before;
+        drained(&engine)?;
 
-    let serve_shipping = load(&engine, clients, seconds)?;
-    let ended = Instant::now();
-    wait_acked(&engine, backlog_rounds + serve_shipping.rounds)?;
-    drained(&engine)?;
-    let drain_after_ms = ended.elapsed().as_secs_f64() * 1e3;
-    drop(shipper);
-
-    let serve_after = load(&engine, clients, seconds)?;
+        let serve_with = load(&engine, clients, seconds)?;
+        let ended = Instant::now();
+        drained(&engine)?;
+        let drain_after_ms = ended.elapsed().as_secs_f64() * 1e3;
+        drop(shipper);
+        done.push(ShipRun {
+            backlog_rounds,
+            ship_seconds,
+            rounds_per_s: backlog_rounds as f64 / ship_seconds,
+            requests,
+            bytes_per_round: bytes as f64 / backlog_rounds.max(1) as f64,
+            serve_without,
+            serve_with,
+            drain_after_ms,
+        });
+    }
     receiver.stop();
+    let each = |f: fn(&ShipRun) -> f64| median(&done.iter().map(f).collect::<Vec<_>>());
     Ok(ShipBenchReport {
         batch_size: options.batch_size,
-        backlog_rounds,
-        ship_seconds,
-        rounds_per_s: backlog_rounds as f64 / ship_seconds,
-        requests,
-        bytes_per_round: bytes as f64 / backlog_rounds.max(1) as f64,
-        serve_before,
-        serve_shipping,
-        serve_after,
-        drain_after_ms,
+        rounds_per_s_median: each(|r| r.rounds_per_s),
+        p99_without_median_ms: each(|r| r.serve_without.p99_ms),
+        p99_with_median_ms: each(|r| r.serve_with.p99_ms),
+        runs: done,
+        parquet: None,
     })
 }
 

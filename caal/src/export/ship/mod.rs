@@ -9,9 +9,11 @@
 //! (or the receiver's `Retry-After`); a kill loses nothing, as the next
 //! start sends again from the marks; what was sent but not marked is sent
 //! twice, with the same trace and span ids, so the receiver's side can drop
-//! the copy. A permanent refusal (a 4xx other than 408/429) stops shipping
-//! and is reported (`caal ship status`, the page, the log) rather than
-//! retried forever; the rounds wait in the store for the fix.
+//! the copy. A refusal (a 4xx other than 408/429, a certificate nobody
+//! trusts) is reported (`caal ship status`, the page, the log) and not
+//! retried at the outage's pace: the same batch is offered again only every
+//! `[ship] refused_retry_s` (5 minutes), so a receiver mended on its side is
+//! found again without a restart; the rounds wait in the store meanwhile.
 
 mod send;
 pub mod wire;
@@ -41,6 +43,9 @@ pub struct ShipOptions {
     pub timeout: Duration,
     pub base_backoff: Duration,
     pub max_backoff: Duration,
+    /// How long after a refusal the batch is offered again; `None`: never
+    /// (until the service restarts).
+    pub refused_retry: Option<Duration>,
     pub credential: Option<Credential>,
     /// Whom the receiver's certificate must be signed by, over https.
     pub trust: Trust,
@@ -111,6 +116,8 @@ impl ShipOptions {
             timeout: Duration::from_millis(config.timeout_ms),
             base_backoff: Duration::from_millis(config.base_backoff_ms),
             max_backoff: Duration::from_millis(config.max_backoff_ms),
+            refused_retry: (config.refused_retry_s > 0)
+                .then(|| Duration::from_secs(config.refused_retry_s)),
             credential: value.map(|v| Credential::new(&config.header, &v)),
         }))
     }
@@ -198,7 +205,7 @@ impl Shipper {
         })
     }
 
-    /// Whether shipping has ended (stopped, or refused for good).
+    /// Whether shipping has ended (stopped, or refused with no retry).
     pub fn finished(&self) -> bool {
         self.handle.as_ref().is_none_or(JoinHandle::is_finished)
     }
@@ -213,7 +220,8 @@ impl Drop for Shipper {
     }
 }
 
-/// Reads, sends and marks batches until told to stop or refused for good.
+/// Reads, sends and marks batches until told to stop (or refused, when
+/// refusals are not offered again).
 fn run(mut queue: ShipQueue, options: &ShipOptions, stop: &StopFlag) {
     lower_priority();
     let receiver = Receiver::new(
@@ -228,6 +236,8 @@ fn run(mut queue: ShipQueue, options: &ShipOptions, stop: &StopFlag) {
         "shipping ended rounds"
     );
     let mut waited_for_more = false;
+    // A refusal is on record until a batch gets through.
+    let mut refused = false;
     loop {
         let batch = match queue.next_batch(options.batch_size) {
             Ok(batch) => batch,
@@ -251,13 +261,22 @@ fn run(mut queue: ShipQueue, options: &ShipOptions, stop: &StopFlag) {
         if batch.is_empty() {
             continue;
         }
-        match ship_batch(&mut queue, &receiver, options, stop, &batch) {
-            Shipped::Yes => {}
+        match ship_batch(&mut queue, &receiver, options, stop, &batch, refused) {
+            Shipped::Yes => refused = false,
             Shipped::Stopped => return,
-            Shipped::Refused(reason) => {
-                tracing::error!(reason = %reason, "shipping stopped; the rounds wait in the trace until it is fixed and the service restarts");
-                return;
-            }
+            Shipped::Refused(reason) => match options.refused_retry {
+                Some(wait) => {
+                    refused = true;
+                    tracing::error!(reason = %reason, retry_in_s = wait.as_secs(), "shipping refused; the rounds wait in the trace and the batch is offered again");
+                    if stop.wait(wait) {
+                        return;
+                    }
+                }
+                None => {
+                    tracing::error!(reason = %reason, "shipping stopped; the rounds wait in the trace until it is fixed and the service restarts");
+                    return;
+                }
+            },
         }
     }
 }
@@ -282,14 +301,16 @@ enum Shipped {
     Refused(String),
 }
 
-/// Sends one batch until the receiver takes it (then marks it), refuses it
-/// for good, or the thread is told to stop.
+/// Sends one batch until the receiver takes it (then marks it, and clears
+/// an error on record: `erred`, or a retry of this batch), refuses it, or
+/// the thread is told to stop.
 fn ship_batch(
     queue: &mut ShipQueue,
     receiver: &Receiver,
     options: &ShipOptions,
     stop: &StopFlag,
     batch: &[QueuedRound],
+    erred: bool,
 ) -> Shipped {
     let spans: Vec<_> = batch
         .iter()
@@ -306,7 +327,7 @@ fn ship_batch(
                 if let Some(note) = &note {
                     tracing::warn!("{note}");
                 }
-                if attempt > 0 || note.is_some() {
+                if erred || attempt > 0 || note.is_some() {
                     let _ = queue.record_error(note.as_deref());
                 }
                 return mark(queue, batch, options, stop);
@@ -331,9 +352,14 @@ fn ship_batch(
                 }
             }
             Sent::Refused { reason } => {
-                let _ = queue.record_error(Some(&format!(
-                    "{reason}; shipping stopped until the service restarts"
-                )));
+                let next = match options.refused_retry {
+                    Some(wait) => format!(
+                        "offered again every {} (a restart offers it at once)",
+                        crate::command::human_duration(wait.as_secs())
+                    ),
+                    None => "shipping stopped until the service restarts".into(),
+                };
+                let _ = queue.record_error(Some(&format!("{reason}; {next}")));
                 return Shipped::Refused(reason);
             }
         }

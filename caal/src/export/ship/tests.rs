@@ -41,6 +41,7 @@ fn options(url: &str, credential: Option<Credential>) -> ShipOptions {
         timeout: Duration::from_secs(5),
         base_backoff: Duration::from_millis(5),
         max_backoff: Duration::from_millis(40),
+        refused_retry: None,
         credential,
         trust: crate::tls::Trust::Mozilla,
     }
@@ -186,6 +187,99 @@ fn a_permanent_refusal_is_reported_not_retried_and_the_credential_stays_out_of_l
     for place in [&logged, &error] {
         assert!(!place.contains("s3cret"), "the credential leaked: {place}");
     }
+}
+
+#[test]
+fn a_refused_batch_is_offered_again_only_after_the_refusal_wait_and_lands_once_mended() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = TraceStore::open(
+        &dir.path().join(DB_FILE),
+        "lib".parse().unwrap(),
+        Durability::Normal,
+    )
+    .unwrap();
+    let id = round(&store, "a");
+    // Refuses twice (a credential it does not know yet), then takes it.
+    let times = Arc::new(Mutex::new(Vec::new()));
+    let at = times.clone();
+    let receiver = Server::start(move |n, _| {
+        at.lock().unwrap().push(Instant::now());
+        (if n <= 2 { 403 } else { 200 }, String::new(), NO_DELAY)
+    });
+    let wait = Duration::from_millis(300);
+    let mut with_retry = options(&receiver.url, None);
+    with_retry.refused_retry = Some(wait);
+    let shipper = Shipper::start(store.path(), with_retry).unwrap();
+
+    until("the first refusal recorded", || {
+        store.reader().ship_status().unwrap().last_error.is_some()
+    });
+    let refused = store.reader().ship_status().unwrap();
+    let error = refused.last_error.unwrap();
+    assert!(
+        error.contains("403") && error.contains("offered again"),
+        "{error}"
+    );
+    assert!(
+        !shipper.finished(),
+        "a refusal with a retry wait keeps shipping alive"
+    );
+    until("the round acknowledged", || {
+        store.reader().ship_status().unwrap().backlog == 0
+    });
+    drop(shipper);
+    let times = times.lock().unwrap().clone();
+    assert_eq!(times.len(), 3, "two refusals and the acceptance, no more");
+    for pair in times.windows(2) {
+        // The outage backoff here is 5-40 ms: a refusal waits its own, longer time.
+        assert!(pair[1] - pair[0] >= wait, "{:?}", pair[1] - pair[0]);
+    }
+    let seen = receiver.seen();
+    assert_eq!(trace_ids(&seen[2]), vec![id.replace('-', "")]);
+    assert_eq!(store.reader().ship_status().unwrap().last_error, None);
+}
+
+#[test]
+fn a_partial_success_moves_the_mark_and_says_what_the_receiver_dropped() {
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTracePartialSuccess, ExportTraceServiceResponse,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = TraceStore::open(
+        &dir.path().join(DB_FILE),
+        "lib".parse().unwrap(),
+        Durability::Normal,
+    )
+    .unwrap();
+    round(&store, "a");
+    round(&store, "b");
+    let answer = ExportTraceServiceResponse {
+        partial_success: Some(ExportTracePartialSuccess {
+            rejected_spans: 3,
+            error_message: "spans older than the retention window".into(),
+        }),
+    }
+    .encode_to_vec();
+    // The protobuf of a small varint and ASCII text is valid UTF-8.
+    let body = String::from_utf8(answer).unwrap();
+    let receiver = Server::start(move |_, _| (200, body.clone(), NO_DELAY));
+    let shipper = Shipper::start(store.path(), options(&receiver.url, None)).unwrap();
+    until("the batch acknowledged", || {
+        store.reader().ship_status().unwrap().backlog == 0
+    });
+    drop(shipper);
+    assert_eq!(
+        receiver.seen().len(),
+        1,
+        "a partial success is not sent again"
+    );
+    let status = store.reader().ship_status().unwrap();
+    assert_eq!(status.rounds_acked, 2);
+    let note = status.last_error.unwrap_or_default();
+    assert!(
+        note.contains("dropped 3 spans") && note.contains("retention window"),
+        "{note}"
+    );
 }
 
 #[test]
