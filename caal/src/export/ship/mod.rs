@@ -354,8 +354,8 @@ fn ship_batch(
             Sent::Refused { reason } => {
                 let next = match options.refused_retry {
                     Some(wait) => format!(
-                        "offered again every {} (a restart offers it at once)",
-                        crate::command::human_duration(wait.as_secs())
+                        "offered again every {} s (a restart offers it at once)",
+                        wait.as_secs_f64()
                     ),
                     None => "shipping stopped until the service restarts".into(),
                 };
