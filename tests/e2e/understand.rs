@@ -2243,3 +2243,66 @@ fn a_timers_name_which_way_a_change_goes_and_a_thing_said_alone_are_kept() {
         "{alone}"
     );
 }
+
+#[test]
+fn a_room_is_never_every_room_unless_said_and_a_room_said_apart_is_the_requests() {
+    let sb = Sandbox::new();
+    let route_code = |text: &str| {
+        sb.run(&["understand", "--json", text]).ok().json()["route_code"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // A bare request for the lights, said where no room is known, asks
+    // which, however it is worded; every light only when said.
+    for bare in [
+        "turn the lights on",
+        "turn on the lights",
+        "lights off",
+        "kill the lights",
+    ] {
+        assert_eq!(route_code(bare), "intent.clarify", "{bare}");
+    }
+    assert_eq!(
+        decided(&sb, "switch all the lights off"),
+        vec![r#"lights.set {"room":"all","state":"off"}"#]
+    );
+    let in_hall = sb
+        .run(&[
+            "understand",
+            "--json",
+            "--area",
+            "hall",
+            "turn the lights on",
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        in_hall["commands"][0]["params"]["room"], "hall",
+        "{in_hall}"
+    );
+    for (said, want) in [
+        // A meaning of every room, for a sentence that names a device: the device.
+        (
+            "kill the porch light",
+            r#"light.set {"device":"porch light","state":"off"}"#,
+        ),
+        // A room said apart from the request is the request's, and off is no level.
+        (
+            "turn the lights off out on the porch",
+            r#"lights.set {"room":"porch","state":"off"}"#,
+        ),
+        // A device of the room said apart is read as it is.
+        (
+            "turn the ceiling light on in the kitchen",
+            r#"light.set {"device":"kitchen ceiling","state":"on"}"#,
+        ),
+        // The room another clause says, after the request too.
+        (
+            "hey can you turn the lights on, I'm in the kitchen",
+            r#"lights.set {"room":"kitchen","state":"on"}"#,
+        ),
+    ] {
+        assert_eq!(decided(&sb, said), vec![want.to_owned()], "{said}");
+    }
+}

@@ -1241,6 +1241,11 @@ pub struct LanguageConfig {
     /// is read as when the client says where it is (`in the {area}`).
     #[serde(default)]
     pub speaker_place: BTreeMap<String, String>,
+    /// How a room is said after a request (`in the {area}`): a room named
+    /// apart from the request ("turn the lights off, out on the porch") is
+    /// read joined to it so.
+    #[serde(default)]
+    pub in_room: String,
     /// Words that take back a name just said: "the kitchen, sorry, the
     /// dining room lights" is the dining room's.
     #[serde(default)]

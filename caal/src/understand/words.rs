@@ -26,6 +26,8 @@ pub struct Words {
     /// The speaker's place said ("in here"), and what it is read as
     /// (`in the {area}`), longest phrase first.
     pub speaker_place: Vec<(String, String)>,
+    /// How a room is said after a request (`in the {area}`; empty: not read so).
+    pub in_room: String,
     /// Words that take back a name just said ("sorry", "I mean").
     pub corrections: Vec<String>,
     /// Typed slips that make another word, and the word meant.
@@ -99,6 +101,7 @@ impl Words {
                     .collect(),
                 |(k, _)| k,
             ),
+            in_room: words.in_room.clone(),
             corrections: normalized(&words.corrections),
             word_slips: words
                 .word_slips

@@ -2,6 +2,7 @@
 //! a question asked inside one, and a request found among other words.
 
 use super::*;
+use crate::understand::mentions::mentions;
 
 /// How sure a clause's own reading must be: a template that matched it
 /// (a wildcard may take part of it, inside the clause).
@@ -125,11 +126,33 @@ impl Router {
                     continue;
                 }
                 let span = words[start..start + len].join(" ");
-                let Some(d) = self
-                    .by_templates(&span, context)
-                    .filter(|d| d.confidence >= 1.0 && matches!(d.intent, Intent::Chain(_)))
-                    .filter(|d| asks_something(&span, d, &self.words))
-                else {
+                // A room said outside the run is the request's: the run is
+                // read with it said after it (`in_room`: "turn the lights off
+                // | out on the porch"). A run is no request of its own beside
+                // a name it cannot take.
+                let outside: Vec<&str> = (words[..start].iter())
+                    .chain(&words[start + len..])
+                    .copied()
+                    .collect();
+                // A run that names a device of that room itself is read as it
+                // is ("turn the ceiling light on | in the kitchen").
+                let (reads, room) = match mentions(&self.home, &outside.join(" "), None).as_slice()
+                {
+                    [] => (vec![span.clone()], None),
+                    [room] if room.slot == "area" && !self.words.in_room.is_empty() => {
+                        let area = room.value.as_str().unwrap_or_default().to_owned();
+                        let joined =
+                            format!("{span} {}", self.words.in_room.replace("{area}", &area));
+                        (vec![joined, span.clone()], Some(area))
+                    }
+                    _ => continue,
+                };
+                let Some(d) = reads.iter().enumerate().find_map(|(i, read)| {
+                    self.by_templates(read, context)
+                        .filter(|d| d.confidence >= 1.0 && matches!(d.intent, Intent::Chain(_)))
+                        .filter(|d| asks_something(&span, d, &self.words))
+                        .filter(|d| i == 0 || room.as_deref().is_some_and(|r| self.acts_in(d, r)))
+                }) else {
                     continue;
                 };
                 let covered = len as f64 / n as f64;
@@ -143,6 +166,20 @@ impl Router {
             }
         }
         None
+    }
+
+    /// Whether `d` acts in `area`: on it, or on a device of it.
+    fn acts_in(&self, d: &RouteDecision, area: &str) -> bool {
+        let Some(u) = &d.understood else {
+            return false;
+        };
+        let value = |k: &str| u.slots.get(k).and_then(|s| s.value.as_str());
+        value("area") == Some(area)
+            || value("name").is_some_and(|name| {
+                (self.home.devices.iter()).any(|dev| {
+                    (dev.name == name || dev.id == name) && dev.area.as_deref() == Some(area)
+                })
+            })
     }
 
     /// A longer sentence in clauses, at `,` `;` `?` `!` `.` ("tea's brewing,
@@ -200,16 +237,25 @@ impl Router {
                 continue;
             };
             level_fixed |= fixes_a_level(&d);
-            // "The kitchen is dark, turn on the lights": the room asked for is the one said before.
+            // "The kitchen is dark, turn on the lights", "lights on, I'm in
+            // the kitchen": the room asked for is one another clause says
+            // (the nearest before, else the first after).
             if d.route_code == "intent.clarify"
-                && let Some(area) = clauses[..i].iter().rev().find_map(|c| self.area_in(c))
-                && let Some(placed) = self
-                    .command_of(&format!("{said} in the {area}"), context)
-                    .filter(|d| matches!(d.intent, Intent::Chain(_)))
+                && !self.words.in_room.is_empty()
+                && let Some(area) = (clauses[..i].iter().rev())
+                    .chain(&clauses[i + 1..])
+                    .find_map(|c| self.area_in(c))
             {
-                said = format!("{said} in the {area}");
-                referent = Some(format!("in the {area}"));
-                d = placed;
+                let in_room = self.words.in_room.replace("{area}", &area);
+                let placed = format!("{said} {in_room}");
+                if let Some(placed_d) = self
+                    .command_of(&placed, context)
+                    .filter(|d| matches!(d.intent, Intent::Chain(_)))
+                {
+                    said = placed;
+                    referent = Some(in_room);
+                    d = placed_d;
+                }
             }
             match &d.intent {
                 Intent::Chain(chain) => {

@@ -105,9 +105,9 @@ impl Semantic {
                 None => return None,
             }
         }
-        self.speakers_area(group, text, context, &mut slots);
-        let needs_area =
-            group.needs_area && !slots.contains_key("area") && !slots.contains_key("name");
+        let every_room_unsaid = self.speakers_area(group, text, context, &mentions, &mut slots);
+        let needs_area = every_room_unsaid
+            || (group.needs_area && !slots.contains_key("area") && !slots.contains_key("name"));
         Some(Understood {
             intent: group.intent.clone(),
             slots,
@@ -159,14 +159,19 @@ impl Semantic {
     /// The room the client said it is in, put in `slots`: for a meaning that
     /// finds a room the sentence did not name, and for one that fixes every
     /// room, near a sentence that says none of `all_words` ("kill the
-    /// lights" in the kitchen).
+    /// lights" in the kitchen). A meaning that fixes every room, for a
+    /// sentence that says none of them but names a device or a room, is
+    /// what it names ("kill the porch light" is not every light); said where
+    /// the client gave no room, it is asked for (true: "kill the lights" is
+    /// not every light in the house either).
     fn speakers_area(
         &self,
         group: &Group,
         text: &str,
         context: &Context,
+        mentions: &[Mention],
         slots: &mut BTreeMap<String, Slot>,
-    ) {
+    ) -> bool {
         let padded = format!(" {text} ");
         let says_all = self
             .all_words
@@ -176,13 +181,35 @@ impl Semantic {
             && slots
                 .get("area")
                 .is_some_and(|s| s.said.is_empty() && s.value == json!("all"));
+        if every_room_unsaid
+            && let Some(named) = mentions
+                .iter()
+                .find(|m| m.slot == "name")
+                .or_else(|| mentions.iter().find(|m| m.slot == "area"))
+        {
+            slots.remove("area");
+            slots.insert(
+                named.slot.to_owned(),
+                Slot {
+                    context: named.context.clone(),
+                    ..Slot::taken(named.value.clone(), &named.said)
+                },
+            );
+            return false;
+        }
         let room_unsaid = !slots.contains_key("area")
             && group.find.iter().any(|f| f == "area")
             && !slots.contains_key("name");
-        if let Some(area) = &context.area
-            && (every_room_unsaid || room_unsaid)
-        {
-            slots.insert("area".into(), Slot::taken(json!(area), ""));
+        match &context.area {
+            Some(area) if every_room_unsaid || room_unsaid => {
+                slots.insert("area".into(), Slot::taken(json!(area), ""));
+                false
+            }
+            None if every_room_unsaid => {
+                slots.remove("area");
+                true
+            }
+            _ => false,
         }
     }
 
