@@ -2306,3 +2306,31 @@ fn a_room_is_never_every_room_unless_said_and_a_room_said_apart_is_the_requests(
         assert_eq!(decided(&sb, said), vec![want.to_owned()], "{said}");
     }
 }
+
+#[test]
+fn a_state_asked_to_be_so_is_made_so_and_a_slip_only_the_meaning_reads_is_read() {
+    let sb = Sandbox::new();
+    for (said, want) in [
+        (
+            "can you make sure the front door is locked",
+            r#"door.lock {"door":"front door"}"#,
+        ),
+        (
+            "make sure the porch light is off",
+            r#"light.set {"device":"porch light","state":"off"}"#,
+        ),
+        ("ensure the garage door is closed", "garage.close {}"),
+        // The state said without a verb, as "lights on" is.
+        (
+            "main door locked please",
+            r#"door.lock {"door":"front door"}"#,
+        ),
+        // A typed slip where no template reads the words even when mended:
+        // the meaning layer does, and is sure.
+        ("opne the garage", "garage.open {}"),
+    ] {
+        assert_eq!(decided(&sb, said), vec![want.to_owned()], "{said}");
+    }
+    // A slip in talk stays talk.
+    assert!(decided(&sb, "the garaeg is full of junk").is_empty());
+}

@@ -186,7 +186,10 @@ fn below_templates(r: &Router, text: &str, state: &str, context: &Context) -> Ro
     };
     let d = r.unless_conditional(text, d);
     if d.layer == Layer::None && !context.spoken {
-        return r.slipped(text, context).unwrap_or(d);
+        return r
+            .slipped(text, context)
+            .or_else(|| r.typed_as_meant(text, context))
+            .unwrap_or(d);
     }
     d
 }

@@ -213,7 +213,7 @@ pub const ORDER: &[Step] = &[
     Step {
         name: "slips",
         decides_as: Option::None,
-        what: "typed: a slipped word read as the known word, kept only where templates, rules or heard-as then read it",
+        what: "typed: a slipped word read as the known word, kept only where templates, rules or heard-as then read it; else a word no sentence knows read as the nearest in spelling, kept only where the meaning layer is then sure",
     },
     Step {
         name: "unmatched",

@@ -127,7 +127,7 @@ impl Router {
         context: &Context,
     ) -> Option<RouteDecision> {
         let asks = self.asks_whether(text);
-        self.read_as_heard(text, |read| {
+        self.read_as_heard(text, true, |read| {
             self.understood(read, context)
                 .or_else(|| self.by_clause(read, context))
                 .filter(|d| !asks || !self.changes_something(d))
@@ -144,7 +144,24 @@ impl Router {
         context: &Context,
     ) -> Option<RouteDecision> {
         let asks = self.asks_whether(text);
-        self.read_as_heard(text, |read| {
+        self.read_as_heard(text, true, |read| {
+            self.by_meaning(read, context)
+                .decided
+                .filter(|d| !asks || !self.changes_something(d))
+        })
+    }
+
+    /// A typed word no sentence knows read as the word nearest in spelling,
+    /// understood by meaning where no template reads it ("opne the garage"
+    /// is "open the garage", which only the meaning layer knows). Typed
+    /// words only: no reading by sound, and only a request sure enough to run.
+    pub(in crate::router) fn typed_as_meant(
+        &self,
+        text: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let asks = self.asks_whether(text);
+        self.read_as_heard(text, false, |read| {
             self.by_meaning(read, context)
                 .decided
                 .filter(|d| !asks || !self.changes_something(d))
@@ -152,10 +169,12 @@ impl Router {
     }
 
     /// The first reading of `text` as speech to text may have misheard it
+    /// (or, not `by_sound`, as it may have been mistyped: spelling only)
     /// that `understand` takes as a request sure enough to run.
     fn read_as_heard(
         &self,
         text: &str,
+        by_sound: bool,
         understand: impl Fn(&str) -> Option<RouteDecision>,
     ) -> Option<RouteDecision> {
         let vocabulary = self.vocabulary.get_or_init(|| vocabulary_of(self));
@@ -175,8 +194,24 @@ impl Router {
                 .collect(),
         };
         let mut readings = heard.unknown_words();
-        readings.extend(self.names_heard(&heard));
-        readings.extend(self.sounds_heard(&heard));
+        if !by_sound {
+            // Typed: only words no dictionary has are slips ("opne"); a word
+            // it has was meant ("the kitchen is a mess" is not "less").
+            let Some(sounds) = &self.sounds else {
+                return None;
+            };
+            readings.retain(|edits| {
+                edits.iter().all(|(at, n, _)| {
+                    heard.bare[*at..at + n]
+                        .iter()
+                        .all(|w| sounds.knows(w) == Some(false))
+                })
+            });
+        }
+        if by_sound {
+            readings.extend(self.names_heard(&heard));
+            readings.extend(self.sounds_heard(&heard));
+        }
         let bare = &heard.bare;
         readings.into_iter().take(MAX_READINGS).find_map(|edits| {
             let mut out: Vec<&str> = Vec::with_capacity(words.len());

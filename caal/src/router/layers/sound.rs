@@ -161,7 +161,7 @@ impl Router {
     /// The library's sentences that run a command, by sound.
     fn sound_grammar(
         &self,
-        lexicon: crate::understand::lexicon::Lexicon,
+        lexicon: std::sync::Arc<crate::understand::lexicon::Lexicon>,
     ) -> crate::understand::sounds::SoundGrammar {
         let rules = [self.library.rules()];
         let lists = [self.home.lists(), self.library.lists()];

@@ -101,6 +101,14 @@ impl Lexicon {
         Ok(Self { words })
     }
 
+    /// Whether the dictionary has `word` (lower case), or the base of its possessive.
+    pub fn has(&self, word: &str) -> bool {
+        self.words.contains_key(word)
+            || word
+                .strip_suffix("'s")
+                .is_some_and(|base| self.words.contains_key(base))
+    }
+
     /// Every way `word` (one normalised word) may be said: the dictionary's;
     /// a number said in words; a word it lacks split into two or three it
     /// has ("fortwell": fort well), else spelled by letter rules.

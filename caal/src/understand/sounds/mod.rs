@@ -115,7 +115,7 @@ pub struct SoundGrammar {
     graphs: Vec<Graph>,
     sources: Vec<SoundSource>,
     words: Vec<Box<str>>,
-    lexicon: Lexicon,
+    lexicon: std::sync::Arc<Lexicon>,
 }
 
 /// A sentence nearest by sound to what was heard.
@@ -144,7 +144,7 @@ impl SoundGrammar {
     /// The graphs of `sentences` (intent, template as written, parsed), said
     /// with `lexicon`; a sentence too large to compile is left out.
     pub fn build<'s>(
-        lexicon: Lexicon,
+        lexicon: std::sync::Arc<Lexicon>,
         scope: &SoundScope<'_>,
         sentences: impl Iterator<Item = (&'s str, &'s str, &'s Expr)>,
     ) -> Self {
@@ -276,6 +276,9 @@ impl SoundGrammar {
 pub struct Sounds {
     path: std::path::PathBuf,
     pub config: crate::config::SoundsConfig,
+    /// The dictionary, read the first time anything asks (`None`, said once
+    /// in the log, when it cannot be).
+    lexicon: std::sync::OnceLock<Option<std::sync::Arc<Lexicon>>>,
     grammar: std::sync::OnceLock<Option<SoundGrammar>>,
 }
 
@@ -297,22 +300,39 @@ impl Sounds {
         Ok(Some(Self {
             path,
             config: config.clone(),
+            lexicon: std::sync::OnceLock::new(),
             grammar: std::sync::OnceLock::new(),
         }))
     }
 
     /// The sentences by sound, compiled by `build` over the dictionary the
     /// first time; `None` (said once in the log) when the dictionary cannot be read.
-    pub fn grammar(&self, build: impl FnOnce(Lexicon) -> SoundGrammar) -> Option<&SoundGrammar> {
+    pub fn grammar(
+        &self,
+        build: impl FnOnce(std::sync::Arc<Lexicon>) -> SoundGrammar,
+    ) -> Option<&SoundGrammar> {
         self.grammar
+            .get_or_init(|| self.lexicon().map(build))
+            .as_ref()
+    }
+
+    fn lexicon(&self) -> Option<std::sync::Arc<Lexicon>> {
+        self.lexicon
             .get_or_init(|| match Lexicon::load(&self.path) {
-                Ok(lexicon) => Some(build(lexicon)),
+                Ok(lexicon) => Some(std::sync::Arc::new(lexicon)),
                 Err(e) => {
                     tracing::warn!("the sound layer is off: {e}");
                     None
                 }
             })
-            .as_ref()
+            .clone()
+    }
+
+    /// Whether the dictionary has `word` (lower case; a possessive by its
+    /// base): a typed word it has is a word, not a slip of another ("mess"
+    /// is no mistyped "less"). `None` when the dictionary cannot be read.
+    pub fn knows(&self, word: &str) -> Option<bool> {
+        Some(self.lexicon()?.has(word))
     }
 }
 

@@ -54,7 +54,7 @@ fn grammar(templates: &[&str], lists: HashMap<String, SlotList>) -> SoundGrammar
         lists: &list_sets,
     };
     SoundGrammar::build(
-        lexicon,
+        lexicon.into(),
         &scope,
         parsed.iter().map(|(t, e)| ("Intent", t.as_str(), e)),
     )
