@@ -2308,7 +2308,7 @@ fn a_room_is_never_every_room_unless_said_and_a_room_said_apart_is_the_requests(
 }
 
 #[test]
-fn a_state_asked_to_be_so_is_made_so_and_a_slip_only_the_meaning_reads_is_read() {
+fn a_state_asked_to_be_so_a_timer_by_its_name_alone_and_a_slip_only_the_meaning_reads() {
     let sb = Sandbox::new();
     for (said, want) in [
         (
@@ -2320,6 +2320,11 @@ fn a_state_asked_to_be_so_is_made_so_and_a_slip_only_the_meaning_reads_is_read()
             r#"light.set {"device":"porch light","state":"off"}"#,
         ),
         ("ensure the garage door is closed", "garage.close {}"),
+        // A timer said by its name alone.
+        (
+            "how long is left on the pasta",
+            r#"timer.status {"name":"pasta"}"#,
+        ),
         // The state said without a verb, as "lights on" is.
         (
             "main door locked please",

@@ -185,6 +185,7 @@ fn below_templates(r: &Router, text: &str, state: &str, context: &Context) -> Ro
         }
     };
     let d = r.unless_conditional(text, d);
+    let d = r.timer_named_alone(text, d, context);
     if d.layer == Layer::None && !context.spoken {
         return r
             .slipped(text, context)

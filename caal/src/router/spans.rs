@@ -8,7 +8,7 @@
 
 use crate::understand::{Context, mentions::mentions};
 
-use super::{RouteDecision, Router};
+use super::{Intent, RouteDecision, Router};
 use crate::understand::Understood;
 
 impl Router {
@@ -146,6 +146,48 @@ fn tidy(part: &str) -> String {
 }
 
 /// `d`, decided on the sentence as read (`read_as`), saying so in what it understood.
+impl Router {
+    /// "How long is left on the pasta": where a timer command without a
+    /// name was understood and the sentence ends in what can be a timer's
+    /// name (not a name of the home), it is read again with the timer word
+    /// after that name, and taken when that reading is the same command
+    /// naming it.
+    pub(super) fn timer_named_alone(
+        &self,
+        text: &str,
+        d: RouteDecision,
+        context: &Context,
+    ) -> RouteDecision {
+        let unnamed = match &d.intent {
+            Intent::Chain(chain) => {
+                matches!(chain.commands.as_slice(), [c] if !c.params.contains_key("name"))
+                    && d.understood
+                        .as_ref()
+                        .and_then(|u| u.intent.as_deref())
+                        .is_some_and(|i| i.contains("Timer"))
+            }
+            _ => false,
+        };
+        let Some((name, read)) = unnamed
+            .then(|| self.timer_names.named_alone(text))
+            .flatten()
+            .filter(|(name, _)| mentions(&self.home, name, None).is_empty())
+        else {
+            return d;
+        };
+        let command = d.command_id.clone();
+        let named = self.by_templates(&read, context).filter(|n| {
+            n.command_id == command
+                && matches!(&n.intent, Intent::Chain(c) if c.commands.len() == 1
+                    && c.commands[0].params.get("name").is_some_and(|v| v.to_string() == name))
+        });
+        match named {
+            Some(n) => read_as(n, &read, "a timer said by its name alone"),
+            None => d,
+        }
+    }
+}
+
 pub(super) fn read_as(mut d: RouteDecision, read_as: &str, why: &str) -> RouteDecision {
     let u = d
         .understood

@@ -113,6 +113,38 @@ impl TimerNames {
 }
 
 impl TimerNames {
+    /// A timer said by its name alone at the end of a sentence that says no
+    /// timer word ("how long is left on the pasta", "pause the pasta"): the
+    /// name (after a word a name follows, at most NAME_WORDS words that can
+    /// be one) and the sentence with a timer word put after it.
+    pub fn named_alone(&self, text: &str) -> Option<(String, String)> {
+        let lang = self.lang?;
+        let noun = self.nouns.first()?;
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let is = |list: &[String], w: &str| list.iter().any(|x| x == w);
+        if words.iter().any(|w| is(&self.nouns, w)) {
+            return None;
+        }
+        let fits = |w: &str| {
+            numbers::numbers_in(lang, w).is_empty()
+                && numbers::parse_duration(lang, &format!("2 {w}")).is_none()
+                && !is(&self.not_names, w)
+                && !is(&self.leads, w)
+                && !is(&self.follows, w)
+        };
+        let mut start = words.len();
+        while start > 0 && words.len() - start < NAME_WORDS && fits(words[start - 1]) {
+            start -= 1;
+        }
+        let before = start.checked_sub(1).map(|b| words[b])?;
+        (start < words.len() && is(&self.follows, before)).then(|| {
+            (
+                words[start..].join(" "),
+                format!("{} {noun}", words.join(" ")),
+            )
+        })
+    }
+
     /// The length a timer is known by that `text` (normalised) says
     /// before a timer word, after a word a name follows ("get rid of the
     /// 20 minute timer": 1200 seconds); none when it says none.
@@ -182,6 +214,26 @@ mod tests {
             Some("chocolate cake")
         );
         assert_eq!(n.find("pasta timer 12 minutes").as_deref(), Some("pasta"));
+    }
+
+    #[test]
+    fn a_timer_said_by_its_name_alone_is_read_with_its_word() {
+        let n = names();
+        assert_eq!(
+            n.named_alone("how long is left on the pasta"),
+            Some((
+                "pasta".to_owned(),
+                "how long is left on the pasta timer".to_owned()
+            ))
+        );
+        assert_eq!(
+            n.named_alone("pause the chocolate cake").map(|(n, _)| n),
+            Some("chocolate cake".to_owned())
+        );
+        // A timer word said, a number at the end, or nothing a name follows: none.
+        assert_eq!(n.named_alone("how long is left on the timer"), None);
+        assert_eq!(n.named_alone("add 5 minutes"), None);
+        assert_eq!(n.named_alone("how long is left"), None);
     }
 
     #[test]

@@ -276,10 +276,13 @@ pub(super) fn unmark(example: &str, with: &str) -> String {
 /// all out of oat milk" by "we're out of {item}": "oat milk").
 /// Whether free text read for a slot is a length of time ("2 minutes",
 /// "an hour": `align` has taken the article off): no thing to buy.
+/// Whether `value` is a length of time ("hour", "2 minutes") or holds one
+/// ("three minutes to the rice"): never a thing for a list.
 pub(super) fn is_duration(lang: Lang, value: &str) -> bool {
     ["", "a ", "an "]
         .iter()
         .any(|a| parse_duration(lang, &format!("{a}{value}")).is_some())
+        || longest_duration(lang, value).is_some()
 }
 
 pub(super) fn align(text: &str, example: &str, slot: &str) -> Option<String> {

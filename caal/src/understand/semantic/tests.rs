@@ -18,6 +18,8 @@ fn free_text_is_read_where_the_example_marks_it() {
     assert_eq!(align("we need eggs", &ex, "item"), None);
     assert!(is_duration(Lang::En, "hour") && is_duration(Lang::En, "2 minutes"));
     assert!(!is_duration(Lang::En, "dish soap"));
+    assert!(is_duration(Lang::En, "three minutes to the rice"));
+    assert!(!is_duration(Lang::En, "2 pints of milk"));
     assert_eq!(unmark(&ex, "something"), "put something on the list");
     // A mark that opens the example: the word after it must be said,
     // or the whole sentence would be the item.
