@@ -2320,6 +2320,11 @@ fn a_state_asked_to_be_so_a_timer_by_its_name_alone_and_a_slip_only_the_meaning_
             r#"light.set {"device":"porch light","state":"off"}"#,
         ),
         ("ensure the garage door is closed", "garage.close {}"),
+        // A device named with its room's other name, and "half" as a level.
+        (
+            "lounge lamp to half",
+            r#"light.brightness {"device":"living room lamp","level":50}"#,
+        ),
         // A timer said by its name alone.
         (
             "how long is left on the pasta",

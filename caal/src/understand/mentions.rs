@@ -125,6 +125,24 @@ pub fn mentions(home: &Home, text: &str, domain: Option<&str>) -> Vec<Mention> {
         for said in std::iter::once(&d.name).chain(&d.aliases) {
             add("name", said, &|| json!(d.id), &context);
         }
+        // A name that begins with its room's is said with the room's other
+        // names too: the living room lamp is the "lounge lamp".
+        let room = d
+            .area
+            .as_ref()
+            .and_then(|name| home.areas.iter().find(|a| &a.name == name));
+        if let Some(room) = room
+            && let Some(rest) = d.name.strip_prefix(&format!("{} ", room.name))
+        {
+            for alias in &room.aliases {
+                add(
+                    "name",
+                    &format!("{alias} {rest}"),
+                    &|| json!(d.id),
+                    &context,
+                );
+            }
+        }
     }
     // A device's last word ("lamp", "door") names the one there is, or all of them (to ask).
     let mut by_last: BTreeMap<&str, Vec<&str>> = BTreeMap::new();

@@ -349,19 +349,26 @@ pub(super) fn first_number(lang: Lang, text: &str) -> Option<f64> {
 /// the only number from 0 to 100.
 pub(super) fn percent(lang: Lang, text: &str) -> Option<f64> {
     let found = numbers_in(lang, text);
-    found
-        .iter()
-        .find(|&&(_, _, end)| {
-            let rest = text[end..].trim_start();
-            rest.starts_with('%') || rest.starts_with("percent") || rest.starts_with("prozent")
-        })
-        .or(match found.as_slice() {
+    let said_as_percent = found.iter().find(|&&(_, _, end)| {
+        let rest = text[end..].trim_start();
+        rest.starts_with('%') || rest.starts_with("percent") || rest.starts_with("prozent")
+    });
+    match said_as_percent {
+        Some(n) => Some(n.0),
+        None => match found.as_slice() {
             // "The bedroom one" picks a lamp: "one" alone is no level.
-            [one] if &text[one.1..one.2] != "one" => Some(one),
+            [one] if &text[one.1..one.2] != "one" => {
+                // A fraction said alone is of the whole: "half" is 50%.
+                Some(if one.0 > 0.0 && one.0 < 1.0 {
+                    one.0 * 100.0
+                } else {
+                    one.0
+                })
+            }
             _ => None,
-        })
-        .map(|n| n.0)
-        .filter(|n| (0.0..=100.0).contains(n))
+        },
+    }
+    .filter(|n| (0.0..=100.0).contains(n))
 }
 
 /// The longest run of words that is a duration ("for an hour and a half").

@@ -143,6 +143,11 @@ fn numbers_and_durations_are_read_from_anywhere_in_the_sentence() {
     );
     assert_eq!(percent(Lang::En, "about 300 watts"), None);
     assert_eq!(percent(Lang::En, "the bedroom one"), None);
+    // A fraction said alone is of the whole.
+    assert_eq!(
+        percent(Lang::En, "the desk lamp brightness to half"),
+        Some(50.0)
+    );
     assert_eq!(percent(Lang::En, "the bedroom at one percent"), Some(1.0));
     assert_eq!(
         first_number(Lang::En, "i'd like it warmer 23 degrees"),
