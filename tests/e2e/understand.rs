@@ -892,13 +892,29 @@ fn a_request_misheard_by_speech_to_text_is_read_as_it_sounds() {
             "{said:?}: {shown}"
         );
     }
-    // Which door, when no word was misheard, is still asked.
+    // Which door, when no word was misheard, is still asked: nothing runs,
+    // and the doors that lock are named (not the garage's, a cover).
+    let which = read("make sure the door is locked");
+    assert_eq!(which["route_code"], "intent.ambiguous", "{which}");
     for said in [
         "make sure the door is locked",
         "make sure the max door is locked",
     ] {
         let shown = read(said);
-        assert_eq!(shown["route_code"], "intent.ambiguous", "{said:?}: {shown}");
+        assert!(
+            shown["commands"].as_array().unwrap().is_empty(),
+            "{said:?}: {shown}"
+        );
+        // What is asked back ("asks which: …", or "reply: …, there are …").
+        let explained = sb.run(&["understand", said]).ok().stdout;
+        let asked = explained
+            .lines()
+            .find(|l| l.contains("asks which:") || l.contains("reply:"))
+            .unwrap_or_else(|| panic!("{said:?} asked nothing: {explained}"));
+        for door in ["front door", "back door", "side door"] {
+            assert!(asked.contains(door), "{said:?}: {asked}");
+        }
+        assert!(!asked.contains("garage"), "{said:?}: {asked}");
     }
 }
 

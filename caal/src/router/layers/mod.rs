@@ -217,8 +217,21 @@ impl Router {
         let understood = Some(reading);
         // "the lamp" when there are two: ask which, naming them.
         if let Some(slot) = u.slots.values().find(|s| s.value.is_array()) {
+            // Only devices of the kind the reading is about ("make sure the
+            // door is locked" is no question of the garage door, a cover).
+            let domain = u.slots.get("domain").map(|d| d.text());
+            let of_kind = |id: &String| {
+                domain.as_deref().is_none_or(|k| {
+                    self.home
+                        .devices
+                        .iter()
+                        .find(|d| &d.id == id)
+                        .is_none_or(|d| d.domain == k)
+                })
+            };
             let candidates = value_names(&slot.value)
                 .into_iter()
+                .filter(of_kind)
                 .map(|id| {
                     let mut one = u.clone();
                     if let Some(s) = one.slots.values_mut().find(|s| s.value.is_array()) {

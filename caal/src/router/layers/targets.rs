@@ -288,13 +288,18 @@ impl Router {
                 && !of_a_name(&name.said)
             {
                 let said = name.said.strip_prefix("the ").unwrap_or(&name.said);
-                // The devices this request could be for: the kinds its intent runs commands on.
-                let kinds: Vec<&str> = self
-                    .intent_maps
-                    .iter()
-                    .filter(|m| m.intent == u.intent)
-                    .filter_map(|m| m.when.get("domain").map(String::as_str))
-                    .collect();
+                // The devices this request could be for: the kind the reading
+                // says, else the kinds its intent runs commands on.
+                let said_kind = u.slots.get("domain").map(|d| d.text());
+                let kinds: Vec<&str> = match &said_kind {
+                    Some(kind) => vec![kind.as_str()],
+                    None => self
+                        .intent_maps
+                        .iter()
+                        .filter(|m| m.intent == u.intent)
+                        .filter_map(|m| m.when.get("domain").map(String::as_str))
+                        .collect(),
+                };
                 let names: Vec<&str> = self
                     .home
                     .devices
