@@ -19,6 +19,18 @@ use super::*;
 use crate::testing::{NO_DELAY, Seen, Server};
 use crate::trace::{DB_FILE, Durability, EventDraft, EventType, RoundSpec, TraceStore};
 
+/// A trace store in a temp dir (kept while the dir lives).
+fn store() -> (tempfile::TempDir, TraceStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = TraceStore::open(
+        &dir.path().join(DB_FILE),
+        "lib".parse().unwrap(),
+        Durability::Normal,
+    )
+    .unwrap();
+    (dir, store)
+}
+
 fn round(store: &TraceStore, conversation: &str) -> String {
     let open = store
         .begin_round(RoundSpec::typed(&conversation.parse().unwrap()))
@@ -77,13 +89,7 @@ fn until(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn the_mark_moves_only_after_the_receiver_answers_2xx() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = TraceStore::open(
-        &dir.path().join(DB_FILE),
-        "lib".parse().unwrap(),
-        Durability::Normal,
-    )
-    .unwrap();
+    let (_dir, store) = store();
     let mut ids: BTreeSet<String> = ["a", "b", "a"].iter().map(|c| round(&store, c)).collect();
     // 503 until told otherwise.
     let answer = Arc::new(AtomicU16::new(503));
@@ -136,13 +142,7 @@ fn the_mark_moves_only_after_the_receiver_answers_2xx() {
 
 #[test]
 fn a_permanent_refusal_is_reported_not_retried_and_the_credential_stays_out_of_logs() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = TraceStore::open(
-        &dir.path().join(DB_FILE),
-        "lib".parse().unwrap(),
-        Durability::Normal,
-    )
-    .unwrap();
+    let (_dir, store) = store();
     round(&store, "a");
     // A receiver that quotes the credential back in its refusal.
     let receiver = Server::start(|_, seen| {
@@ -191,13 +191,7 @@ fn a_permanent_refusal_is_reported_not_retried_and_the_credential_stays_out_of_l
 
 #[test]
 fn a_refused_batch_is_offered_again_only_after_the_refusal_wait_and_lands_once_mended() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = TraceStore::open(
-        &dir.path().join(DB_FILE),
-        "lib".parse().unwrap(),
-        Durability::Normal,
-    )
-    .unwrap();
+    let (_dir, store) = store();
     let id = round(&store, "a");
     // Refuses twice (a credential it does not know yet), then takes it.
     let times = Arc::new(Mutex::new(Vec::new()));
@@ -244,13 +238,7 @@ fn a_partial_success_moves_the_mark_and_says_what_the_receiver_dropped() {
     use opentelemetry_proto::tonic::collector::trace::v1::{
         ExportTracePartialSuccess, ExportTraceServiceResponse,
     };
-    let dir = tempfile::tempdir().unwrap();
-    let store = TraceStore::open(
-        &dir.path().join(DB_FILE),
-        "lib".parse().unwrap(),
-        Durability::Normal,
-    )
-    .unwrap();
+    let (_dir, store) = store();
     round(&store, "a");
     round(&store, "b");
     let answer = ExportTraceServiceResponse {
@@ -284,13 +272,7 @@ fn a_partial_success_moves_the_mark_and_says_what_the_receiver_dropped() {
 
 #[test]
 fn a_restart_resumes_from_the_marks_without_resending() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = TraceStore::open(
-        &dir.path().join(DB_FILE),
-        "lib".parse().unwrap(),
-        Durability::Normal,
-    )
-    .unwrap();
+    let (_dir, store) = store();
     let first = round(&store, "a");
     let receiver = Server::start(|_, _| (200, String::new(), NO_DELAY));
     let shipper = Shipper::start(store.path(), options(&receiver.url, None)).unwrap();

@@ -115,6 +115,18 @@ impl Router {
         if !(3..=SPAN_WORDS).contains(&n) {
             return None;
         }
+        // The sentence's names, found once, and where each word starts and
+        // ends in it: a run's names outside it are those that end before its
+        // first word or start after its last.
+        let named = mentions(&self.home, text, None);
+        let mut bounds = Vec::with_capacity(n);
+        let mut at = 0;
+        for w in text.split(' ') {
+            if !w.is_empty() {
+                bounds.push((at, at + w.len()));
+            }
+            at += w.len() + 1;
+        }
         for len in (n.div_ceil(2).max(2)..n).rev() {
             if context.out_of_time() {
                 return None;
@@ -130,29 +142,37 @@ impl Router {
                 // read with it said after it (`in_room`: "turn the lights off
                 // | out on the porch"). A run is no request of its own beside
                 // a name it cannot take.
-                let outside: Vec<&str> = (words[..start].iter())
-                    .chain(&words[start + len..])
-                    .copied()
+                let (from, to) = (bounds[start].0, bounds[start + len - 1].1);
+                let outside: Vec<_> = named
+                    .iter()
+                    .filter(|m| m.span().1 <= from || m.span().0 >= to)
                     .collect();
-                // A run that names a device of that room itself is read as it
-                // is ("turn the ceiling light on | in the kitchen").
-                let (reads, room) = match mentions(&self.home, &outside.join(" "), None).as_slice()
-                {
-                    [] => (vec![span.clone()], None),
-                    [room] if room.slot == "area" && !self.words.in_room.is_empty() => {
-                        let area = room.value.as_str().unwrap_or_default().to_owned();
-                        let joined =
-                            format!("{span} {}", self.words.in_room.replace("{area}", &area));
-                        (vec![joined, span.clone()], Some(area))
-                    }
-                    _ => continue,
+                let request = |d: &RouteDecision| {
+                    d.confidence >= 1.0
+                        && matches!(d.intent, Intent::Chain(_))
+                        && asks_something(&span, d, &self.words)
                 };
-                let Some(d) = reads.iter().enumerate().find_map(|(i, read)| {
-                    self.by_templates(read, context)
-                        .filter(|d| d.confidence >= 1.0 && matches!(d.intent, Intent::Chain(_)))
-                        .filter(|d| asks_something(&span, d, &self.words))
-                        .filter(|d| i == 0 || room.as_deref().is_some_and(|r| self.acts_in(d, r)))
-                }) else {
+                // A run no template reads alone is not read joined to a room
+                // either (talk's runs are read once).
+                let Some(alone) = self.by_templates(&span, context) else {
+                    continue;
+                };
+                let d = match outside.as_slice() {
+                    [] => Some(alone).filter(request),
+                    // Joined to the room said apart; else as it is, where it
+                    // names a device of that room ("turn the ceiling light on
+                    // | in the kitchen").
+                    [room] if room.slot == "area" && !self.words.in_room.is_empty() => {
+                        let area = room.value.as_str().unwrap_or_default();
+                        let joined =
+                            format!("{span} {}", self.words.in_room.replace("{area}", area));
+                        self.by_templates(&joined, context)
+                            .filter(request)
+                            .or_else(|| Some(alone).filter(|d| request(d) && self.acts_in(d, area)))
+                    }
+                    _ => None,
+                };
+                let Some(d) = d else {
                     continue;
                 };
                 let covered = len as f64 / n as f64;

@@ -143,12 +143,22 @@ impl Router {
         text: &str,
         context: &Context,
     ) -> Option<RouteDecision> {
+        self.read_as_heard(text, true, self.meant_by(text, context))
+    }
+
+    /// How a reading is understood by meaning alone: a decision, never the
+    /// change a question of whether asks about.
+    fn meant_by<'a>(
+        &'a self,
+        text: &str,
+        context: &'a Context,
+    ) -> impl Fn(&str) -> Option<RouteDecision> + 'a {
         let asks = self.asks_whether(text);
-        self.read_as_heard(text, true, |read| {
+        move |read| {
             self.by_meaning(read, context)
                 .decided
                 .filter(|d| !asks || !self.changes_something(d))
-        })
+        }
     }
 
     /// A typed word no sentence knows read as the word nearest in spelling,
@@ -160,12 +170,21 @@ impl Router {
         text: &str,
         context: &Context,
     ) -> Option<RouteDecision> {
-        let asks = self.asks_whether(text);
-        self.read_as_heard(text, false, |read| {
-            self.by_meaning(read, context)
-                .decided
-                .filter(|d| !asks || !self.changes_something(d))
-        })
+        // Only where a word is no word of the dictionary's (most talk is
+        // all words; nothing is read again for it).
+        let sounds = self.sounds.as_ref()?;
+        let slips = text
+            .split(' ')
+            .map(|w| {
+                w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+                    .to_lowercase()
+            })
+            .filter(|w| w.chars().any(char::is_alphabetic))
+            .any(|w| sounds.knows(&w) == Some(false));
+        if !slips {
+            return None;
+        }
+        self.read_as_heard(text, false, self.meant_by(text, context))
     }
 
     /// The first reading of `text` as speech to text may have misheard it
