@@ -10,6 +10,7 @@ mod earlier;
 mod heard;
 mod meaning;
 mod sound;
+mod span;
 mod targets;
 mod templates;
 

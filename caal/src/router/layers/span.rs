@@ -1,0 +1,115 @@
+//! The span layer: a request found among other words ("so anyway turn the
+//! lights off would you"), a run of at least half the sentence that a
+//! template reads whole, with a room said outside the run taken as the
+//! request's.
+
+use super::*;
+use crate::understand::mentions::mentions;
+
+/// The longest sentence a run of half of it may be the request in.
+const SPAN_WORDS: usize = 24;
+
+impl Router {
+    pub(in crate::router) fn by_span(
+        &self,
+        text: &str,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        if self.says_not(text) || self.asks_whether(text) {
+            return None;
+        }
+        let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+        let n = words.len();
+        // Half the sentence is the request: a request is a few words, so a
+        // longer sentence is no request in a story (and its runs, about n²/8
+        // of them, would each be matched against every template).
+        if !(3..=SPAN_WORDS).contains(&n) {
+            return None;
+        }
+        // The sentence's names, found once, and where each word starts and
+        // ends in it: a run's names outside it are those that end before its
+        // first word or start after its last.
+        let named = mentions(&self.home, text, None);
+        let mut bounds = Vec::with_capacity(n);
+        let mut at = 0;
+        for w in text.split(' ') {
+            if !w.is_empty() {
+                bounds.push((at, at + w.len()));
+            }
+            at += w.len() + 1;
+        }
+        for len in (n.div_ceil(2).max(2)..n).rev() {
+            if context.out_of_time() {
+                return None;
+            }
+            for start in 0..=n - len {
+                // A run right after an article is not a clause of its own:
+                // "the activate the lights" is a mishearing of "deactivate".
+                if start > 0 && self.words.determiners.iter().any(|d| d == words[start - 1]) {
+                    continue;
+                }
+                let span = words[start..start + len].join(" ");
+                // A room said outside the run is the request's: the run is
+                // read with it said after it (`in_room`: "turn the lights off
+                // | out on the porch"). A run is no request of its own beside
+                // a name it cannot take.
+                let (from, to) = (bounds[start].0, bounds[start + len - 1].1);
+                let outside: Vec<_> = named
+                    .iter()
+                    .filter(|m| m.span().1 <= from || m.span().0 >= to)
+                    .collect();
+                let request = |d: &RouteDecision| {
+                    d.confidence >= 1.0
+                        && matches!(d.intent, Intent::Chain(_))
+                        && asks_something(&span, d, &self.words)
+                };
+                // A run no template reads alone is not read joined to a room
+                // either (talk's runs are read once).
+                let Some(alone) = self.by_templates(&span, context) else {
+                    continue;
+                };
+                let d = match outside.as_slice() {
+                    [] => Some(alone).filter(request),
+                    // Joined to the room said apart; else as it is, where it
+                    // names a device of that room ("turn the ceiling light on
+                    // | in the kitchen").
+                    [room] if room.slot == "area" && !self.words.in_room.is_empty() => {
+                        let area = room.value.as_str().unwrap_or_default();
+                        let joined =
+                            format!("{span} {}", self.words.in_room.replace("{area}", area));
+                        self.by_templates(&joined, context)
+                            .filter(request)
+                            .or_else(|| Some(alone).filter(|d| request(d) && self.acts_in(d, area)))
+                    }
+                    _ => None,
+                };
+                let Some(d) = d else {
+                    continue;
+                };
+                let covered = len as f64 / n as f64;
+                let mut d = decided_by(d, Layer::Span, |u| {
+                    let span = span.trim_matches(|c: char| !c.is_alphanumeric());
+                    u.span = Some(span.to_owned());
+                    u.covered = Some(round3(covered));
+                });
+                d.confidence = covered;
+                return Some(d);
+            }
+        }
+        None
+    }
+
+    /// Whether `d` acts in `area`: on it, or on a device of it.
+    fn acts_in(&self, d: &RouteDecision, area: &str) -> bool {
+        let Some(u) = &d.understood else {
+            return false;
+        };
+        let value = |k: &str| u.slots.get(k).and_then(|s| s.value.as_str());
+        value("area") == Some(area)
+            || value("name").is_some_and(|name| {
+                (self.home.devices.iter()).any(|dev| {
+                    (dev.name == name || dev.id == name) && dev.area.as_deref() == Some(area)
+                })
+            })
+    }
+}
