@@ -213,7 +213,10 @@ impl Router {
                 .collect(),
         };
         let mut readings = heard.unknown_words();
-        if !by_sound {
+        if by_sound {
+            readings.extend(self.names_heard(&heard));
+            readings.extend(self.sounds_heard(&heard));
+        } else {
             // Typed: only words no dictionary has are slips ("opne"); a word
             // it has was meant ("the kitchen is a mess" is not "less").
             let Some(sounds) = &self.sounds else {
@@ -226,10 +229,6 @@ impl Router {
                         .all(|w| sounds.knows(w) == Some(false))
                 })
             });
-        }
-        if by_sound {
-            readings.extend(self.names_heard(&heard));
-            readings.extend(self.sounds_heard(&heard));
         }
         let bare = &heard.bare;
         readings.into_iter().take(MAX_READINGS).find_map(|edits| {

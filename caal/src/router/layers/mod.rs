@@ -222,13 +222,9 @@ impl Router {
             // door is locked" is no question of the garage door, a cover).
             let domain = u.slots.get("domain").map(|d| d.text());
             let of_kind = |id: &String| {
-                domain.as_deref().is_none_or(|k| {
-                    self.home
-                        .devices
-                        .iter()
-                        .find(|d| &d.id == id)
-                        .is_none_or(|d| d.domain == k)
-                })
+                domain
+                    .as_deref()
+                    .is_none_or(|k| self.home.device(id).is_none_or(|d| d.domain == k))
             };
             let candidates = value_names(&slot.value)
                 .into_iter()

@@ -106,10 +106,8 @@ impl Router {
         };
         let value = |k: &str| u.slots.get(k).and_then(|s| s.value.as_str());
         value("area") == Some(area)
-            || value("name").is_some_and(|name| {
-                (self.home.devices.iter()).any(|dev| {
-                    (dev.name == name || dev.id == name) && dev.area.as_deref() == Some(area)
-                })
-            })
+            || value("name")
+                .and_then(|id| self.home.device(id))
+                .is_some_and(|dev| dev.area.as_deref() == Some(area))
     }
 }
