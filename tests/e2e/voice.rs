@@ -365,11 +365,17 @@ fn sweep_deletes_expired_audio_keeps_pinned_and_the_hashes() {
 
 pub type Socket = WebSocket<MaybeTlsStream<TcpStream>>;
 
+/// How long a voice test waits for the server before calling it hung.
+const PATIENCE: Duration = Duration::from_secs(180);
+
 pub fn connect(url: &str) -> Socket {
     let ws_url = format!("{}/voice/stream", url.replacen("http://", "ws://", 1));
     let (socket, _) = tungstenite::connect(ws_url).expect("the voice socket accepts");
+    // A bound on a hung server, not a speed: under CI's load (the voice
+    // benchmark and other tests transcribing on the same 2 cores) a short
+    // utterance has taken over 30 s to come back.
     if let MaybeTlsStream::Plain(s) = socket.get_ref() {
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
     }
     socket
 }
@@ -440,7 +446,7 @@ fn the_voice_socket_streams_speech_to_a_round_and_speaks_the_reply() {
         }
         assert!(m["type"] != "error", "{m}");
         assert!(
-            started.elapsed() < Duration::from_secs(60),
+            started.elapsed() < PATIENCE,
             "no result; saw {seen:?}"
         );
     };
@@ -791,7 +797,7 @@ fn until(socket: &mut WebSocket<MaybeTlsStream<TcpStream>>, kind: &str) -> Vec<V
             return seen;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(60),
+            started.elapsed() < PATIENCE,
             "no {kind}; saw {seen:?}"
         );
     }
@@ -1069,7 +1075,7 @@ fn the_voice_socket_hears_a_request_in_the_microphones_area() {
             break m;
         }
         assert!(m["type"] != "error", "{m}");
-        assert!(started.elapsed() < Duration::from_secs(60), "no result");
+        assert!(started.elapsed() < PATIENCE, "no result");
     };
     assert_eq!(
         result["round"]["reply"], "Okay, the bedroom lights are off.",
