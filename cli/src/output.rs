@@ -801,6 +801,10 @@ pub fn print_voice_bench(r: &crate::bench::voice::VoiceBenchReport) {
         r.wyoming_stop_to_transcript_p50_ms, r.end_to_final_p50_ms, r.wyoming_ratio
     );
     println!(
+        "  end of speech to the spoken reply's first audio on the socket ({}): p50 {:.0} ms, max {:.0} ms (goal ≤ 800 ms)",
+        r.reply_voice, r.end_to_reply_audio_p50_ms, r.end_to_reply_audio_max_ms
+    );
+    println!(
         "  barge-in, the utterance said again over its spoken reply ({}): first sample of speech sent to the reply stopped p50 {:.0} ms, worst {:.0} ms (goal ≤ 150 ms; the server's own count, onset to stop in the audio received, {:.0} ms); heard whole {} of {}",
         r.reply_voice,
         r.barge_in_p50_ms,

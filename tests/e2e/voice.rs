@@ -445,10 +445,7 @@ fn the_voice_socket_streams_speech_to_a_round_and_speaks_the_reply() {
             break m;
         }
         assert!(m["type"] != "error", "{m}");
-        assert!(
-            started.elapsed() < PATIENCE,
-            "no result; saw {seen:?}"
-        );
+        assert!(started.elapsed() < PATIENCE, "no result; saw {seen:?}");
     };
     assert!(seen.starts_with(&["speech_started".to_owned()]), "{seen:?}");
     assert!(seen.contains(&"final".to_owned()), "{seen:?}");
@@ -653,6 +650,18 @@ fn the_voice_benchmark_prints_its_figures_as_a_last_json_line() {
     );
     assert!(wyoming > 0.0 && to_final > 0.0, "{last}");
     assert!((last["wyoming_ratio"].as_f64().unwrap() - wyoming / to_final).abs() < 1e-9);
+    // The reply's first audio comes after the decision it speaks.
+    let first_audio = last["end_to_reply_audio_p50_ms"].as_f64().unwrap();
+    assert!(
+        first_audio >= f64::from(300)
+            && last["end_to_reply_audio_max_ms"].as_f64().unwrap() >= first_audio,
+        "{last}"
+    );
+    assert!(
+        run.stdout.contains("to the spoken reply's first audio"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]
@@ -796,10 +805,7 @@ fn until(socket: &mut WebSocket<MaybeTlsStream<TcpStream>>, kind: &str) -> Vec<V
         if done {
             return seen;
         }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "no {kind}; saw {seen:?}"
-        );
+        assert!(started.elapsed() < PATIENCE, "no {kind}; saw {seen:?}");
     }
 }
 

@@ -88,6 +88,11 @@ pub struct VoiceBenchReport {
     /// Runs whose speech over the reply was transcribed as the first was
     /// (heard whole), of `runs`.
     pub barged_heard_whole: usize,
+    /// End of speech to the first piece of the spoken reply arriving on the
+    /// socket (median, worst; goal ≤ 800 ms): the utterance's first saying
+    /// in the barge-in runs, replies spoken by `reply_voice`.
+    pub end_to_reply_audio_p50_ms: f64,
+    pub end_to_reply_audio_max_ms: f64,
     /// The voice that spoke the replies.
     pub reply_voice: String,
 }
@@ -435,6 +440,13 @@ pub fn run(config: &Config, models_dir: &Path, runs: usize) -> Result<VoiceBench
         barge_in_max_ms: streamed.barge_in.wall.iter().copied().fold(0.0, f64::max),
         barge_in_detected_p50_ms: median(streamed.barge_in.detected),
         barged_heard_whole: streamed.barge_in.heard_whole,
+        end_to_reply_audio_p50_ms: median(streamed.barge_in.reply_audio.clone()),
+        end_to_reply_audio_max_ms: streamed
+            .barge_in
+            .reply_audio
+            .iter()
+            .copied()
+            .fold(0.0, f64::max),
         reply_voice: streamed.barge_in.voice,
     })
 }
@@ -460,6 +472,8 @@ struct BargedIn {
     /// The server's `stopped_in_ms`, each run.
     detected: Vec<f64>,
     heard_whole: usize,
+    /// End of the first saying's speech → the first piece of its reply audio.
+    reply_audio: Vec<f64>,
     voice: String,
 }
 
@@ -559,14 +573,14 @@ fn barge_in(addr: std::net::SocketAddr, speech: &[f32], runs: usize) -> Result<B
         let mut seen = Vec::new();
         // Says `speech` then quiet at real-time pace until each of `kinds`
         // has arrived, in order: when the speech's first loud sample went,
-        // and when each arrived.
+        // when its last went, and when each arrived.
         let say = |socket: &mut Socket,
                    seen: &mut Vec<(Value, Instant)>,
                    kinds: &[&str]|
-         -> Result<(Instant, Vec<Instant>), String> {
+         -> Result<(Instant, Instant, Vec<Instant>), String> {
             let started = Instant::now();
             let mut sent = 0usize;
-            let mut onset_sent = None;
+            let (mut onset_sent, mut end_sent) = (None, None);
             let mut arrived = Vec::new();
             while arrived.len() < kinds.len() {
                 let went = send_paced(socket, speech, sent, started)?;
@@ -574,6 +588,9 @@ fn barge_in(addr: std::net::SocketAddr, speech: &[f32], runs: usize) -> Result<B
                     onset_sent = Some(Instant::now());
                 }
                 sent += went;
+                if sent >= speech.len() && end_sent.is_none() {
+                    end_sent = Some(Instant::now());
+                }
                 while arrived.len() < kinds.len()
                     && let Some(at) = poll_seen(socket, kinds[arrived.len()], seen)?
                 {
@@ -583,18 +600,21 @@ fn barge_in(addr: std::net::SocketAddr, speech: &[f32], runs: usize) -> Result<B
                     return Err(format!("no {kinds:?} from the voice socket"));
                 }
             }
-            Ok((onset_sent.unwrap_or(started), arrived))
+            let onset_sent = onset_sent.unwrap_or(started);
+            Ok((onset_sent, end_sent.unwrap_or(onset_sent), arrived))
         };
         let final_text = |seen: &[(Value, Instant)]| {
             seen.iter()
                 .rfind(|(m, _)| m["type"] == "final")
                 .map(|(m, _)| m["text"].clone())
         };
-        say(&mut socket, &mut seen, &["reply_audio"])?;
+        let (_, ended, replied) = say(&mut socket, &mut seen, &["reply_audio"])?;
+        out.reply_audio
+            .push(replied[0].duration_since(ended).as_secs_f64() * 1000.0);
         let first = final_text(&seen);
         // The same words again over the reply: stopped, then heard.
         let mut again = Vec::new();
-        let (onset_at, arrived) = say(&mut socket, &mut again, &["barge_in", "result"])?;
+        let (onset_at, _, arrived) = say(&mut socket, &mut again, &["barge_in", "result"])?;
         out.wall
             .push(arrived[0].duration_since(onset_at).as_secs_f64() * 1000.0);
         if let Some((m, _)) = again.iter().find(|(m, _)| m["type"] == "barge_in") {
