@@ -107,6 +107,7 @@ pub fn understand(
         earlier: Vec::new(),
         asked: None,
         listen: None,
+        sure_words: None,
         deadline: None,
     };
     let normalized = caal::router::normalize(&text);

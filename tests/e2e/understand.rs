@@ -2360,3 +2360,45 @@ fn a_state_asked_to_be_so_a_timer_by_its_name_alone_and_a_slip_only_the_meaning_
     // A slip in talk stays talk.
     assert!(decided(&sb, "the garaeg is full of junk").is_empty());
 }
+
+/// Items crossed off the list with the verbs people use, and what is needed
+/// said with the list, each item its own change; reminders asked after as
+/// "any reminders set" are listed.
+#[test]
+fn items_crossed_off_or_needed_on_the_list_are_each_changed_and_pending_reminders_listed() {
+    let sb = Sandbox::new();
+    for (said, want) in [
+        (
+            "strike the eggs and the milk off my shopping list",
+            vec![
+                r#"shopping.remove {"item":"eggs"}"#,
+                r#"shopping.remove {"item":"milk"}"#,
+            ],
+        ),
+        (
+            "tick bread off the list",
+            vec![r#"shopping.remove {"item":"bread"}"#],
+        ),
+        (
+            "we need oat milk and coffee beans on the grocery list",
+            vec![
+                r#"shopping.add {"item":"oat milk"}"#,
+                r#"shopping.add {"item":"coffee beans"}"#,
+            ],
+        ),
+        ("is there any reminders pending", vec!["reminder.list {}"]),
+        (
+            "do I have any reminders set for today",
+            vec!["reminder.list {}"],
+        ),
+    ] {
+        assert_eq!(decided(&sb, said), want, "{said}");
+    }
+    // Everything crossed off is the whole list, asked about first, never an
+    // item named "everything".
+    let all = sb
+        .run(&["understand", "--json", "cross everything off the list"])
+        .ok()
+        .json();
+    assert_eq!(all["commands"][0]["command_id"], "shopping.clear", "{all}");
+}

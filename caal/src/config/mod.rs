@@ -1403,6 +1403,17 @@ pub struct LanguageConfig {
     /// the word without them ("lock").
     #[serde(default)]
     pub joined_prefixes: Vec<String>,
+    /// Words speech to text writes for an opposite's prefix said ("unlock"
+    /// heard "and lock"): a spoken request whose verb follows one of them
+    /// is weighed against the opposite before it runs.
+    #[serde(default)]
+    pub prefix_heard_as: Vec<String>,
+    /// Words speech to text writes for `in_word` before a room ("turn off
+    /// the lights and the kitchen"): put back as it when a room follows.
+    #[serde(default)]
+    pub in_heard_as: Vec<String>,
+    #[serde(default)]
+    pub in_word: String,
     /// Expansion rules (`<turn>`) set over the library's own.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,

@@ -332,6 +332,9 @@ impl Engine {
             earlier,
             asked,
             listen: voice.and_then(|v| self.listening(v)),
+            sure_words: voice.map(|v| {
+                crate::router::sure_words(&v.transcript.words, self.config.voice.min_value_word)
+            }),
             deadline: Some(
                 std::time::Instant::now()
                     + std::time::Duration::from_millis(self.config.router.understand_ms.max(1)),

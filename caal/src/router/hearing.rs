@@ -107,6 +107,16 @@ impl Router {
     }
 }
 
+/// The words of a transcript heard at `bar` or above, lower case (what
+/// `Context::sure_words` holds).
+pub fn sure_words(words: &[HeardWord], bar: f32) -> Vec<String> {
+    words
+        .iter()
+        .filter(|w| w.p >= bar)
+        .map(|w| w.word.to_lowercase())
+        .collect()
+}
+
 /// How surely a value's words were heard: the least sure of the words it
 /// was read from, found together in the transcript; for a number not
 /// found so (said as words, read as digits), the least sure of the

@@ -21,7 +21,7 @@ use regex::{Regex, RegexSet};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-pub use hearing::{Bars, Hearing};
+pub use hearing::{Bars, Hearing, sure_words};
 
 use crate::{
     auth::{AuthLevel, Command, CommandChain, StoredChain},
@@ -459,6 +459,10 @@ impl Router {
         let mut meaning = None;
         if let Some(sounds) = self.sounds.as_ref().filter(|_| context.spoken) {
             let meant = self.by_meaning(text, context);
+            // Not for every word heard surely: whisper is sure of words it
+            // heard wrong ("I'll cot the side door", "1 hour in 15
+            // minutes"), and the meaning layer's guess from them ran the
+            // opposite where the sound layer read them right.
             let stands = meant
                 .decided
                 .as_ref()

@@ -26,6 +26,10 @@ pub(super) const STEPS: &[Step] = &[
         read: joined,
     },
     Step {
+        covers: &["in heard as"],
+        read: in_heard_as,
+    },
+    Step {
         covers: &["here"],
         read: here,
     },
@@ -81,6 +85,18 @@ fn long(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteD
 fn joined(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteDecision> {
     r.joined_prefix(text)
         .map(|joined| r.route_in(&joined, state, context))
+}
+
+/// Speech: "in" before a room heard as another word ("turn off the lights
+/// and the kitchen", "lights off and here"), put back; kept only when the
+/// sentence so read is understood.
+fn in_heard_as(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteDecision> {
+    if !context.spoken {
+        return None;
+    }
+    let meant = r.in_heard_as(text)?;
+    let d = r.route_in(&meant, state, context);
+    (d.layer != Layer::None).then(|| spans::read_as(d, &meant, "\"in\" heard as another word"))
 }
 
 /// "Here", "this room": the speaker's place, when a client gave it. A
@@ -144,11 +160,30 @@ fn rules_and_templates(
     }
     // Heard words a wildcard took ("pause what our timer": a timer called
     // "what our") may be a mishearing of a slot the home or a number fills
-    // ("pause one hour timer").
-    if d.layer == Layer::Template && d.confidence < 1.0 {
+    // ("pause one hour timer"); words heard surely are what was said ("set
+    // a pizza timer": never a timer without its name, nor the kitchen's).
+    if d.layer == Layer::Template && d.confidence < 1.0 && !values_heard_surely(&d, context) {
         return Some(r.by_sound(text, context, true).unwrap_or(d));
     }
     Some(d)
+}
+
+/// Whether every free-text value of `d` (a timer's name, an item) is of
+/// words heard surely.
+fn values_heard_surely(d: &RouteDecision, context: &Context) -> bool {
+    let Intent::Chain(chain) = &d.intent else {
+        return false;
+    };
+    let mut texts = chain
+        .commands
+        .iter()
+        .flat_map(|c| c.params.values())
+        .filter_map(|v| match v {
+            crate::command::ParamValue::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .peekable();
+    texts.peek().is_some() && texts.all(|t| context.heard_surely(t))
 }
 
 /// What no template or rule read: clauses, a mishearing, the sound, the

@@ -37,6 +37,49 @@ impl Router {
         Some(with.trim().to_owned())
     }
 
+    /// "In" before a room heard as another word (`in_heard_as`: "turn off
+    /// the lights and the kitchen", "lights off and here"): the sentence
+    /// with "in" put back, where that word is followed by a room (or the
+    /// speaker's place) and at most a few words more ("on", "for me"), and
+    /// nothing before it names a room or device (then the room would be a
+    /// second thing asked for: "turn on the porch light and the kitchen").
+    pub(super) fn in_heard_as(&self, text: &str) -> Option<String> {
+        const AFTER: usize = 3;
+        let words: Vec<&str> = text.split(' ').collect();
+        let i = words
+            .iter()
+            .position(|w| self.words.in_heard_as.iter().any(|h| h == w))
+            .filter(|&i| i > 0)?;
+        if !mentions(&self.home, &words[..i].join(" "), None).is_empty() {
+            return None;
+        }
+        let rest = &words[i + 1..];
+        let determiners = rest
+            .iter()
+            .take_while(|w| self.words.determiners.iter().any(|d| d == *w))
+            .count();
+        let named = rest[determiners..].join(" ");
+        let place = self.words.speaker_place.iter().find_map(|(phrase, _)| {
+            let p = phrase.strip_prefix("in ")?;
+            (named == p || named.starts_with(&format!("{p} "))).then_some(p.len())
+        });
+        let room = mentions(&self.home, &named, None);
+        let said = match place {
+            Some(len) => len,
+            None => match room.as_slice() {
+                [m] if m.slot == "area" && m.span().0 == 0 => m.said.len(),
+                _ => return None,
+            },
+        };
+        if named[said..].split_whitespace().count() > AFTER {
+            return None;
+        }
+        let mut meant: Vec<&str> = words[..i].to_vec();
+        meant.push(&self.words.in_word);
+        meant.extend(rest);
+        Some(meant.join(" "))
+    }
+
     /// "Turn on the kitchen, sorry, the dining room lights": what follows
     /// a correction word ("sorry", "I mean") put in place of the name it
     /// corrects (the last one said before it of the same kind), or, when

@@ -577,3 +577,118 @@ fn a_list_thing_loses_the_words_before_it_that_are_no_part_of_it() {
         vec![text("mac and cheese")]
     );
 }
+
+#[test]
+fn an_unlock_heard_as_and_lock_is_weighed_against_unlock_before_it_runs() {
+    let config = Config::defaults().unwrap();
+    let (router, _) = Router::configured(&config, &|k| std::env::var(k).ok()).unwrap();
+    let heard = normalize("and lock the front door");
+    // The audio fits "unlock" about as well as what was heard.
+    let listen = crate::understand::Listen::new(|texts: &[String]| {
+        Some(
+            texts
+                .iter()
+                .map(|t| match t.as_str() {
+                    "and lock the front door" | "lock the front door" => -5.0,
+                    t if t.starts_with("unlock") => -6.0,
+                    _ => -20.0,
+                })
+                .collect(),
+        )
+    });
+    let spoken = crate::understand::Context {
+        spoken: true,
+        listen: Some(listen),
+        ..Default::default()
+    };
+    let decided = router.route_in(&heard, "default", &spoken);
+    assert_eq!(chain(&decided).commands[0].command_id, "door.lock");
+    let d = router.doubted(decided, &heard, &spoken);
+    assert_eq!(d.auth_level, AuthLevel::CONFIRM, "{d:?}");
+    let doubt = d.understood.as_ref().unwrap().doubt.as_ref().unwrap();
+    assert_eq!(doubt.other, "unlock the front door");
+}
+
+#[test]
+fn in_heard_as_and_before_a_room_is_put_back_only_for_speech() {
+    let config = Config::defaults().unwrap();
+    let (r, _) = Router::configured(&config, &|k| std::env::var(k).ok()).unwrap();
+    let spoken = crate::understand::Context {
+        spoken: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        r.in_heard_as(&normalize("turn off the lights and the kitchen"))
+            .as_deref(),
+        Some("turn off the lights in the kitchen")
+    );
+    let d = r.route_in(
+        &normalize("turn off the lights and the kitchen"),
+        "default",
+        &spoken,
+    );
+    let c = chain(&d);
+    assert_eq!(c.commands.len(), 1, "{d:?}");
+    assert_eq!(
+        c.commands[0].params["room"],
+        ParamValue::Text("kitchen".into())
+    );
+    // Typed, "and" is read as written.
+    let typed = r.route_in(
+        &normalize("turn off the lights and the kitchen"),
+        "default",
+        &crate::understand::Context::default(),
+    );
+    let why = |d: &RouteDecision| {
+        d.understood
+            .as_ref()
+            .and_then(|u| u.read_because.clone())
+            .unwrap_or_default()
+    };
+    assert!(why(&d).contains("heard as another word"), "{d:?}");
+    assert!(!why(&typed).contains("heard as another word"), "{typed:?}");
+    // A device named before it: the room is a second thing asked for.
+    assert_eq!(
+        r.in_heard_as(&normalize("turn on the porch light and the kitchen")),
+        None
+    );
+    // More than a room after it: another request.
+    assert_eq!(
+        r.in_heard_as(&normalize(
+            "turn off the lights and the kitchen fan is loud too"
+        )),
+        None
+    );
+    assert_eq!(
+        r.in_heard_as(&normalize("turn the lights and living room on"))
+            .as_deref(),
+        Some("turn the lights in living room on")
+    );
+}
+
+#[test]
+fn a_name_heard_surely_is_not_read_by_sound_as_another() {
+    let config = Config::defaults().unwrap();
+    let (router, _) = Router::configured(&config, &|k| std::env::var(k).ok()).unwrap();
+    let heard = normalize("add 10 minutes to the chicken timer");
+    let name = |context: &crate::understand::Context| {
+        let d = router.route_in(&heard, "default", context);
+        chain(&d).commands[0].params.get("name").cloned()
+    };
+    let sure = crate::understand::Context {
+        spoken: true,
+        sure_words: Some(
+            ["add", "10", "minutes", "to", "the", "chicken", "timer"]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+        ..Default::default()
+    };
+    assert_eq!(name(&sure), Some(ParamValue::Text("chicken".into())));
+    // "chicken" heard unsurely: a name of the home it sounds like may be meant.
+    let unsure = crate::understand::Context {
+        sure_words: Some(vec!["add".into(), "timer".into()]),
+        ..sure.clone()
+    };
+    assert_eq!(name(&unsure), Some(ParamValue::Text("kitchen".into())));
+}

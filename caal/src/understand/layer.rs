@@ -126,6 +126,11 @@ pub const ORDER: &[Step] = &[
         what: "a lead joined to the request (\"and\", \"also\") taken off and read again",
     },
     Step {
+        name: "in heard as",
+        decides_as: Option::None,
+        what: "speech: \"in\" before a room heard as another word (\"turn off the lights and the kitchen\") put back",
+    },
+    Step {
         name: "here",
         decides_as: Option::None,
         what: "\"here\" or \"this room\" read as the speaker's place, when a client gave it",

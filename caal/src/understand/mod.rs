@@ -217,6 +217,12 @@ pub struct Context {
     /// For speech, how well other words fit the audio: readings of a
     /// mishearing are weighed against what was heard.
     pub listen: Option<Listen>,
+    /// For speech, the words whisper heard surely (each word's least sure
+    /// token at `voice.min_value_word` or above), lower case; `None` when
+    /// typed or not known. A word heard surely is taken as said: a name a
+    /// wildcard took, or a sentence a layer understood as heard, is not read
+    /// by sound as other words.
+    pub sure_words: Option<Vec<String>>,
     /// When the round's time to understand runs out: the layers still to
     /// run are skipped and what was said goes to the fallback.
     pub deadline: Option<std::time::Instant>,
@@ -229,6 +235,19 @@ pub struct Context {
 pub const MAX_WORDS: usize = 48;
 
 impl Context {
+    /// Whether every word of `words` was heard surely (false when typed, or
+    /// when nothing is known of how surely it was heard).
+    pub fn heard_surely(&self, words: &str) -> bool {
+        let Some(sure) = &self.sure_words else {
+            return false;
+        };
+        let mut pieces = words
+            .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+            .filter(|w| !w.is_empty())
+            .peekable();
+        pieces.peek().is_some() && pieces.all(|w| sure.iter().any(|s| s.eq_ignore_ascii_case(w)))
+    }
+
     /// Whether the round's time to understand has run out.
     pub fn out_of_time(&self) -> bool {
         self.deadline

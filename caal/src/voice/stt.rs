@@ -216,8 +216,10 @@ pub fn install(
 /// "bed room lamp, half, bed room lamp, half, bed room"), kept once; and a
 /// fraction spelled out between digits ("1 slash 2 hour"), written as one;
 /// and a number said as tens and units written with a dash ("20-2" for
-/// "twenty-two"), written as the number.
+/// "twenty-two"), written as the number; and a decimal written as two
+/// numbers ("20. 5 degrees"), written as one.
 pub fn tidy(text: &str) -> String {
+    let text = looped(text).unwrap_or(text);
     let words: Vec<&str> = text.split_whitespace().collect();
     let plain: Vec<String> = words
         .iter()
@@ -240,7 +242,26 @@ pub fn tidy(text: &str) -> String {
     let mut i = 0;
     while i < kept.len() {
         let numeric = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit());
-        if i + 2 < kept.len()
+        // "20. 5 degrees": a number, a full stop, one or two digits and the
+        // sentence going on (a unit, not a new sentence).
+        // "at 930": a time of day written without its colon.
+        if let Some(time) = (i > 0 && kept[i - 1].eq_ignore_ascii_case("at"))
+            .then(|| clock_digits(kept[i]))
+            .flatten()
+        {
+            out.push(time);
+            i += 1;
+        } else if i + 2 < kept.len()
+            && kept[i]
+                .strip_suffix('.')
+                .is_some_and(|w| numeric(w) && !w.is_empty())
+            && numeric(kept[i + 1])
+            && kept[i + 1].len() <= 2
+            && kept[i + 2].starts_with(|c: char| c.is_lowercase())
+        {
+            out.push(format!("{}{}", kept[i], kept[i + 1]));
+            i += 2;
+        } else if i + 2 < kept.len()
             && numeric(kept[i])
             && kept[i + 1].eq_ignore_ascii_case("slash")
             && numeric(kept[i + 2].trim_end_matches(|c: char| !c.is_ascii_digit()))
@@ -268,6 +289,51 @@ pub fn tidy(text: &str) -> String {
         }
     }
     joined
+}
+
+/// The first sentence of a transcript that says it again at once, nearly
+/// word for word ("Decre decrease timer by 5 minutes. Decre decrease time
+/// or by 5 minutes. … Add eggs, add egg"): whisper looping on its own
+/// words, the copies and what trails them dropped. None when the second
+/// sentence is another.
+fn looped(text: &str) -> Option<&str> {
+    let ends: Vec<usize> = text
+        .match_indices(['.', '?', '!'])
+        .map(|(i, _)| i + 1)
+        .filter(|&i| text[i..].starts_with(' '))
+        .collect();
+    let first = &text[..*ends.first()?];
+    let second = &text[first.len()..*ends.get(1).unwrap_or(&text.len())];
+    let plain = |s: &str| -> Vec<String> {
+        s.split_whitespace()
+            .map(|w| {
+                w.chars()
+                    .filter(|c| c.is_alphanumeric())
+                    .flat_map(char::to_lowercase)
+                    .collect()
+            })
+            .filter(|w: &String| !w.is_empty())
+            .collect()
+    };
+    let (a, b) = (plain(first), plain(second));
+    // Three words at least: "Yes. Yes." is no loop worth a rule.
+    let near = a.len() >= 3 && strsim::generic_levenshtein(&a, &b) <= (a.len() / 4).max(1);
+    near.then_some(first)
+}
+
+/// "930" (and "930.", "1045pm") as "9:30": three or four digits whose last
+/// two are minutes and the rest an hour of the clock.
+fn clock_digits(word: &str) -> Option<String> {
+    let digits: String = word.chars().take_while(char::is_ascii_digit).collect();
+    let tail = &word[digits.len()..];
+    if !(3..=4).contains(&digits.len())
+        || tail.starts_with(|c: char| c.is_alphanumeric() && !"ap".contains(c))
+    {
+        return None;
+    }
+    let (hour, minute) = digits.split_at(digits.len() - 2);
+    let (h, m): (u32, u32) = (hour.parse().ok()?, minute.parse().ok()?);
+    (h <= 23 && m < 60).then(|| format!("{h}:{minute}{tail}"))
 }
 
 /// "20-2" (and "20-2%", "20-2,") as "22": tens from 20 to 90, a unit from 1 to 9.
@@ -699,6 +765,42 @@ mod tidy_tests {
             "Turn off the lights, the lights in the kitchen."
         );
         assert_eq!(tidy("very very bright"), "very very bright");
+        // Copies nearly alike, and the debris a loop ends on, go too.
+        assert_eq!(
+            tidy(
+                "Decre decrease timer for 1 hour by 5 minutes. Decre decrease time or for 1 hour by 5 minutes. Decre decrease time or for 1 hour"
+            ),
+            "Decre decrease timer for 1 hour by 5 minutes."
+        );
+        assert_eq!(
+            tidy(
+                "Add eggs, butter and flour to the list. Add eggs, butter and flour to the list. Add eggs, add egg"
+            ),
+            "Add eggs, butter and flour to the list."
+        );
+        // Two sentences that differ are both kept.
+        assert_eq!(
+            tidy("Turn the lights off. Turn the heating down."),
+            "Turn the lights off. Turn the heating down."
+        );
+    }
+
+    #[test]
+    fn a_decimal_or_a_time_written_as_whisper_writes_it_is_read() {
+        assert_eq!(
+            tidy("Set temperature to 20. 5 degrees."),
+            "Set temperature to 20.5 degrees."
+        );
+        // A number ending a sentence, and the next beginning, stay.
+        assert_eq!(tidy("Make it 20. Then 5."), "Make it 20. Then 5.");
+        // A time of day written without its colon.
+        assert_eq!(
+            tidy("Remind me to call the dentist at 930."),
+            "Remind me to call the dentist at 9:30."
+        );
+        assert_eq!(tidy("at 1045pm"), "at 10:45pm");
+        assert_eq!(tidy("at 975 degrees"), "at 975 degrees");
+        assert_eq!(tidy("add 930 grams"), "add 930 grams");
     }
 
     #[test]

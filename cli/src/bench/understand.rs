@@ -101,7 +101,11 @@ impl KeptHearing {
                     n + 1
                 )
             })?;
-            heard.entry(h.text).or_insert_with(Vec::new).push(h.heard);
+            // Tidied as the speech model's transcripts are now (a kept
+            // line may predate a habit of whisper's being tidied away).
+            let mut kept = h.heard;
+            kept.heard = caal::voice::stt::tidy(&kept.heard);
+            heard.entry(h.text).or_insert_with(Vec::new).push(kept);
         }
         Ok(Self {
             heard,
@@ -280,6 +284,9 @@ pub fn run_suite(
             listen: spoken
                 .and_then(|s| s.listen)
                 .and_then(|listen| listen(&case.text)),
+            sure_words: hearing
+                .as_ref()
+                .map(|(h, bars)| caal::router::sure_words(&h.words, bars.value)),
             deadline: None,
         };
         let text = normalize(&heard);

@@ -63,6 +63,7 @@ impl Router {
             earlier: Vec::new(),
             asked: None,
             listen: context.listen.clone(),
+            sure_words: context.sure_words.clone(),
             deadline: context.deadline,
         };
         let d = self.route_in(&said, state, &here);
