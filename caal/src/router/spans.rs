@@ -59,8 +59,9 @@ impl Router {
             .take_while(|w| self.words.determiners.iter().any(|d| d == *w))
             .count();
         let named = rest[determiners..].join(" ");
+        let lead = format!("{} ", self.words.in_word);
         let place = self.words.speaker_place.iter().find_map(|(phrase, _)| {
-            let p = phrase.strip_prefix("in ")?;
+            let p = phrase.strip_prefix(&lead)?;
             (named == p || named.starts_with(&format!("{p} "))).then_some(p.len())
         });
         let room = mentions(&self.home, &named, None);

@@ -219,9 +219,8 @@ pub struct Context {
     pub listen: Option<Listen>,
     /// For speech, the words whisper heard surely (each word's least sure
     /// token at `voice.min_value_word` or above), lower case; `None` when
-    /// typed or not known. A word heard surely is taken as said: a name a
-    /// wildcard took, or a sentence a layer understood as heard, is not read
-    /// by sound as other words.
+    /// typed or not known. A name a wildcard took of words heard surely is
+    /// taken as said, not read by sound as another ("set a pizza timer").
     pub sure_words: Option<Vec<String>>,
     /// When the round's time to understand runs out: the layers still to
     /// run are skipped and what was said goes to the fallback.
