@@ -1412,6 +1412,8 @@ pub struct LanguageConfig {
     /// the lights and the kitchen"): put back as it when a room follows.
     #[serde(default)]
     pub in_heard_as: Vec<String>,
+    /// The word `in_heard_as` stands for ("in"); a pack that lists those
+    /// words names it.
     #[serde(default)]
     pub in_word: String,
     /// Expansion rules (`<turn>`) set over the library's own.

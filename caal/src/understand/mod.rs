@@ -240,8 +240,8 @@ impl Context {
         let Some(sure) = &self.sure_words else {
             return false;
         };
-        let mut pieces = words
-            .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        // Cut as whisper's tokens are made words, so the two compare.
+        let mut pieces = crate::trace::events::HeardWord::pieces(words)
             .filter(|w| !w.is_empty())
             .peekable();
         pieces.peek().is_some() && pieces.all(|w| sure.iter().any(|s| s.eq_ignore_ascii_case(w)))

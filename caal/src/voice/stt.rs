@@ -221,15 +221,7 @@ pub fn install(
 pub fn tidy(text: &str) -> String {
     let text = looped(text).unwrap_or(text);
     let words: Vec<&str> = text.split_whitespace().collect();
-    let plain: Vec<String> = words
-        .iter()
-        .map(|w| {
-            w.chars()
-                .filter(|c| c.is_alphanumeric())
-                .flat_map(char::to_lowercase)
-                .collect()
-        })
-        .collect();
+    let plain: Vec<String> = words.iter().map(|w| plain_word(w)).collect();
     let n = words.len();
     // The shortest run of words the whole transcript repeats, at least twice
     // in full (the last copy may be cut short).
@@ -242,8 +234,6 @@ pub fn tidy(text: &str) -> String {
     let mut i = 0;
     while i < kept.len() {
         let numeric = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit());
-        // "20. 5 degrees": a number, a full stop, one or two digits and the
-        // sentence going on (a unit, not a new sentence).
         // "at 930": a time of day written without its colon.
         if let Some(time) = (i > 0 && kept[i - 1].eq_ignore_ascii_case("at"))
             .then(|| clock_digits(kept[i]))
@@ -252,9 +242,9 @@ pub fn tidy(text: &str) -> String {
             out.push(time);
             i += 1;
         } else if i + 2 < kept.len()
-            && kept[i]
-                .strip_suffix('.')
-                .is_some_and(|w| numeric(w) && !w.is_empty())
+            // "20. 5 degrees": a number, a full stop, one or two digits and
+            // the sentence going on (a unit, not a new sentence).
+            && kept[i].strip_suffix('.').is_some_and(numeric)
             && numeric(kept[i + 1])
             && kept[i + 1].len() <= 2
             && kept[i + 2].starts_with(|c: char| c.is_lowercase())
@@ -306,19 +296,23 @@ fn looped(text: &str) -> Option<&str> {
     let second = &text[first.len()..*ends.get(1).unwrap_or(&text.len())];
     let plain = |s: &str| -> Vec<String> {
         s.split_whitespace()
-            .map(|w| {
-                w.chars()
-                    .filter(|c| c.is_alphanumeric())
-                    .flat_map(char::to_lowercase)
-                    .collect()
-            })
-            .filter(|w: &String| !w.is_empty())
+            .map(plain_word)
+            .filter(|w| !w.is_empty())
             .collect()
     };
     let (a, b) = (plain(first), plain(second));
     // Three words at least: "Yes. Yes." is no loop worth a rule.
     let near = a.len() >= 3 && strsim::generic_levenshtein(&a, &b) <= (a.len() / 4).max(1);
     near.then_some(first)
+}
+
+/// A transcript's word as compared for repeats: its letters and digits,
+/// lower case ("Lights," is "lights").
+fn plain_word(word: &str) -> String {
+    word.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 /// "930" (and "930.", "1045pm") as "9:30": three or four digits whose last

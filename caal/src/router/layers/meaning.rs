@@ -3,38 +3,43 @@
 
 use super::*;
 
-/// A sentence's clauses, at a clause mark followed by a space or the end
-/// ("21.5" and "1,000" are numbers, not clauses).
-/// `said` with each word of an opposite pair it holds put as the other
-/// ("pause the timer": "unpause the timer", "resume the timer").
+/// Each text of `saids` (a reading, and the words heard) with each word of
+/// an opposite pair it holds put as the other ("pause the timer": "unpause
+/// the timer", "resume the timer"), each reading once.
 ///
 /// Where the word follows one that speech to text writes for a prefix
 /// (`heard_as`: "and lock" for "unlock") and its other side is it with a
 /// prefix, that word is dropped too ("and lock the door": "unlock the door").
-fn opposite_readings(pairs: &[[String; 2]], heard_as: &[String], said: &str) -> Vec<String> {
-    let words: Vec<&str> = said.split(' ').collect();
+fn opposite_readings<'a>(
+    pairs: &[[String; 2]],
+    heard_as: &[String],
+    saids: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
     let mut out = Vec::new();
     let mut keep = |text: String| {
         if !out.contains(&text) {
             out.push(text);
         }
     };
-    for (i, w) in words.iter().enumerate() {
-        for [a, b] in pairs {
-            let other = if w == a {
-                b
-            } else if w == b {
-                a
-            } else {
-                continue;
-            };
-            let mut swapped = words.clone();
-            swapped[i] = other;
-            keep(swapped.join(" "));
-            let prefixed = other.len() > w.len() && other.ends_with(*w);
-            if prefixed && i > 0 && heard_as.iter().any(|h| h == words[i - 1]) {
-                swapped.remove(i - 1);
+    for said in saids {
+        let words: Vec<&str> = said.split(' ').collect();
+        for (i, w) in words.iter().enumerate() {
+            for [a, b] in pairs {
+                let other = if w == a {
+                    b
+                } else if w == b {
+                    a
+                } else {
+                    continue;
+                };
+                let mut swapped = words.clone();
+                swapped[i] = other;
                 keep(swapped.join(" "));
+                let prefixed = other.len() > w.len() && other.ends_with(*w);
+                if prefixed && i > 0 && heard_as.iter().any(|h| h == words[i - 1]) {
+                    swapped.remove(i - 1);
+                    keep(swapped.join(" "));
+                }
             }
         }
     }
@@ -294,19 +299,13 @@ impl Router {
             .and_then(|u| u.read_as.as_deref())
             .map(normalize)
             .unwrap_or_else(|| heard.to_owned());
-        let mut others =
-            opposite_readings(&self.words.opposites, &self.words.prefix_heard_as, &said);
         // The words as heard too: a reading by sound may have dropped the
         // word a prefix was heard as ("and lock the door" read "lock the door").
-        if said != heard {
-            for other in
-                opposite_readings(&self.words.opposites, &self.words.prefix_heard_as, heard)
-            {
-                if !others.contains(&other) {
-                    others.push(other);
-                }
-            }
-        }
+        let others = opposite_readings(
+            &self.words.opposites,
+            &self.words.prefix_heard_as,
+            [said.as_str(), heard],
+        );
         if others.is_empty() {
             return d;
         }
