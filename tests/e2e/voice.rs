@@ -428,8 +428,12 @@ fn the_voice_socket_streams_speech_to_a_round_and_speaks_the_reply() {
         .unwrap();
     let ready = next_json(&mut socket);
     assert_eq!(ready["type"], "ready", "{ready}");
+    // At the pace a microphone gives it (100 ms frames): a partial
+    // transcript is made beside the speech, and one still running when
+    // the speaker pauses is stopped for the utterance's own.
     for f in &frames {
         socket.send(Message::binary(f.clone())).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
     }
     // A second of quiet: the utterance ends by itself.
     let quiet = vec![0u8; rate as usize / 10 * 2];

@@ -31,6 +31,7 @@
 //! a bad start closes the socket.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::{
@@ -198,8 +199,10 @@ async fn session(state: AppState, mut socket: WebSocket) {
         return;
     }
     let mut vad = state.engine.vad();
-    // A transcription started when the speaker paused.
+    // A transcription started when the speaker paused, and a partial
+    // transcript being made (each stopped when dropped).
     let mut guess: Option<Guess> = None;
+    let mut partial: Option<Transcribing> = None;
     // One resampler for the whole stream: frames join as the audio was.
     let mut resampler = audio::Resampler::new(rate, audio::RATE);
     let mut heard_ms = 0u64;
@@ -329,6 +332,8 @@ async fn session(state: AppState, mut socket: WebSocket) {
                     send(&mut socket, json!({"type": "not_addressed", "start_ms": u.start_ms, "end_ms": u.end_ms})).await
                 }
                 VadEvent::Ended(u) => {
+                    // Its transcript needs the cores now.
+                    partial = None;
                     let word = wake
                         .as_mut()
                         .map(|w| (w.word.clone(), w.window.must_prove(&u), w.margin));
@@ -379,41 +384,46 @@ async fn session(state: AppState, mut socket: WebSocket) {
             continue;
         }
         if vad.pausing() {
+            // The utterance may be about to end: a partial transcript
+            // still running would hold up its transcript, so it stops.
+            partial = None;
             if guess.is_none()
                 && let Some(so_far) = vad.current().map(<[f32]>::to_vec)
                 && let Ok(turn) = state.speech.clone().try_acquire_owned()
             {
                 let samples: Arc<[f32]> = Arc::from(so_far);
-                let (stt, heard) = (stt.clone(), samples.clone());
-                let job = tokio::task::spawn_blocking(move || {
-                    let _turn = turn;
-                    stt.transcribe(&heard)
-                });
+                let job = Transcribing::start(&stt, samples.clone(), Some(turn));
                 guess = Some(Guess { samples, job });
             }
         } else if vad.in_speech() {
+            // Speech again: the guess is stopped (dropped), its cores and
+            // turn freed for the speech that goes on.
             guess = None;
         }
-        // While someone speaks, now and then what was heard so far; not
-        // once they have paused: the utterance may be about to end, and its
-        // final transcript would wait on this one (300-400 ms on 2 cores).
+        // A partial transcript done: sent.
+        if partial.as_ref().is_some_and(Transcribing::done)
+            && let Some(mut p) = partial.take()
+            && let Ok(t) = p.result().await
+            && !send(
+                &mut socket,
+                json!({"type": "partial", "text": crate::safety::global().scrub(&t.text)}),
+            )
+            .await
+        {
+            return;
+        }
+        // While someone speaks, now and then what was heard so far, beside
+        // the stream (never holding it up), one at a time; not once they
+        // have paused (above).
         if cfg.partial_every_ms > 0
+            && partial.is_none()
             && vad.in_speech()
             && !vad.pausing()
             && heard_ms - last_partial_ms >= u64::from(cfg.partial_every_ms)
-            && let Some(so_far) = vad.current().map(<[f32]>::to_vec)
+            && let Some(so_far) = vad.current()
         {
             last_partial_ms = heard_ms;
-            let stt = stt.clone();
-            if let Ok(Ok(t)) = tokio::task::spawn_blocking(move || stt.transcribe(&so_far)).await
-                && !send(
-                    &mut socket,
-                    json!({"type": "partial", "text": crate::safety::global().scrub(&t.text)}),
-                )
-                .await
-            {
-                return;
-            }
+            partial = Some(Transcribing::start(&stt, Arc::from(so_far), None));
         }
     }
     // The stream closed mid-utterance: what was said still counts.
@@ -558,7 +568,52 @@ impl Window {
 /// then): the utterance's, if the pause ends it.
 struct Guess {
     samples: Arc<[f32]>,
+    job: Transcribing,
+}
+
+/// A transcription running beside the stream; dropped, it stops (whisper
+/// gives up after its current step), so speech that went on never waits
+/// for a transcript of less of it.
+struct Transcribing {
+    stop: Arc<AtomicBool>,
     job: tokio::task::JoinHandle<Result<crate::voice::Transcript, crate::voice::SttError>>,
+}
+
+impl Transcribing {
+    /// Transcribes `samples` on a blocking thread, holding `turn` (a
+    /// speech turn) while it runs.
+    fn start(
+        stt: &Arc<Stt>,
+        samples: Arc<[f32]>,
+        turn: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stt, stopped) = (stt.clone(), stop.clone());
+        let job = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            stt.transcribe_unless(&samples, &stopped)
+        });
+        Self { stop, job }
+    }
+
+    fn done(&self) -> bool {
+        self.job.is_finished()
+    }
+
+    /// The transcript (waited for); an error if it failed or stopped.
+    async fn result(&mut self) -> Result<crate::voice::Transcript, String> {
+        match (&mut self.job).await {
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl Drop for Transcribing {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 /// An utterance ended: transcribe (or take the transcript started at the
@@ -584,10 +639,7 @@ async fn utterance(
     // The transcript started at the pause, with the speech it heard (the
     // utterance less part of its trailing silence).
     let guessed = match guess {
-        Some(g) => match g.job.await {
-            Ok(Ok(transcript)) => Some((transcript, g.samples)),
-            _ => None,
-        },
+        Some(mut g) => g.job.result().await.ok().map(|t| (t, g.samples)),
         None => None,
     };
     // One transcription per core at a time, across every door.

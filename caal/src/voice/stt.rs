@@ -82,6 +82,10 @@ pub enum SttError {
     Convert(#[from] super::convert::ConvertError),
     #[error("whisper failed on {what}: {detail}")]
     Whisper { what: String, detail: String },
+    /// A transcription stopped because what it heard was no longer
+    /// wanted (the speaker went on); nothing failed.
+    #[error("the transcription was stopped: its audio was no longer wanted")]
+    Stopped,
 }
 
 /// Where the model is (`voice.model`: a path, or a name in the models dir).
@@ -405,15 +409,16 @@ mod engine {
     use super::{SttError, Transcript};
     use std::path::Path;
     use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use whisper_rs::{FullParams, SamplingStrategy, WhisperContext, WhisperContextParameters};
 
     /// A loaded model, and states to run it in (one per concurrent
     /// transcription), each with the audio it last encoded (a hash of its
-    /// samples): scoring words against speech just transcribed reuses its
+    /// samples; none for a transcription stopped): scoring words against speech just transcribed reuses its
     /// encoding, most of what scoring would cost.
     pub struct Stt {
         ctx: WhisperContext,
-        states: Mutex<Vec<(u64, whisper_rs::WhisperState)>>,
+        states: Mutex<Vec<(Option<u64>, whisper_rs::WhisperState)>>,
         model: String,
         language: String,
         threads: i32,
@@ -540,7 +545,7 @@ mod engine {
         /// free (and `true`), else the one longest unused.
         fn state(&self, heard: Option<u64>) -> Result<(whisper_rs::WhisperState, bool), SttError> {
             let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(at) = heard.and_then(|h| states.iter().position(|(e, _)| *e == h)) {
+            if let Some(at) = heard.and_then(|h| states.iter().position(|(e, _)| *e == Some(h))) {
                 return Ok((states.remove(at).1, true));
             }
             if states.is_empty() {
@@ -554,7 +559,7 @@ mod engine {
             Ok((states.remove(0).1, false))
         }
 
-        fn pool(&self, encoded: u64, state: whisper_rs::WhisperState) {
+        fn pool(&self, encoded: Option<u64>, state: whisper_rs::WhisperState) {
             self.states
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -570,14 +575,45 @@ mod engine {
 
         /// Transcribes 16 kHz mono samples.
         pub fn transcribe(&self, samples: &[f32]) -> Result<Transcript, SttError> {
+            self.transcribe_unless(samples, &AtomicBool::new(false))
+        }
+
+        /// As [`Stt::transcribe`], given up ([`SttError::Stopped`]) once
+        /// `stop` is set: whisper looks after its encoder and after each
+        /// step of decoding, so the cores are free within one of those
+        /// (a transcript of speech that went on is not waited for).
+        pub fn transcribe_unless(
+            &self,
+            samples: &[f32],
+            stop: &AtomicBool,
+        ) -> Result<Transcript, SttError> {
+            /// whisper.cpp's abort callback: whether `flag` (an
+            /// `AtomicBool`) is set.
+            unsafe extern "C" fn stopped(flag: *mut std::ffi::c_void) -> bool {
+                // SAFETY: `flag` is the `&AtomicBool` given below, alive
+                // for the whole `full` call that calls this.
+                unsafe { (*flag.cast::<AtomicBool>()).load(Ordering::Relaxed) }
+            }
             let started = std::time::Instant::now();
             let failed = |detail: String| self.failed(detail);
             let (mut state, _) = self.state(None)?;
-            let params = self.params(sampling(self.beam_size), samples.len());
+            let mut params = self.params(sampling(self.beam_size), samples.len());
+            // SAFETY: the callback only reads the flag, which outlives
+            // `full` (it is borrowed for this whole function).
+            unsafe {
+                params.set_abort_callback(Some(stopped));
+                params.set_abort_callback_user_data(std::ptr::from_ref(stop).cast_mut().cast());
+            }
             let padded = super::padded(samples);
-            state
-                .full(params, &padded)
-                .map_err(|e| failed(e.to_string()))?;
+            if let Err(e) = state.full(params, &padded) {
+                if stop.load(Ordering::Relaxed) {
+                    // Stopped between whole steps: the state is sound
+                    // for the next transcription (encoded nothing kept).
+                    self.pool(None, state);
+                    return Err(SttError::Stopped);
+                }
+                return Err(failed(e.to_string()));
+            }
             let eot = self.ctx.token_eot();
             let mut text = String::new();
             let (mut sum, mut count, mut least) = (0.0f32, 0u32, 1.0f32);
@@ -610,7 +646,7 @@ mod engine {
             let language = whisper_rs::get_lang_str(state.full_lang_id_from_state())
                 .unwrap_or(self.language.as_str())
                 .to_owned();
-            self.pool(super::heard_hash(samples), state);
+            self.pool(Some(super::heard_hash(samples)), state);
             Ok(Transcript {
                 text: super::tidy(text.trim()),
                 model: self.model.clone(),
@@ -699,7 +735,7 @@ mod engine {
                 }
                 Ok(scores)
             })();
-            self.pool(heard, state);
+            self.pool(Some(heard), state);
             scored
         }
     }
@@ -723,6 +759,14 @@ mod engine {
         }
 
         pub fn transcribe(&self, _samples: &[f32]) -> Result<Transcript, SttError> {
+            Err(SttError::NotBuilt)
+        }
+
+        pub fn transcribe_unless(
+            &self,
+            _samples: &[f32],
+            _stop: &std::sync::atomic::AtomicBool,
+        ) -> Result<Transcript, SttError> {
             Err(SttError::NotBuilt)
         }
 

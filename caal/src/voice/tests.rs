@@ -553,6 +553,7 @@ fn speech_models_are_known_by_name_and_their_source_follows_the_file() {
 mod whisper {
     use super::*;
     use crate::voice::stt::{self, Stt};
+    use std::sync::Arc;
 
     fn model() -> Stt {
         let cfg = Config::defaults().unwrap().voice;
@@ -575,6 +576,34 @@ mod whisper {
                 ("en", "ggml-tiny.en.bin")
             );
         }
+    }
+
+    /// A transcription whose audio is no longer wanted stops when told
+    /// (set before it starts, or while it runs), and the model transcribes
+    /// as before afterwards (the stopped run's state is used again).
+    #[test]
+    fn a_transcription_stops_when_told_and_the_next_is_whole() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stt = Arc::new(model());
+        let said = "set a timer for 10 minutes and turn off the lights in the living room";
+        let clip = audio::decode_wav(&espeak(said), "espeak").unwrap();
+        let whole = stt.transcribe(&clip.samples).unwrap();
+        let stopped = AtomicBool::new(true);
+        assert!(matches!(
+            stt.transcribe_unless(&clip.samples, &stopped),
+            Err(stt::SttError::Stopped)
+        ));
+        // Told while it runs, from another thread (as the voice socket
+        // does when the speaker goes on).
+        let stop = Arc::new(AtomicBool::new(false));
+        let (running, flag, samples) = (stt.clone(), stop.clone(), clip.samples.clone());
+        let job = std::thread::spawn(move || running.transcribe_unless(&samples, &flag));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        stop.store(true, Ordering::Relaxed);
+        assert!(matches!(job.join().unwrap(), Err(stt::SttError::Stopped)));
+        let again = stt.transcribe(&clip.samples).unwrap();
+        assert_eq!(again.text, whole.text);
+        assert_eq!(crate::router::normalize(&again.text), said, "{again:?}");
     }
 
     /// Words weighed against speech: what was said fits it better than
