@@ -350,9 +350,9 @@ impl Engine {
         });
         if let Some(hearing) = &hearing {
             decision = self.router.heard(decision, hearing);
-            decision = self
-                .router
-                .doubted(decision, &screened.normalized, &context);
+            decision =
+                self.router
+                    .doubted(decision, (&screened.normalized, hearing.words), &context);
         }
         let policy = self.router.state(state_in);
         round.append(EventDraft::new(RouteSelected {

@@ -117,6 +117,45 @@ pub fn sure_words(words: &[HeardWord], bar: f32) -> Vec<String> {
         .collect()
 }
 
+/// Whether whisper heard each word of `said` that has an opposite
+/// (`pairs`: "on"/"off", "pause"/"resume") so surely that the other side
+/// cannot fit the audio within `margin` (the doubt check's, in
+/// log-likelihood), so weighing the two against the audio (a decode of
+/// each, 70-270 ms on 2 cores) can be spared. A word heard at probability
+/// `p` leaves at most `1 - p` to every other word in its place: the other
+/// side is behind by ln(p / (1 - p)) there alone. Twice the margin is
+/// asked, so the rest of the sentence cannot make up for it. Never sure:
+/// a side word after one "un" is heard as ("and lock": the doubt is in
+/// the word before), or one not found among the words heard.
+pub fn sides_heard_surely(
+    said: &str,
+    (pairs, heard_as): (&[[String; 2]], &[String]),
+    heard: &[HeardWord],
+    margin: f64,
+) -> bool {
+    let bar = 1.0 / (1.0 + (-2.0 * margin).exp());
+    let words: Vec<&str> = said.split(' ').collect();
+    let mut sides = 0;
+    for (i, w) in words.iter().enumerate() {
+        if !pairs.iter().any(|[a, b]| a == w || b == w) {
+            continue;
+        }
+        sides += 1;
+        if i > 0 && heard_as.iter().any(|h| h == words[i - 1]) {
+            return false;
+        }
+        let p = heard
+            .iter()
+            .filter(|h| h.word.eq_ignore_ascii_case(w))
+            .map(|h| f64::from(h.p))
+            .reduce(f64::min);
+        if p.is_none_or(|p| p < bar) {
+            return false;
+        }
+    }
+    sides > 0
+}
+
 /// How surely a value's words were heard: the least sure of the words it
 /// was read from, found together in the transcript; for a number not
 /// found so (said as words, read as digits), the least sure of the

@@ -446,6 +446,61 @@ fn a_long_input_is_read_by_its_clauses_only_and_else_goes_to_the_fallback() {
 }
 
 #[test]
+fn a_side_word_heard_surely_is_not_weighed_against_the_audio_again() {
+    use crate::trace::events::HeardWord;
+    let config = Config::defaults().unwrap();
+    let (router, _) = Router::configured(&config, &|k| std::env::var(k).ok()).unwrap();
+    let weighed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = weighed.clone();
+    // The audio would leave "on" in doubt, were it weighed.
+    let listen = crate::understand::Listen::new(move |texts: &[String]| {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(vec![-5.0; texts.len()])
+    });
+    let spoken = crate::understand::Context {
+        spoken: true,
+        listen: Some(listen),
+        ..Default::default()
+    };
+    let words = |said: &str, on: f32| -> Vec<HeardWord> {
+        said.split(' ')
+            .map(|w| HeardWord {
+                word: w.into(),
+                p: if w == "on" || w == "lock" { on } else { 0.99 },
+            })
+            .collect()
+    };
+    let heard = normalize("turn on the kitchen lights");
+    let decided = router.route_in(&heard, "default", &spoken);
+    assert_eq!(decided.auth_level, AuthLevel::RUN, "{decided:?}");
+    // "On" heard at 0.995: "off" is behind by ln(0.995/0.005) = 5.3 there
+    // alone, over twice the margin (2.0): it runs, nothing weighed.
+    let sure = words(&heard, 0.995);
+    let d = router.doubted(decided.clone(), (&heard, &sure), &spoken);
+    assert_eq!(d.auth_level, AuthLevel::RUN, "{d:?}");
+    assert_eq!(weighed.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // At 0.95 (a gap of 2.9) it is weighed, and the audio leaves it in doubt.
+    let unsure = words(&heard, 0.95);
+    let d = router.doubted(decided.clone(), (&heard, &unsure), &spoken);
+    assert_eq!(d.auth_level, AuthLevel::CONFIRM, "{d:?}");
+    assert_eq!(weighed.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // Not found among the words heard: weighed.
+    let d = router.doubted(decided, (&heard, &[]), &spoken);
+    assert_eq!(d.auth_level, AuthLevel::CONFIRM, "{d:?}");
+    // After a word "un" is heard as, the doubt is in that word, however
+    // sure the side word was: weighed.
+    let heard = normalize("and lock the front door");
+    let decided = router.route_in(&heard, "default", &spoken);
+    let before = weighed.load(std::sync::atomic::Ordering::Relaxed);
+    let d = router.doubted(decided, (&heard, &words(&heard, 0.999)), &spoken);
+    assert_eq!(
+        weighed.load(std::sync::atomic::Ordering::Relaxed),
+        before + 1
+    );
+    assert_eq!(d.auth_level, AuthLevel::CONFIRM, "{d:?}");
+}
+
+#[test]
 fn a_side_of_an_opposite_pair_the_audio_leaves_in_doubt_is_asked_about() {
     let config = Config::defaults().unwrap();
     // The sound layer (its dictionary installed by the setup) holds the margin.
@@ -475,10 +530,10 @@ fn a_side_of_an_opposite_pair_the_audio_leaves_in_doubt_is_asked_about() {
     let decided = router.route_in(&heard, "default", &spoken(scored(-5.0, -30.0)));
     assert_eq!(decided.auth_level, AuthLevel::RUN, "{decided:?}");
     // Clearly "pause": it runs.
-    let d = router.doubted(decided.clone(), &heard, &spoken(scored(-5.0, -30.0)));
+    let d = router.doubted(decided.clone(), (&heard, &[]), &spoken(scored(-5.0, -30.0)));
     assert_eq!(d.auth_level, AuthLevel::RUN);
     // "Resume" fits about as well: asked first, and why is recorded.
-    let d = router.doubted(decided.clone(), &heard, &spoken(scored(-5.0, -6.0)));
+    let d = router.doubted(decided.clone(), (&heard, &[]), &spoken(scored(-5.0, -6.0)));
     assert_eq!(d.auth_level, AuthLevel::CONFIRM);
     assert_eq!(chain(&d).chain_level, AuthLevel::CONFIRM);
     let doubt = d.understood.as_ref().unwrap().doubt.as_ref().unwrap();
@@ -486,7 +541,7 @@ fn a_side_of_an_opposite_pair_the_audio_leaves_in_doubt_is_asked_about() {
     // Typed (no audio) nothing is weighed.
     let typed = crate::understand::Context::default();
     assert_eq!(
-        router.doubted(decided, &heard, &typed).auth_level,
+        router.doubted(decided, (&heard, &[]), &typed).auth_level,
         AuthLevel::RUN
     );
 }
@@ -603,7 +658,7 @@ fn an_unlock_heard_as_and_lock_is_weighed_against_unlock_before_it_runs() {
     };
     let decided = router.route_in(&heard, "default", &spoken);
     assert_eq!(chain(&decided).commands[0].command_id, "door.lock");
-    let d = router.doubted(decided, &heard, &spoken);
+    let d = router.doubted(decided, (&heard, &[]), &spoken);
     assert_eq!(d.auth_level, AuthLevel::CONFIRM, "{d:?}");
     let doubt = d.understood.as_ref().unwrap().doubt.as_ref().unwrap();
     assert_eq!(doubt.other, "unlock the front door");

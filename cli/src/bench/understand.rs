@@ -305,7 +305,7 @@ pub fn run_suite(
                 bars: *bars,
             };
             decision = router.heard(decision, &hearing);
-            decision = router.doubted(decision, &text, &context);
+            decision = router.doubted(decision, (&text, &h.words), &context);
         }
         // What no layer understood goes to the model as a round would send it.
         let chatted = match (chat, &decision.intent) {

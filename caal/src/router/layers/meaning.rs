@@ -277,9 +277,15 @@ impl Router {
     /// opposite pair ("pause the timer", "lights off") is asked about
     /// first when the same words with the other side fit the audio about
     /// as well (within `doubt_margin` of whisper's log-likelihood): a
-    /// mishearing there would run the opposite of what was said. The
-    /// words are the reading the sound layer took, else what was heard.
-    pub fn doubted(&self, mut d: RouteDecision, heard: &str, context: &Context) -> RouteDecision {
+    /// mishearing there would run the opposite of what was said. The words
+    /// are the sound layer's reading, else what was heard; the words heard,
+    /// each side word surely (`sides_heard_surely`), are not weighed.
+    pub fn doubted(
+        &self,
+        mut d: RouteDecision,
+        (heard, words): (&str, &[HeardWord]),
+        context: &Context,
+    ) -> RouteDecision {
         let Some(sounds) = self.sounds.as_ref() else {
             return d;
         };
@@ -307,6 +313,10 @@ impl Router {
             [said.as_str(), heard],
         );
         if others.is_empty() {
+            return d;
+        }
+        let pairs = (&self.words.opposites[..], &self.words.prefix_heard_as[..]);
+        if said == heard && sides_heard_surely(&said, pairs, words, margin) {
             return d;
         }
         let mut texts = vec![said.clone()];

@@ -18,10 +18,11 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Value, json};
 
-use super::{Choice, Intent, RouteDecision, Router, normalize};
+use super::{Choice, Intent, RouteDecision, Router, hearing::sides_heard_surely, normalize};
 use crate::{
     auth::{AuthLevel, CommandChain},
     config::{ConfigError, IntentMapConfig, LanguageConfig, SemanticConfig},
+    trace::events::HeardWord,
     understand::{
         Context, Lang, Layer, MAX_WORDS, Reading, Understood,
         home::value_names,
