@@ -417,8 +417,16 @@ pub fn print_understand_bench(r: &crate::bench::understand::UnderstandReport, mi
             } else {
                 String::new()
             };
+            // What becomes of the miss: run as understood, or asked first.
+            let then = if m.would_run {
+                ", would run"
+            } else if m.would_ask {
+                ", asked first"
+            } else {
+                ""
+            };
             println!(
-                "    miss: {:?}{heard}: wanted {}, got {} [{} {}]",
+                "    miss: {:?}{heard}: wanted {}, got {} [{} {}{then}]",
                 m.text,
                 shown(&m.expected),
                 shown(&m.decided),
