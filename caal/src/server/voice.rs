@@ -384,9 +384,8 @@ async fn session(state: AppState, mut socket: WebSocket) {
             continue;
         }
         if vad.pausing() {
-            // The utterance may be about to end: a partial transcript
-            // still running would hold up its transcript, so it stops.
-            partial = None;
+            // A partial still running goes on through a pause (most end
+            // within one word); it is stopped when the utterance ends.
             if guess.is_none()
                 && let Some(so_far) = vad.current().map(<[f32]>::to_vec)
                 && let Ok(turn) = state.speech.clone().try_acquire_owned()
@@ -414,7 +413,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
         }
         // While someone speaks, now and then what was heard so far, beside
         // the stream (never holding it up), one at a time; not once they
-        // have paused (above).
+        // have paused.
         if cfg.partial_every_ms > 0
             && partial.is_none()
             && vad.in_speech()
