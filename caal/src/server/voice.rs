@@ -402,7 +402,7 @@ async fn session(state: AppState, mut socket: WebSocket) {
         // A partial transcript done: sent.
         if partial.as_ref().is_some_and(Transcribing::done)
             && let Some(mut p) = partial.take()
-            && let Ok(t) = p.result().await
+            && let Some(t) = p.result().await
             && !send(
                 &mut socket,
                 json!({"type": "partial", "text": crate::safety::global().scrub(&t.text)}),
@@ -599,13 +599,9 @@ impl Transcribing {
         self.job.is_finished()
     }
 
-    /// The transcript (waited for); an error if it failed or stopped.
-    async fn result(&mut self) -> Result<crate::voice::Transcript, String> {
-        match (&mut self.job).await {
-            Ok(Ok(t)) => Ok(t),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(e) => Err(e.to_string()),
-        }
+    /// The transcript (waited for); none if it failed or stopped.
+    async fn result(&mut self) -> Option<crate::voice::Transcript> {
+        (&mut self.job).await.ok()?.ok()
     }
 }
 
@@ -638,7 +634,7 @@ async fn utterance(
     // The transcript started at the pause, with the speech it heard (the
     // utterance less part of its trailing silence).
     let guessed = match guess {
-        Some(mut g) => g.job.result().await.ok().map(|t| (t, g.samples)),
+        Some(mut g) => g.job.result().await.map(|t| (t, g.samples)),
         None => None,
     };
     // One transcription per core at a time, across every door.
