@@ -347,7 +347,8 @@ pub fn print_understand_bench(r: &crate::bench::understand::UnderstandReport, mi
         r.library,
         r.sentences,
         if r.spoken {
-            ", spoken: espeak-ng -> whisper -> router"
+            // Who says the lines is printed above ("said by …"): espeak-ng or Piper.
+            ", spoken: said -> whisper -> router"
         } else {
             ""
         }

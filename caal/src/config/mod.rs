@@ -1197,6 +1197,12 @@ pub struct LanguageConfig {
     /// the bedroom darker" is near "make the office brighter").
     #[serde(default)]
     pub opposites: Vec<[String; 2]>,
+    /// Of `opposites`, the pairs that say which state a thing is put in
+    /// ("on" and "off"): a meaning at least two of whose examples say one
+    /// word (and not the other) is near a sentence that says only the other
+    /// by none of its examples that say neither.
+    #[serde(default)]
+    pub state_opposites: Vec<[String; 2]>,
     /// Words that say which way a change goes, as two sides ("warmer",
     /// "up", "more" against "cooler", "down", "less"): a meaning whose
     /// examples say only one side is not what a sentence saying only the
@@ -1416,6 +1422,19 @@ pub struct LanguageConfig {
     /// words names it.
     #[serde(default)]
     pub in_word: String,
+    /// Words that open a request and are no part of it ("ok", "so"): taken
+    /// off a sentence's start, and the rest read alone.
+    #[serde(default)]
+    pub opening_words: Vec<String>,
+    /// Leads that ask with the verb in another form ("would you mind
+    /// opening the garage"): taken off with that form read as the verb.
+    #[serde(default)]
+    pub gerund_leads: Vec<String>,
+    /// The endings of that form ("ing"): a word is the verb of a template
+    /// with the ending taken off, with an "e" put back ("closing"), or with
+    /// a doubled last letter single ("setting").
+    #[serde(default)]
+    pub gerund_endings: Vec<String>,
     /// Expansion rules (`<turn>`) set over the library's own.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,

@@ -996,6 +996,7 @@ fn meaning_layer(
             .iter()
             .map(|[a, b]| [normalize(a), normalize(b)]),
     )
+    .with_state_opposites((words.state_opposites.iter()).map(|[a, b]| [normalize(a), normalize(b)]))
     .with_states(&words.state_words)
     .with_timer_names(crate::understand::names::TimerNames::compile(words, lang))
     .with_all_words(words.all_words.iter().map(|w| normalize(w)).collect())

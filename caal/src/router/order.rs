@@ -26,6 +26,10 @@ pub(super) const STEPS: &[Step] = &[
         read: joined,
     },
     Step {
+        covers: &["opening"],
+        read: opening,
+    },
+    Step {
         covers: &["in heard as"],
         read: in_heard_as,
     },
@@ -81,10 +85,19 @@ fn long(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteD
         .map(|_| r.route_long(text, state, context))
 }
 
-/// A lead joined to the request ("and", "also") taken off and read again.
+/// A prefix typed apart from its word ("un lock") joined to it and read again.
 fn joined(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteDecision> {
     r.joined_prefix(text)
         .map(|joined| r.route_in(&joined, state, context))
+}
+
+/// Words that open a request and are no part of it ("ok", "so", "would
+/// you mind" before the verb in -ing) taken off; kept only where the rest
+/// is understood.
+fn opening(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteDecision> {
+    let rest = r.opened(text)?;
+    let d = r.route_in(&rest, state, context);
+    (d.layer != Layer::None).then(|| spans::read_as(d, &rest, "words that open a request"))
 }
 
 /// Speech: "in" before a room heard as another word ("turn off the lights

@@ -747,3 +747,100 @@ fn a_name_heard_surely_is_not_read_by_sound_as_another() {
     };
     assert_eq!(name(&unsure), Some(ParamValue::Text("kitchen".into())));
 }
+
+/// The router as `caal serve` builds it: the sentence library, the meaning
+/// layer and the dictionary the setup installs.
+fn configured() -> Router {
+    let config = Config::defaults().unwrap();
+    Router::configured(&config, &|k| std::env::var(k).ok())
+        .unwrap()
+        .0
+}
+
+fn typed(r: &Router, text: &str) -> RouteDecision {
+    r.route_in(
+        &normalize(text),
+        "default",
+        &crate::understand::Context::default(),
+    )
+}
+
+#[test]
+fn words_that_open_a_request_are_taken_off_and_a_verb_in_ing_read_as_the_verb() {
+    let r = configured();
+    let d = typed(&r, "ok, resume the cake timer");
+    assert_eq!(d.command_id.as_deref(), Some("timer.resume"), "{d:?}");
+    assert_eq!(d.params, json!({"name": "cake"}));
+    // "Setting" is no timer's name ("sitting", read as heard).
+    let d = typed(&r, "would you mind setting a timer for 5 minutes");
+    assert_eq!(d.command_id.as_deref(), Some("timer.set"), "{d:?}");
+    assert_eq!(d.params, json!({"duration": 300}));
+    let d = typed(&r, "so would you mind opening the garage door");
+    assert_eq!(d.command_id.as_deref(), Some("garage.open"), "{d:?}");
+    assert_eq!(
+        r.opened("would you mind closing the door").as_deref(),
+        Some("close the door")
+    );
+    assert_eq!(
+        r.opened("how about dimming the lamp").as_deref(),
+        Some("dim the lamp")
+    );
+    // A lead with no verb in -ing after it, or nothing after the opening
+    // word, opens nothing.
+    assert_eq!(r.opened("would you mind the noise"), None);
+    assert_eq!(r.opened("okay"), None);
+    assert_eq!(r.opened("turn on the lights"), None);
+}
+
+#[test]
+fn a_meaning_whose_examples_say_the_other_state_is_near_only_by_those_saying_this_one() {
+    let r = configured();
+    // Near "douse the lights in the lounge" (HassTurnOff), which says
+    // neither word; its fellows say "off": never turned off.
+    let d = typed(&r, "um can you put the countertop lights on in the kitchen");
+    assert_eq!(d.command_id.as_deref(), Some("light.set"), "{d:?}");
+    assert_eq!(d.params["state"], "on", "{d:?}");
+    // Its example that says "on" too stays near.
+    let d = typed(&r, "the garage light is still on");
+    assert_eq!(d.params["state"], "off", "{d:?}");
+    // A meaning about no kind of device has no states: "read out" is no
+    // "off" against "what's on the list".
+    let d = typed(&r, "read out the shopping list");
+    assert_eq!(d.command_id.as_deref(), Some("shopping.list"), "{d:?}");
+}
+
+#[test]
+fn a_question_of_state_names_the_one_device_its_sentence_names() {
+    let r = configured();
+    let d = typed(&r, "is the garage door open");
+    assert_eq!(
+        d.params,
+        json!({"kind": "cover", "device": "garage door", "state": "open"})
+    );
+    let d = typed(&r, "what's the thermostat set to");
+    assert_eq!(d.params, json!({"kind": "climate", "device": "thermostat"}));
+    // No device said: none named.
+    let d = typed(&r, "are any lights on");
+    assert_eq!(d.command_id.as_deref(), Some("home.state"), "{d:?}");
+    assert!(d.params.get("device").is_none(), "{d:?}");
+}
+
+#[test]
+fn a_timer_request_among_other_words_keeps_its_verb_and_name() {
+    let r = configured();
+    // Not "a timer for a sec" called "pause the cake".
+    let d = typed(&r, "pause the cake timer for a sec");
+    assert_eq!(d.command_id.as_deref(), Some("timer.pause"), "{d:?}");
+    assert_eq!(d.params, json!({"name": "cake"}));
+    let d = typed(&r, "pasta timer, eight minutes");
+    assert_eq!(d.command_id.as_deref(), Some("timer.set"), "{d:?}");
+    assert_eq!(d.params["duration"], 480);
+}
+
+#[test]
+fn a_typed_slip_changes_no_more_words_than_the_request_needs() {
+    let r = configured();
+    let d = typed(&r, "add eggs to the shoppign list");
+    assert_eq!(d.command_id.as_deref(), Some("shopping.add"), "{d:?}");
+    assert_eq!(d.params, json!({"item": "eggs"}));
+}

@@ -123,7 +123,12 @@ pub const ORDER: &[Step] = &[
     Step {
         name: "joined",
         decides_as: Option::None,
-        what: "a lead joined to the request (\"and\", \"also\") taken off and read again",
+        what: "a prefix typed apart from its word (\"un lock\") joined to it and read again",
+    },
+    Step {
+        name: "opening",
+        decides_as: Option::None,
+        what: "words that open a request (\"ok\", \"so\", \"would you mind\" before the verb in -ing) taken off and the rest read alone",
     },
     Step {
         name: "in heard as",

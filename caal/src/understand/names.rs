@@ -37,6 +37,11 @@ impl TimerNames {
         }
     }
 
+    /// Whether `word` (normalised) is a word for a timer ("timer").
+    pub fn is_timer_word(&self, word: &str) -> bool {
+        self.nouns.iter().any(|n| n == word)
+    }
+
     /// The timer's name `text` (normalised) gives, if it gives one:
     /// after a lead ("called bread"); after a timer word and the word "for"
     /// ("a timer for the eggs", "timer for pasta 12 minutes"); or between a
@@ -165,14 +170,15 @@ impl TimerNames {
         })
     }
 
-    /// Whether words a wildcard took for a name are none: they end with a
-    /// word a name follows ("hold the timer for a sec" names no timer "hold
-    /// the"), or are all words never part of one ("set me a timer": no
-    /// timer "me").
+    /// Whether words a wildcard took for a name are none: they hold a word
+    /// a name follows after their first ("hold the timer for a sec" names
+    /// no timer "hold the", "pause the cake timer for a sec" none "pause the
+    /// cake": what comes before such a word is no part of a name), or are
+    /// all words never part of one ("set me a timer": no timer "me").
     pub fn cut_short(&self, said: &str) -> bool {
         let words: Vec<String> = said.split_whitespace().map(str::to_lowercase).collect();
         let is = |list: &[String], w: &String| list.iter().any(|x| x == w);
-        words.last().is_some_and(|w| is(&self.follows, w))
+        words.iter().skip(1).any(|w| is(&self.follows, w))
             || (!words.is_empty() && words.iter().all(|w| is(&self.not_names, w)))
     }
 }
@@ -244,6 +250,8 @@ mod tests {
         assert_eq!(n.start_of("set a timer for 20 minutes"), None);
         assert_eq!(n.start_of("stop the pasta timer"), None);
         assert!(n.cut_short("hold the"));
+        assert!(n.cut_short("pause the cake"));
+        assert!(!n.cut_short("the cake"));
         assert!(n.cut_short("me"));
         assert!(!n.cut_short("pasta"));
     }

@@ -50,6 +50,10 @@ pub struct Words {
     pub in_heard_as: Vec<String>,
     /// The word `in_heard_as` puts back ("in").
     pub in_word: String,
+    /// Longest first.
+    pub opening_words: Vec<String>,
+    pub gerund_leads: Vec<String>,
+    pub gerund_endings: Vec<String>,
     pub carried_letters: Vec<String>,
     pub sound_pairs: Vec<Vec<String>>,
     pub conditions: Vec<String>,
@@ -130,6 +134,9 @@ impl Words {
             prefix_heard_as: normalized(&words.prefix_heard_as),
             in_heard_as: normalized(&words.in_heard_as),
             in_word: normalize(&words.in_word),
+            opening_words: longest_first(normalized(&words.opening_words), String::as_str),
+            gerund_leads: longest_first(normalized(&words.gerund_leads), String::as_str),
+            gerund_endings: normalized(&words.gerund_endings),
             carried_letters: normalized(&words.carried_letters),
             sound_pairs: words.sound_pairs.iter().map(|p| normalized(p)).collect(),
             conditions: normalized(&words.conditions),

@@ -4,52 +4,6 @@
 
 use super::*;
 
-pub(in crate::router) fn vocabulary_of(router: &Router) -> Vocabulary {
-    let words = vocabulary_words(router);
-    words
-        .into_iter()
-        .map(|w| {
-            let sound = sound_spelling(&w);
-            (w, sound)
-        })
-        .collect()
-}
-
-fn vocabulary_words(router: &Router) -> std::collections::HashSet<String> {
-    let mut out = router.library.vocabulary();
-    let mut add = |text: &str| {
-        for w in normalize(text).split(' ') {
-            let w = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'');
-            if !w.is_empty() && !w.contains('{') {
-                out.insert(w.to_owned());
-            }
-        }
-    };
-    for a in &router.home.areas {
-        add(&a.name);
-        a.aliases.iter().for_each(|x| add(x));
-    }
-    for d in &router.home.devices {
-        add(&d.name);
-        d.aliases.iter().for_each(|x| add(x));
-    }
-    for list in [
-        &router.words.example_sentences,
-        &router.words.split_words,
-        &router.words.negations,
-        &router.words.negation_idioms,
-        &router.words.narrative_words,
-        &router.words.request_verbs,
-        &router.words.refer_to_thing,
-        &router.words.refer_to_place,
-        &router.words.item_leads,
-        &router.words.remember_leads,
-    ] {
-        list.iter().for_each(|x| add(x));
-    }
-    out
-}
-
 /// One reading of what was heard: the words changed, as (first word, how
 /// many, read as).
 type Reading = Vec<(usize, usize, String)>;
@@ -127,7 +81,7 @@ impl Router {
         context: &Context,
     ) -> Option<RouteDecision> {
         let asks = self.asks_whether(text);
-        self.read_as_heard(text, true, |read| {
+        self.read_as_heard(text, true, !context.spoken, |read| {
             self.understood(read, context)
                 .or_else(|| self.by_clause(read, context))
                 .filter(|d| !asks || !self.changes_something(d))
@@ -143,7 +97,7 @@ impl Router {
         text: &str,
         context: &Context,
     ) -> Option<RouteDecision> {
-        self.read_as_heard(text, true, self.meant_by(text, context))
+        self.read_as_heard(text, true, !context.spoken, self.meant_by(text, context))
     }
 
     /// How a reading is understood by meaning alone: a decision, never the
@@ -184,16 +138,18 @@ impl Router {
         if !slips {
             return None;
         }
-        self.read_as_heard(text, false, self.meant_by(text, context))
+        self.read_as_heard(text, false, true, self.meant_by(text, context))
     }
 
     /// The first reading of `text` as speech to text may have misheard it
     /// (or, not `by_sound`, as it may have been mistyped: spelling only)
-    /// that `understand` takes as a request sure enough to run.
+    /// that `understand` takes as a request sure enough to run; with
+    /// `fewest`, with no more words changed than it needs.
     fn read_as_heard(
         &self,
         text: &str,
         by_sound: bool,
+        fewest: bool,
         understand: impl Fn(&str) -> Option<RouteDecision>,
     ) -> Option<RouteDecision> {
         let vocabulary = self.vocabulary.get_or_init(|| vocabulary_of(self));
@@ -231,32 +187,32 @@ impl Router {
             });
         }
         let bare = &heard.bare;
-        readings.into_iter().take(MAX_READINGS).find_map(|edits| {
-            let mut out: Vec<&str> = Vec::with_capacity(words.len());
-            let mut changed = Vec::new();
-            let mut i = 0;
-            while i < words.len() {
-                if let Some((_, n, read)) = edits.iter().find(|(at, _, _)| *at == i) {
-                    changed.push(WordRead {
-                        heard: bare[i..i + n].join(" "),
-                        read: read.to_string(),
-                    });
-                    if !read.is_empty() {
-                        out.push(read);
+        let apply = |edits: &Reading| applied(&words, bare, edits);
+        readings
+            .into_iter()
+            .take(MAX_READINGS)
+            .find_map(|mut edits| {
+                let (mut read, mut changed) = apply(&edits);
+                let mut d = understand(&read).filter(sure_request)?;
+                // Typed, only the words the request needs are read otherwise: a
+                // change it is the same command without is undone ("add eggs to
+                // the shoppign list" adds eggs, not egg).
+                let mut i = 0;
+                while fewest && edits.len() > 1 && i < edits.len() {
+                    let mut fewer = edits.clone();
+                    fewer.remove(i);
+                    let (r, c) = apply(&fewer);
+                    let same = |n: &RouteDecision| n.command_id == d.command_id;
+                    match understand(&r).filter(sure_request).filter(same) {
+                        Some(n) => (edits, read, changed, d) = (fewer, r, c, n),
+                        None => i += 1,
                     }
-                    i += n;
-                } else {
-                    out.push(words[i]);
-                    i += 1;
                 }
-            }
-            let read = out.join(" ");
-            let d = understand(&read).filter(sure_request)?;
-            Some(decided_by(d, Layer::HeardAs, |u| {
-                u.read_as = Some(read);
-                u.words = changed;
-            }))
-        })
+                Some(decided_by(d, Layer::HeardAs, |u| {
+                    u.read_as = Some(read);
+                    u.words = changed;
+                }))
+            })
     }
 
     /// A name of the home heard as other words ("mad room": bedroom,
@@ -379,4 +335,29 @@ impl Router {
         }
         readings
     }
+}
+
+/// `words` with a reading's changes made, and the words it changed (`bare`:
+/// the words as compared).
+fn applied(words: &[&str], bare: &[String], edits: &Reading) -> (String, Vec<WordRead>) {
+    let (mut out, mut changed, mut i) = (Vec::with_capacity(words.len()), Vec::new(), 0);
+    while i < words.len() {
+        match edits.iter().find(|(at, _, _)| *at == i) {
+            Some((_, n, read)) => {
+                let heard = bare[i..i + n].join(" ");
+                let read_as = read.to_string();
+                changed.push(WordRead {
+                    heard,
+                    read: read_as,
+                });
+                out.extend((!read.is_empty()).then_some(read.as_str()));
+                i += n;
+            }
+            None => {
+                out.push(words[i]);
+                i += 1;
+            }
+        }
+    }
+    (out.join(" "), changed)
 }

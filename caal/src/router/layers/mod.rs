@@ -9,10 +9,12 @@ mod clause;
 mod earlier;
 mod heard;
 mod meaning;
+mod opening;
 mod sound;
 mod span;
 mod targets;
 mod templates;
+mod vocabulary;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -331,6 +333,6 @@ impl Router {
 
 pub(in crate::router) use checks::{check_examples, check_maps, check_model_choice};
 use clause::{SURE_CLAUSE, as_questions, clauses};
-use heard::vocabulary_of;
 use sound::MAX_READINGS;
 use targets::READ_BY_KIND;
+use vocabulary::vocabulary_of;

@@ -30,6 +30,10 @@ impl Router {
         // ends in it: a run's names outside it are those that end before its
         // first word or start after its last.
         let named = mentions(&self.home, text, None);
+        // A timer's name found in the sentence: a run whose only wildcard
+        // took it is read as sure as one of the template's own words ("pause
+        // the cake timer | for a sec").
+        let timer_name = self.timer_names.find(text);
         let mut bounds = Vec::with_capacity(n);
         let mut at = 0;
         for w in text.split(' ') {
@@ -48,6 +52,20 @@ impl Router {
                 if start > 0 && self.words.determiners.iter().any(|d| d == words[start - 1]) {
                     continue;
                 }
+                // Nor one that opens with a kind's word right after another
+                // word, after a verb of a request: "pause the cake | timer for
+                // a sec" is the cake timer's, and pauses it; "turn the kitchen
+                // | lights on" is the kitchen's (a comma ends what came
+                // before: "pasta timer, eight minutes").
+                if start > 0
+                    && !words[start - 1].ends_with(',')
+                    && self.kind_word(words[start])
+                    && words[..start]
+                        .iter()
+                        .any(|w| self.words.request_verbs.contains(&w.to_string()))
+                {
+                    continue;
+                }
                 let span = words[start..start + len].join(" ");
                 // A room said outside the run is the request's: the run is
                 // read with it said after it (`in_room`: "turn the lights off
@@ -59,7 +77,7 @@ impl Router {
                     .filter(|m| m.span().1 <= from || m.span().0 >= to)
                     .collect();
                 let request = |d: &RouteDecision| {
-                    d.confidence >= 1.0
+                    (d.confidence >= 1.0 || only_the_name_wild(d, timer_name.as_deref()))
                         && matches!(d.intent, Intent::Chain(_))
                         && asks_something(&span, d, &self.words)
                 };
@@ -99,6 +117,13 @@ impl Router {
         None
     }
 
+    /// Whether `word` names a kind of thing a name comes before ("timer",
+    /// "lights": `timer_words`, `light_words`).
+    fn kind_word(&self, word: &str) -> bool {
+        let w = word.trim_matches(|c: char| !c.is_alphanumeric());
+        self.timer_names.is_timer_word(w) || self.words.light_words.iter().any(|l| l == w)
+    }
+
     /// Whether `d` acts in `area`: on it, or on a device of it.
     fn acts_in(&self, d: &RouteDecision, area: &str) -> bool {
         let Some(u) = &d.understood else {
@@ -110,4 +135,17 @@ impl Router {
                 .and_then(|id| self.home.device(id))
                 .is_some_and(|dev| dev.area.as_deref() == Some(area))
     }
+}
+
+/// Whether the only words of `d`'s template a wildcard took are the timer's
+/// name the sentence gives (`name`).
+fn only_the_name_wild(d: &RouteDecision, name: Option<&str>) -> bool {
+    let (Some(name), Some(u)) = (name, &d.understood) else {
+        return false;
+    };
+    let taken = u.slots.get("name").map(|s| s.said.as_str());
+    taken == Some(name)
+        && u.template
+            .as_deref()
+            .is_some_and(|t| t.matches('{').count() == 1)
 }

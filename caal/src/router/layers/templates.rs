@@ -3,6 +3,7 @@
 //! joined to a request, and a request said on a condition.
 
 use super::*;
+use crate::understand::mentions::mentions;
 
 impl Router {
     /// The best template match that maps to a command; one that names a
@@ -26,8 +27,10 @@ impl Router {
                     .get("name")
                     .is_some_and(|s| self.timer_names.cut_short(&s.said))
         });
+        let mut said = None;
         for u in &mut found {
             self.narrow_by_area(u);
+            self.device_said(text, u, &mut said);
         }
         // Among equally sure readings: a request before a question that was
         // not asked as one ("all the lights off" turns them off; "are all the
@@ -72,6 +75,46 @@ impl Router {
             if let [one] = here.as_slice() {
                 slot.value = Value::String(one.clone());
             }
+        }
+    }
+
+    /// A reading with no device or room slot, of a sentence that names one
+    /// device (of the reading's kind, if it has one) in words the template
+    /// held as its own ("is the garage door open": a kind of cover; "what's
+    /// the thermostat set to"), names that device where its mapping takes
+    /// one. `said` keeps the sentence's names, found once.
+    fn device_said(
+        &self,
+        text: &str,
+        u: &mut Understood,
+        said: &mut Option<Vec<crate::understand::mentions::Mention>>,
+    ) {
+        if u.slots.contains_key("name") || u.slots.contains_key("area") {
+            return;
+        }
+        let names = said.get_or_insert_with(|| mentions(&self.home, text, None));
+        let domain = u.slots.get("domain").map(|d| d.text());
+        let mut devices = names.iter().filter(|m| {
+            m.slot == "name"
+                && m.value
+                    .as_str()
+                    .and_then(|id| self.home.device(id))
+                    .is_some_and(|d| domain.as_deref().is_none_or(|k| d.domain == k))
+        });
+        let (Some(m), None) = (devices.next(), devices.next()) else {
+            return;
+        };
+        let mut named = u.clone();
+        let slot = crate::understand::Slot {
+            value: m.value.clone(),
+            said: m.said.clone(),
+            context: m.context.clone(),
+            wildcard_span: None,
+        };
+        named.slots.insert("name".into(), slot);
+        let takes = |map: &IntentMapConfig| map.params.values().any(|t| t.contains("{name"));
+        if self.map_for(&named).is_some_and(takes) {
+            *u = named;
         }
     }
 

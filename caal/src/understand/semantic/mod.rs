@@ -57,6 +57,10 @@ pub struct Semantic {
     /// for every example at every sentence took a third of the meaning
     /// layer's time once the encoder was fast).
     example_sides: Vec<Vec<Sides>>,
+    /// How many of each group's examples say each of those words without
+    /// its opposite (`Semantic::group_opposed`).
+    group_opposites: Vec<BTreeMap<String, usize>>,
+    state_opposites: Vec<[String; 2]>,
     /// The words that say each state of a kind of device (`state_words`):
     /// domain, then the state's value, then its phrases, longest first.
     states: BTreeMap<String, Vec<(String, String)>>,
@@ -156,6 +160,8 @@ impl Semantic {
             vectors: Arc::new(OnceLock::new()),
             opposites: Vec::new(),
             example_sides: Vec::new(),
+            group_opposites: Vec::new(),
+            state_opposites: Vec::new(),
             states: BTreeMap::new(),
             timer_names: TimerNames::default(),
             directions: Vec::new(),
@@ -258,10 +264,14 @@ impl Semantic {
             .embed_one(&generic(home, self.lang, &self.generic, text))?;
         let said = sides(&self.opposites, text);
         let heading = direction_sides(&self.directions, text);
+        let away: Vec<bool> = (0..self.groups.len())
+            .map(|g| self.group_opposed(&said, g))
+            .collect();
         let mut best: BTreeMap<usize, (f32, usize)> = BTreeMap::new();
         for (i, v) in vectors.iter().enumerate() {
             let group = self.examples[i].group;
             if self.opposed(&said, i)
+                || (away[group] && !self.shares_a_side(&said, i))
                 || self.turned_away(&heading, group)
                 || (self.groups[group].question && !asks)
             {
@@ -281,7 +291,8 @@ impl Semantic {
             let Some(slot) = marked_slot(&e.text) else {
                 continue;
             };
-            if self.opposed(&said, i) || self.turned_away(&heading, e.group) {
+            let away = away[e.group] && !self.shares_a_side(&said, i);
+            if self.opposed(&said, i) || away || self.turned_away(&heading, e.group) {
                 continue;
             }
             // Words that name no thing ("do we need anything") are not
