@@ -331,6 +331,11 @@ fn model_list(config: &Config, models: &Path, json: bool) -> Result<()> {
         println!("{}", serde_json::Value::Array(rows));
         return Ok(());
     }
+    let width = rows
+        .iter()
+        .map(|r| r["name"].as_str().map_or(0, str::len))
+        .max()
+        .unwrap_or(0);
     for r in &rows {
         let state = match (r["installed"].as_bool(), r["fetched"].as_bool()) {
             (Some(true), _) => "installed",
@@ -338,7 +343,7 @@ fn model_list(config: &Config, models: &Path, json: bool) -> Result<()> {
             _ => "not fetched; `bash .ci/setup` fetches it",
         };
         println!(
-            "{}{:<8} {} parameters, {}, {}; {} ({})",
+            "{}{:<width$} {} parameters, {}, {}; {} ({})",
             if r["configured"].as_bool() == Some(true) {
                 "* "
             } else {

@@ -210,7 +210,7 @@ fn the_wyoming_package_transcribes_handles_confirms_and_speaks_through_caal() {
         crate::voice::sha256_of(path),
         clip["sha256"].as_str().unwrap()
     );
-    assert_eq!(received["transcript"]["model"], "ggml-tiny.en.bin");
+    assert_eq!(received["transcript"]["model"], "ggml-tiny.en-q8_0.bin");
     // The "yes" was typed text, not heard here: no audio.
     let yes = seen["confirmed"]["context"]["round_id"].as_str().unwrap();
     let said = &crate::voice::events_of(&sb, yes, "input.received")[0];

@@ -108,7 +108,7 @@ fn spoken_commands_are_transcribed_routed_and_their_audio_hash_chained() {
     assert_eq!(received["audio_sha256"], sha.as_str());
     assert_eq!(received["audio_id"], audio["audio_id"]);
     assert_eq!(received["channel"], "voice");
-    assert_eq!(received["transcript"]["model"], "ggml-tiny.en.bin");
+    assert_eq!(received["transcript"]["model"], "ggml-tiny.en-q8_0.bin");
     assert_eq!(received["transcript"]["language"], "en");
     sb.run(&["trace", "verify"]).ok();
 
@@ -661,10 +661,10 @@ fn model_install_converts_once_and_names_what_is_missing() {
         "{}",
         run.stdout
     );
-    let installed = models.join("ggml-tiny.en.bin");
+    let installed = models.join("ggml-tiny.en-q8_0.bin");
     assert_eq!(
         sha256_of(&installed),
-        sha256_of(&home.join("ggml-tiny.en.bin")),
+        sha256_of(&home.join("ggml-tiny.en-q8_0.bin")),
         "the same bytes as the setup's"
     );
     let run = sb.run_env(&["model", "install"], &models_env).ok();

