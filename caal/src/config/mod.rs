@@ -1422,6 +1422,11 @@ pub struct LanguageConfig {
     /// words names it.
     #[serde(default)]
     pub in_word: String,
+    /// Words that ask for one more of what the request before asked
+    /// ("set a timer for 10 minutes and another for 5"): read as that
+    /// request's words up to its kind's word ("set a timer").
+    #[serde(default)]
+    pub another_words: Vec<String>,
     /// Words that open a request and are no part of it ("ok", "so"): taken
     /// off a sentence's start, and the rest read alone.
     #[serde(default)]

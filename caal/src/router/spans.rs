@@ -179,6 +179,49 @@ impl Router {
     }
 }
 
+impl Router {
+    /// A reading with no device or room slot, of a sentence that names one
+    /// device (of the reading's kind, if it has one) in words the template
+    /// held as its own ("is the garage door open": a kind of cover; "what's
+    /// the thermostat set to"), names that device where its mapping takes
+    /// one. `said` keeps the sentence's names, found once.
+    pub(super) fn device_said(
+        &self,
+        text: &str,
+        u: &mut Understood,
+        said: &mut Option<Vec<crate::understand::mentions::Mention>>,
+    ) {
+        if u.slots.contains_key("name") || u.slots.contains_key("area") {
+            return;
+        }
+        let names = said.get_or_insert_with(|| mentions(&self.home, text, None));
+        let domain = u.slots.get("domain").map(|d| d.text());
+        let mut devices = names.iter().filter(|m| {
+            m.slot == "name"
+                && m.value
+                    .as_str()
+                    .and_then(|id| self.home.device(id))
+                    .is_some_and(|d| domain.as_deref().is_none_or(|k| d.domain == k))
+        });
+        let (Some(m), None) = (devices.next(), devices.next()) else {
+            return;
+        };
+        let mut named = u.clone();
+        let slot = crate::understand::Slot {
+            value: m.value.clone(),
+            said: m.said.clone(),
+            context: m.context.clone(),
+            wildcard_span: None,
+        };
+        named.slots.insert("name".into(), slot);
+        let takes =
+            |map: &crate::config::IntentMapConfig| map.params.values().any(|t| t.contains("{name"));
+        if self.map_for(&named).is_some_and(takes) {
+            *u = named;
+        }
+    }
+}
+
 /// Words between single spaces, a comma's spaces and the ends gone.
 fn tidy(part: &str) -> String {
     part.split_whitespace()

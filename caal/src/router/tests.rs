@@ -835,6 +835,20 @@ fn a_timer_request_among_other_words_keeps_its_verb_and_name() {
     let d = typed(&r, "pasta timer, eight minutes");
     assert_eq!(d.command_id.as_deref(), Some("timer.set"), "{d:?}");
     assert_eq!(d.params["duration"], 480);
+    // "Another" is one more of what the request before asked.
+    let d = typed(
+        &r,
+        "set a timer for 10 minutes for the rice and another for 25 minutes for the chicken",
+    );
+    let set: Vec<_> = chain(&d)
+        .commands
+        .iter()
+        .map(|c| c.params.clone())
+        .collect();
+    assert_eq!(set.len(), 2, "{d:?}");
+    assert_eq!(set[0]["name"], ParamValue::Text("rice".into()));
+    assert_eq!(set[1]["name"], ParamValue::Text("chicken".into()));
+    assert_eq!(set[1]["duration"], ParamValue::Seconds(1500));
 }
 
 #[test]

@@ -52,6 +52,8 @@ pub struct Words {
     pub in_word: String,
     /// Longest first.
     pub opening_words: Vec<String>,
+    /// Longest first.
+    pub another_words: Vec<String>,
     pub gerund_leads: Vec<String>,
     pub gerund_endings: Vec<String>,
     pub carried_letters: Vec<String>,
@@ -135,6 +137,7 @@ impl Words {
             in_heard_as: normalized(&words.in_heard_as),
             in_word: normalize(&words.in_word),
             opening_words: longest_first(normalized(&words.opening_words), String::as_str),
+            another_words: longest_first(normalized(&words.another_words), String::as_str),
             gerund_leads: longest_first(normalized(&words.gerund_leads), String::as_str),
             gerund_endings: normalized(&words.gerund_endings),
             carried_letters: normalized(&words.carried_letters),

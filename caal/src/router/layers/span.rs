@@ -60,9 +60,8 @@ impl Router {
                 if start > 0
                     && !words[start - 1].ends_with(',')
                     && self.kind_word(words[start])
-                    && words[..start]
-                        .iter()
-                        .any(|w| self.words.request_verbs.contains(&w.to_string()))
+                    && (words[..start].iter())
+                        .any(|w| self.words.request_verbs.iter().any(|v| v == w))
                 {
                     continue;
                 }
@@ -119,7 +118,7 @@ impl Router {
 
     /// Whether `word` names a kind of thing a name comes before ("timer",
     /// "lights": `timer_words`, `light_words`).
-    fn kind_word(&self, word: &str) -> bool {
+    pub(in crate::router) fn kind_word(&self, word: &str) -> bool {
         let w = word.trim_matches(|c: char| !c.is_alphanumeric());
         self.timer_names.is_timer_word(w) || self.words.light_words.iter().any(|l| l == w)
     }

@@ -3,7 +3,6 @@
 //! joined to a request, and a request said on a condition.
 
 use super::*;
-use crate::understand::mentions::mentions;
 
 impl Router {
     /// The best template match that maps to a command; one that names a
@@ -75,46 +74,6 @@ impl Router {
             if let [one] = here.as_slice() {
                 slot.value = Value::String(one.clone());
             }
-        }
-    }
-
-    /// A reading with no device or room slot, of a sentence that names one
-    /// device (of the reading's kind, if it has one) in words the template
-    /// held as its own ("is the garage door open": a kind of cover; "what's
-    /// the thermostat set to"), names that device where its mapping takes
-    /// one. `said` keeps the sentence's names, found once.
-    fn device_said(
-        &self,
-        text: &str,
-        u: &mut Understood,
-        said: &mut Option<Vec<crate::understand::mentions::Mention>>,
-    ) {
-        if u.slots.contains_key("name") || u.slots.contains_key("area") {
-            return;
-        }
-        let names = said.get_or_insert_with(|| mentions(&self.home, text, None));
-        let domain = u.slots.get("domain").map(|d| d.text());
-        let mut devices = names.iter().filter(|m| {
-            m.slot == "name"
-                && m.value
-                    .as_str()
-                    .and_then(|id| self.home.device(id))
-                    .is_some_and(|d| domain.as_deref().is_none_or(|k| d.domain == k))
-        });
-        let (Some(m), None) = (devices.next(), devices.next()) else {
-            return;
-        };
-        let mut named = u.clone();
-        let slot = crate::understand::Slot {
-            value: m.value.clone(),
-            said: m.said.clone(),
-            context: m.context.clone(),
-            wildcard_span: None,
-        };
-        named.slots.insert("name".into(), slot);
-        let takes = |map: &IntentMapConfig| map.params.values().any(|t| t.contains("{name"));
-        if self.map_for(&named).is_some_and(takes) {
-            *u = named;
         }
     }
 
@@ -238,6 +197,11 @@ impl Router {
                         return Some(vec![first, one]);
                     }
                 }
+                // "Set a timer for 10 minutes and another for 5": "another"
+                // is the first part's words up to its kind's word.
+                if let Some(one) = self.another(&words, right, context) {
+                    return Some(vec![first, one]);
+                }
                 if let Some(mut rest) = self.split(right, context, depth + 1) {
                     rest.insert(0, first);
                     return Some(rest);
@@ -245,6 +209,20 @@ impl Router {
             }
         }
         None
+    }
+
+    /// `right` said as "another" (`another_words`) of what `left` (its
+    /// words) asks: "another" put as `left`'s words up to its first kind's
+    /// word ("set a timer"), the request that then reads.
+    fn another(&self, left: &[&str], right: &str, context: &Context) -> Option<RouteDecision> {
+        let rest = self.words.another_words.iter().find_map(|a| {
+            right
+                .strip_prefix(a.as_str())
+                .filter(|r| r.is_empty() || r.starts_with(' '))
+        })?;
+        let kind = left.iter().position(|w| self.kind_word(w))?;
+        let asked = format!("{}{rest}", left[..=kind].join(" "));
+        self.command_of(&asked, context)
     }
 
     /// Whether the sentence says "not", "never", "no" or a configured

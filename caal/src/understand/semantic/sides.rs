@@ -130,8 +130,9 @@ impl super::Semantic {
     }
 
     /// Whether at least two of a request's examples say the opposite (of
-    /// a pair of `state_opposites`) of a word the sentence says alone: then only its examples that say a word
-    /// of the pairs the sentence says are near it (`shares_a_side`). "Put
+    /// a pair of `state_opposites`) of a word the sentence says alone: then
+    /// only its examples that say a word of the pairs the sentence says are
+    /// near it (`shares_a_side`). "Put
     /// the countertop lights on" is not near "douse the lights in the
     /// lounge", which says neither "on" nor "off", as its fellows say "off";
     /// "the garage light is still on" stays near "the garage light is still
