@@ -448,8 +448,7 @@ fn a_long_input_is_read_by_its_clauses_only_and_else_goes_to_the_fallback() {
 #[test]
 fn a_side_word_heard_surely_is_not_weighed_against_the_audio_again() {
     use crate::trace::events::HeardWord;
-    let config = Config::defaults().unwrap();
-    let (router, _) = Router::configured(&config, &|k| std::env::var(k).ok()).unwrap();
+    let router = configured();
     let weighed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let count = weighed.clone();
     // The audio would leave "on" in doubt, were it weighed.
@@ -502,9 +501,8 @@ fn a_side_word_heard_surely_is_not_weighed_against_the_audio_again() {
 
 #[test]
 fn a_side_of_an_opposite_pair_the_audio_leaves_in_doubt_is_asked_about() {
-    let config = Config::defaults().unwrap();
     // The sound layer (its dictionary installed by the setup) holds the margin.
-    let (router, _) = Router::configured(&config, &|k| std::env::var(k).ok()).unwrap();
+    let router = configured();
     let heard = normalize("pause the timer");
     let scored = |pause: f32, resume: f32| {
         crate::understand::Listen::new(move |texts: &[String]| {
@@ -635,8 +633,7 @@ fn a_list_thing_loses_the_words_before_it_that_are_no_part_of_it() {
 
 #[test]
 fn an_unlock_heard_as_and_lock_is_weighed_against_unlock_before_it_runs() {
-    let config = Config::defaults().unwrap();
-    let (router, _) = Router::configured(&config, &|k| std::env::var(k).ok()).unwrap();
+    let router = configured();
     let heard = normalize("and lock the front door");
     // The audio fits "unlock" about as well as what was heard.
     let listen = crate::understand::Listen::new(|texts: &[String]| {
@@ -666,8 +663,7 @@ fn an_unlock_heard_as_and_lock_is_weighed_against_unlock_before_it_runs() {
 
 #[test]
 fn in_heard_as_and_before_a_room_is_put_back_only_for_speech() {
-    let config = Config::defaults().unwrap();
-    let (r, _) = Router::configured(&config, &|k| std::env::var(k).ok()).unwrap();
+    let r = configured();
     let spoken = crate::understand::Context {
         spoken: true,
         ..Default::default()
@@ -723,8 +719,7 @@ fn in_heard_as_and_before_a_room_is_put_back_only_for_speech() {
 
 #[test]
 fn a_name_heard_surely_is_not_read_by_sound_as_another() {
-    let config = Config::defaults().unwrap();
-    let (router, _) = Router::configured(&config, &|k| std::env::var(k).ok()).unwrap();
+    let router = configured();
     let heard = normalize("add 10 minutes to the chicken timer");
     let name = |context: &crate::understand::Context| {
         let d = router.route_in(&heard, "default", context);

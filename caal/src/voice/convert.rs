@@ -640,8 +640,8 @@ impl GgmlWriter {
     fn norm(&mut self, floats: &Floats<'_>, from: &str, to: &str) -> Result<(), ConvertError> {
         let gamma = floats(&format!("{from}/gamma"))?;
         let beta = floats(&format!("{from}/beta"))?;
-        self.write(&format!("{to}.weight"), &[gamma.len()], &gamma, false)?;
-        self.write(&format!("{to}.bias"), &[beta.len()], &beta, false)
+        self.write(&format!("{to}.weight"), &[gamma.len()], &gamma)?;
+        self.write(&format!("{to}.bias"), &[beta.len()], &beta)
     }
 
     /// A linear layer whose weight is `[rows, cols]`.
@@ -659,7 +659,7 @@ impl GgmlWriter {
             &[weight.len() / cols, cols],
             &weight,
         )?;
-        self.write(&format!("{to}.bias"), &[bias.len()], &bias, false)
+        self.write(&format!("{to}.bias"), &[bias.len()], &bias)
     }
 
     /// A fused projection split into its parts (`state` rows each); the key
@@ -679,20 +679,15 @@ impl GgmlWriter {
             self.matrix(&format!("{to}.{part}.weight"), &[state, state], rows)?;
             if *part != "key" {
                 let b = &bias[i * state..(i + 1) * state];
-                self.write(&format!("{to}.{part}.bias"), &[state], b, false)?;
+                self.write(&format!("{to}.{part}.bias"), &[state], b)?;
             }
         }
         Ok(())
     }
 
-    fn write(
-        &mut self,
-        name: &str,
-        dims: &[usize],
-        data: &[f32],
-        f16: bool,
-    ) -> Result<(), ConvertError> {
-        self.tensor(name, dims, data, f16)
+    /// A vector (a norm's weights, a bias), kept as f32.
+    fn write(&mut self, name: &str, dims: &[usize], data: &[f32]) -> Result<(), ConvertError> {
+        self.tensor(name, dims, data, false)
             .map_err(|source| ConvertError::Write {
                 path: name.to_owned(),
                 source,

@@ -11,21 +11,17 @@ impl Router {
     /// a lead that asks with the verb in -ing (`gerund_leads`) said as the
     /// verb itself; `None` when nothing opens it, or nothing is left.
     pub(in crate::router) fn opened(&self, text: &str) -> Option<String> {
-        let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
-        let mut at = 0;
-        while let Some(n) = phrase_at(&words[at..], &self.words.opening_words) {
-            at += n;
+        let mut rest = text;
+        while let Some(after) = lead_off(rest, &self.words.opening_words) {
+            rest = after;
         }
-        let mut rest: Vec<String> = words[at..].iter().map(|w| (*w).to_owned()).collect();
-        if let Some(n) = phrase_at(&rest, &self.words.gerund_leads)
-            && let Some(verb) = rest.get(n).and_then(|w| self.verb_of_gerund(w))
-        {
-            rest.drain(..n);
-            rest[0] = verb;
-        } else if at == 0 {
-            return None;
+        if let Some(after) = lead_off(rest, &self.words.gerund_leads) {
+            let (word, tail) = after.split_once(' ').unwrap_or((after, ""));
+            if let Some(verb) = self.verb_of_gerund(word) {
+                return Some(format!("{verb} {tail}").trim_end().to_owned());
+            }
         }
-        (!rest.is_empty()).then(|| rest.join(" "))
+        (rest.len() < text.len()).then(|| rest.to_owned())
     }
 
     /// The verb a template knows that `word` is a form of (`gerund_endings`):
@@ -53,16 +49,14 @@ impl Router {
     }
 }
 
-/// How many words a phrase of `phrases` (longest first) takes at the start
-/// of `words`, a comma after it allowed ("ok, turn …").
-fn phrase_at<S: AsRef<str>>(words: &[S], phrases: &[String]) -> Option<usize> {
+/// `text` after the first of `phrases` (longest first) it opens with, a
+/// comma or stop after it allowed ("ok, turn …"); none when nothing follows.
+fn lead_off<'t>(text: &'t str, phrases: &[String]) -> Option<&'t str> {
     phrases.iter().find_map(|phrase| {
-        let n = phrase.split(' ').count();
-        let said: Vec<&str> = words
-            .get(..n)?
-            .iter()
-            .map(|w| w.as_ref().trim_end_matches([',', '.', '!']))
-            .collect();
-        (said.join(" ") == *phrase && words.len() > n).then_some(n)
+        let after = text.strip_prefix(phrase.as_str())?;
+        let after = after
+            .trim_start_matches([',', '.', '!'])
+            .strip_prefix(' ')?;
+        (!after.trim().is_empty()).then_some(after)
     })
 }

@@ -16,7 +16,7 @@ mod slots;
 
 pub use sides::opposed;
 
-use sides::{Sides, direction_sides, sides};
+use sides::{Sides, direction_sides, side_words, sides};
 use slots::{align, is_duration, marked_slot, normalize_marked, unmark};
 
 use super::embed::{EmbedError, Embedder, cosine};
@@ -264,8 +264,9 @@ impl Semantic {
             .embed_one(&generic(home, self.lang, &self.generic, text))?;
         let said = sides(&self.opposites, text);
         let heading = direction_sides(&self.directions, text);
+        let alone = side_words(&self.opposites, &said);
         let away: Vec<bool> = (0..self.groups.len())
-            .map(|g| self.group_opposed(&said, g))
+            .map(|g| self.group_opposed(&alone, g))
             .collect();
         let mut best: BTreeMap<usize, (f32, usize)> = BTreeMap::new();
         for (i, v) in vectors.iter().enumerate() {

@@ -18,7 +18,7 @@ pub(super) fn sides(pairs: &[[String; 2]], text: &str) -> Vec<Sides> {
 /// The words of the pairs `sides` says (of `pairs`) without any word paired
 /// with them: "the light is still on, turn it off" says neither "on" nor
 /// "off" so.
-fn side_words<'a>(pairs: &'a [[String; 2]], sides: &[Sides]) -> Vec<&'a str> {
+pub(super) fn side_words<'a>(pairs: &'a [[String; 2]], sides: &[Sides]) -> Vec<&'a str> {
     let said: Vec<&str> = (pairs.iter().zip(sides))
         .flat_map(|([a, b], (x, y))| [x.then_some(a.as_str()), y.then_some(b.as_str())])
         .flatten()
@@ -130,7 +130,8 @@ impl super::Semantic {
     }
 
     /// Whether at least two of a request's examples say the opposite (of
-    /// a pair of `state_opposites`) of a word the sentence says alone: then
+    /// a pair of `state_opposites`) of a word the sentence says alone
+    /// (`alone`, its `side_words`): then
     /// only its examples that say a word of the pairs the sentence says are
     /// near it (`shares_a_side`). "Put
     /// the countertop lights on" is not near "douse the lights in the
@@ -139,7 +140,7 @@ impl super::Semantic {
     /// on, turn it off". One example is no side: an idiom ("max out the
     /// lights") may say a word so. Talk that is no request (`-`), and a
     /// meaning about no kind of device (`domain`), is never turned away so.
-    pub(super) fn group_opposed(&self, said: &[Sides], group: usize) -> bool {
+    pub(super) fn group_opposed(&self, alone: &[&str], group: usize) -> bool {
         let Some(counts) = self.group_opposites.get(group) else {
             return false;
         };
@@ -149,7 +150,7 @@ impl super::Semantic {
         if group.intent == "-" || !group.slots.contains_key("domain") {
             return false;
         }
-        side_words(&self.opposites, said).into_iter().any(|w| {
+        alone.iter().any(|&w| {
             let partners = self
                 .state_opposites
                 .iter()
