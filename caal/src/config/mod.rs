@@ -473,6 +473,11 @@ pub struct VoiceConfig {
     /// was heard with a word below this is asked about first, however it
     /// was understood: the value is whatever was heard.
     pub min_value_word: f32,
+    /// A thing's value (a list's item, a timer's name) that the language
+    /// pack's `known_things` does not hold is held to this bar instead,
+    /// when it is higher: whisper writes a sure-sounding word for one it
+    /// misheard ("out milk"), and a thing nobody buys is the likelier slip.
+    pub min_unknown_thing_word: f32,
     /// Audio files are deleted by `caal audio sweep` after this many days
     /// unless pinned (`AUDIO_RETENTION_DAYS` overrides).
     pub retention_days: u32,
@@ -1427,6 +1432,16 @@ pub struct LanguageConfig {
     /// request's words up to its kind's word ("set a timer").
     #[serde(default)]
     pub another_words: Vec<String>,
+    /// Words that open a clause said aside of a request, after a comma
+    /// ("…, I've already done it"): what a wildcard took from there is
+    /// left out where the request is the same without it.
+    #[serde(default)]
+    pub aside_openers: Vec<String>,
+    /// Things people commonly buy and time ("oat milk", "kitchen roll",
+    /// "pasta"): a spoken item or timer name outside them is held to
+    /// `voice.min_unknown_thing_word`.
+    #[serde(default)]
+    pub known_things: Vec<String>,
     /// Words that open a request and are no part of it ("ok", "so"): taken
     /// off a sentence's start, and the rest read alone.
     #[serde(default)]

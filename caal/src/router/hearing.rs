@@ -32,6 +32,8 @@ pub struct Hearing<'a> {
 pub struct Bars {
     pub guess: f32,
     pub value: f32,
+    /// A thing's value the language does not know (`known_things`).
+    pub unknown: f32,
 }
 
 impl Bars {
@@ -39,6 +41,7 @@ impl Bars {
         Self {
             guess: voice.min_guess_word,
             value: voice.min_value_word,
+            unknown: voice.min_unknown_thing_word,
         }
     }
 }
@@ -49,6 +52,7 @@ struct Unsure {
     param: String,
     said: String,
     p: f32,
+    bar: f32,
 }
 
 impl Router {
@@ -76,10 +80,12 @@ impl Router {
                 c.params.iter().filter_map(|(param, value)| {
                     let said = c.raw_params.get(param);
                     let p = value_heard(value, said.map(String::as_str), hearing.words)?;
-                    (p < hearing.bars.value).then(|| Unsure {
+                    let bar = self.value_bar(param, value, hearing.bars);
+                    (p < bar).then(|| Unsure {
                         param: param.clone(),
                         said: said.cloned().unwrap_or_else(|| value.to_string()),
                         p,
+                        bar,
                     })
                 })
             })
@@ -97,13 +103,30 @@ impl Router {
                 param: u.param,
                 said: u.said,
                 p: shown(u.p),
-                bar: shown(hearing.bars.value),
+                bar: shown(u.bar),
             }),
         };
         d.understood
             .get_or_insert_with(|| Reading::by(d.layer))
             .heard = Some(heard);
         d
+    }
+}
+
+impl Router {
+    /// The bar a value's words are held to: a thing's (a list's item, a
+    /// timer's name) that the language does not know is held to the higher
+    /// of the two ("out milk", heard at 0.59 for "oat milk").
+    fn value_bar(&self, param: &str, value: &ParamValue, bars: Bars) -> f32 {
+        match value {
+            ParamValue::Text(t)
+                if matches!(param, "item" | "name")
+                    && !self.words.knows_thing(&t.to_lowercase()) =>
+            {
+                bars.value.max(bars.unknown)
+            }
+            _ => bars.value,
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 //! asked; the last always decides.
 
 use super::{Intent, Meant, RouteDecision, Router, spans};
-use crate::understand::{Context, Layer};
+use crate::understand::{Context, Layer, Rewrite};
 
 /// One step: the `ORDER` steps it runs, and how.
 pub(super) struct Step {
@@ -97,7 +97,7 @@ fn joined(r: &Router, text: &str, state: &str, context: &Context) -> Option<Rout
 fn opening(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteDecision> {
     let rest = r.opened(text)?;
     let d = r.route_in(&rest, state, context);
-    (d.layer != Layer::None).then(|| spans::read_as(d, &rest, "words that open a request"))
+    (d.layer != Layer::None).then(|| spans::read_as(d, &rest, Rewrite::Opening))
 }
 
 /// Speech: "in" before a room heard as another word ("turn off the lights
@@ -109,7 +109,7 @@ fn in_heard_as(r: &Router, text: &str, state: &str, context: &Context) -> Option
     }
     let meant = r.in_heard_as(text)?;
     let d = r.route_in(&meant, state, context);
-    (d.layer != Layer::None).then(|| spans::read_as(d, &meant, "\"in\" heard as another word"))
+    (d.layer != Layer::None).then(|| spans::read_as(d, &meant, Rewrite::InHeardAsAnother))
 }
 
 /// "Here", "this room": the speaker's place, when a client gave it. A
@@ -119,14 +119,14 @@ fn here(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteD
         .here_said(text, context)
         .filter(|_| r.by_templates(text, context).is_none())?;
     let d = r.route_in(&here, state, context);
-    Some(spans::read_as(d, &here, "the speaker's place"))
+    Some(spans::read_as(d, &here, Rewrite::SpeakersPlace))
 }
 
 /// A name taken back ("the kitchen, sorry, the dining room") read as corrected.
 fn corrected(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteDecision> {
     let meant = r.corrected(text)?;
     let d = r.route_in(&meant, state, context);
-    (d.layer != Layer::None).then(|| spans::read_as(d, &meant, "a name taken back"))
+    (d.layer != Layer::None).then(|| spans::read_as(d, &meant, Rewrite::NameTakenBack))
 }
 
 /// "It", "them", "there" read as what the conversation asked before; a
@@ -162,6 +162,17 @@ fn rules_and_templates(
         }));
     }
     let d = r.understood(text, context)?;
+    let d = r.said_aside(text, &d, context).unwrap_or(d);
+    // A typed slip among the words a wildcard took ("remind me to feed the
+    // cat in 10 minutrs"): read mended, when that is the same command
+    // with more of the sentence the template's own words.
+    if !context.spoken
+        && d.layer == Layer::Template
+        && d.confidence < 1.0
+        && let Some(m) = r.wildcard_slip_mended(text, &d, context)
+    {
+        return Some(m);
+    }
     // A device or room that is not in the home ("lock the mac door"): a
     // mishearing read right may name one that is.
     if d.route_code == "intent.unknown_target" {

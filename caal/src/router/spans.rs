@@ -9,7 +9,8 @@
 use crate::understand::{Context, mentions::mentions};
 
 use super::{Intent, RouteDecision, Router};
-use crate::understand::Understood;
+use crate::command::ParamValue;
+use crate::understand::{Rewrite, Understood};
 
 impl Router {
     /// `text` with its speaker's-place phrase ("in here", "this room") put
@@ -148,7 +149,7 @@ impl Router {
                 .or_else(|| self.by_rules(&read).map(|(_, d)| d))
                 .or_else(|| self.heard_as(&read, context));
             if let Some(d) = d {
-                return Some(read_as(d, &read, "a typing slip"));
+                return Some(read_as(d, &read, Rewrite::TypingSlip));
             }
         }
         None
@@ -269,17 +270,81 @@ impl Router {
                     && c.commands[0].params.get("name").is_some_and(|v| v.to_string() == name))
         });
         match named {
-            Some(n) => read_as(n, &read, "a timer said by its name alone"),
+            Some(n) => read_as(n, &read, Rewrite::TimerByName),
             None => d,
         }
     }
 }
 
-pub(super) fn read_as(mut d: RouteDecision, read_as: &str, why: &str) -> RouteDecision {
+impl Router {
+    /// A request whose free words (a wildcard's) took words said aside:
+    /// a clause after a comma (or another clause mark) that opens with an `aside_openers` word (a
+    /// contraction's first part counts: "delete the reminder to pay the gas
+    /// bill, I've already done it"), or what follows a length of time ("remind
+    /// me to order flowers in 45 minutes once I'm off this call"). The
+    /// sentence up to there, when it is the same command (after a length of
+    /// time, with more said: the time).
+    pub(super) fn said_aside(
+        &self,
+        text: &str,
+        d: &RouteDecision,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        let Intent::Chain(chain) = &d.intent else {
+            return None;
+        };
+        let params = |d: &RouteDecision| match &d.intent {
+            Intent::Chain(c) => c.commands.iter().map(|c| c.params.len()).sum(),
+            _ => 0,
+        };
+        let free: Vec<&str> = (chain.commands.iter().flat_map(|c| c.params.values()))
+            .filter_map(|v| match v {
+                ParamValue::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        if free.is_empty() {
+            return None;
+        }
+        // A comma, or a stop whisper wrote for one.
+        let marks = text.match_indices(' ').map(|(i, _)| i).filter(|&i| {
+            i > 0 && crate::understand::CLAUSE_MARKS.contains(&char::from(text.as_bytes()[i - 1]))
+        });
+        let after_mark = (marks.map(|i| (i - 1, i + 1)))
+            .filter(|&(_, from)| {
+                let next = text[from..].split([' ', '\'']).next().unwrap_or_default();
+                self.words.aside_openers.iter().any(|o| o == next)
+            })
+            .map(|cut| (cut, 0));
+        let after_time = (text.match_indices(' ').map(|(i, _)| i))
+            .filter(|&i| {
+                let word = text[..i].rsplit(' ').next().unwrap_or_default();
+                crate::understand::numbers::says_a_length_of_time(word)
+            })
+            .map(|i| ((i, i + 1), 1));
+        after_mark
+            .chain(after_time)
+            .find_map(|((cut, from), more)| {
+                let aside = text[from..].trim();
+                if aside.is_empty() || !free.iter().any(|t| t.contains(aside)) {
+                    return None;
+                }
+                let before = &text[..cut];
+                let n = self.understood(before, context).filter(|n| {
+                    matches!(n.intent, Intent::Chain(_))
+                        && n.command_id == d.command_id
+                        && params(n) >= params(d) + more
+                })?;
+                Some(read_as(n, before, Rewrite::SaidAside))
+            })
+    }
+}
+
+pub(super) fn read_as(mut d: RouteDecision, read_as: &str, why: Rewrite) -> RouteDecision {
     let u = d
         .understood
         .get_or_insert_with(|| crate::understand::Reading::by(d.layer));
     u.read_as = Some(read_as.to_owned());
-    u.read_because = Some(why.to_owned());
+    u.read_because = Some(why);
     d
 }

@@ -31,7 +31,7 @@ pub use embed::Embedder;
 pub use home::Home;
 pub use layer::Layer;
 pub use library::{Library, LibraryError};
-pub use reading::Reading;
+pub use reading::{Reading, Rewrite};
 pub use semantic::Semantic;
 
 /// Lower case, single spaces, no surrounding punctuation: what rules match.

@@ -91,7 +91,7 @@ pub struct Reading {
     /// Why the sentence was read as `read_as` when no layer of speech did
     /// (a room's name said inside a device's, a span's own words).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_because: Option<String>,
+    pub read_because: Option<Rewrite>,
     /// Each word changed to reach `read_as`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub words: Vec<WordRead>,
@@ -117,6 +117,30 @@ pub struct Reading {
     /// The opposite reading that fits the audio about as well.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub doubt: Option<Doubt>,
+}
+
+/// Why a sentence was read as other words (`Reading::read_as`) by a step
+/// of `layer::ORDER` that rewrites and reads again, or a layer's own
+/// second reading. Stored by these names (snake case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rewrite {
+    /// Words that open a request ("ok", "would you mind" before a verb in
+    /// -ing) taken off.
+    Opening,
+    /// Speech: "in" before a room heard as another word, put back.
+    InHeardAsAnother,
+    /// "Here", "this room": the room the client said it is in.
+    SpeakersPlace,
+    /// A name taken back ("the kitchen, sorry, the dining room").
+    NameTakenBack,
+    /// A typing slip (letters swapped, a key beside) read as the known word.
+    TypingSlip,
+    /// A timer said by its name alone ("pause the cake").
+    TimerByName,
+    /// A clause said aside after a comma ("…, I've already done it") that
+    /// a wildcard took, left out.
+    SaidAside,
 }
 
 impl Reading {

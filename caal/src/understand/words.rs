@@ -54,6 +54,8 @@ pub struct Words {
     pub opening_words: Vec<String>,
     /// Longest first.
     pub another_words: Vec<String>,
+    pub aside_openers: Vec<String>,
+    pub known_things: std::collections::HashSet<String>,
     pub gerund_leads: Vec<String>,
     pub gerund_endings: Vec<String>,
     pub carried_letters: Vec<String>,
@@ -90,6 +92,22 @@ pub struct Words {
 }
 
 impl Words {
+    /// Whether `thing` (lower case) is one the pack's `known_things` holds,
+    /// said as one or as several ("egg", "eggs"); true when the pack lists
+    /// none (nothing to judge by).
+    pub fn knows_thing(&self, thing: &str) -> bool {
+        let t = thing.trim();
+        self.known_things.is_empty()
+            || self.known_things.contains(t)
+            || [format!("{t}s"), format!("{t}es")]
+                .iter()
+                .any(|x| self.known_things.contains(x))
+            || ["es", "s"]
+                .iter()
+                .filter_map(|e| t.strip_suffix(e))
+                .any(|x| self.known_things.contains(x))
+    }
+
     /// The language's words; `offers` are the offers whose commands are
     /// configured (what `cannot_help` names).
     pub fn compile(words: &LanguageConfig, offers: Vec<OfferConfig>) -> Words {
@@ -138,6 +156,8 @@ impl Words {
             in_word: normalize(&words.in_word),
             opening_words: longest_first(normalized(&words.opening_words), String::as_str),
             another_words: longest_first(normalized(&words.another_words), String::as_str),
+            aside_openers: normalized(&words.aside_openers),
+            known_things: normalized(&words.known_things).into_iter().collect(),
             gerund_leads: longest_first(normalized(&words.gerund_leads), String::as_str),
             gerund_endings: normalized(&words.gerund_endings),
             carried_letters: normalized(&words.carried_letters),

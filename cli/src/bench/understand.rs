@@ -37,6 +37,7 @@ pub const FRESH_C_SUITE: &str = include_str!("../../../caal/suites/fresh-c-en.js
 pub const FRESH_D_SUITE: &str = include_str!("../../../caal/suites/fresh-d-en.jsonl");
 pub const FRESH_E_SUITE: &str = include_str!("../../../caal/suites/fresh-e-en.jsonl");
 pub const FRESH_F_SUITE: &str = include_str!("../../../caal/suites/fresh-f-en.jsonl");
+pub const FRESH_G_SUITE: &str = include_str!("../../../caal/suites/fresh-g-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../../caal/suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../../caal/suites/everyday-en.jsonl");
 pub const UNSEEN_SUITE: &str = include_str!("../../../caal/suites/unseen-en.jsonl");
@@ -499,6 +500,10 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
             (
                 "fresh-f-en".into(),
                 parse_suite(FRESH_F_SUITE, "fresh-f-en")?,
+            ),
+            (
+                "fresh-g-en".into(),
+                parse_suite(FRESH_G_SUITE, "fresh-g-en")?,
             ),
             (
                 "untouched-en".into(),

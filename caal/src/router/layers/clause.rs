@@ -143,9 +143,15 @@ impl Router {
                 said = resolved;
                 referent = Some(phrase);
             }
+            // A clause of several requests ("…, switch on the bedroom lamp
+            // and lock the side door") is read as the split reads a sentence.
             let Some(mut d) = self
                 .command_of(&said, context)
                 .filter(|d| d.confidence >= SURE_CLAUSE)
+                .or_else(|| {
+                    self.several(&said, context)
+                        .filter(|d| matches!(d.intent, Intent::Chain(_)))
+                })
             else {
                 number_aside |= self.says_a_number(clause);
                 continue;
@@ -197,10 +203,15 @@ impl Router {
             last = Some((d, clause.to_string(), said, referent));
         }
         let (commands, parts, last_answered) = self.without_questions_acted_on(commands, parts);
-        // "Make the bedroom a bit dimmer, like forty percent": the level is
-        // the one said aside, which the meaning layer reads from the whole.
+        // "Make it a bit warmer, like one degree": the level is the one said
+        // aside, read with the request it qualifies (the clauses as one
+        // sentence, when a template reads it so); else by the meaning layer
+        // from the whole.
         if level_fixed && number_aside {
-            return None;
+            return self
+                .command_of(&clauses.join(" "), context)
+                .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)
+                .map(|d| decided_by(d, Layer::Clause, |u| u.clause = Some(clauses.join(", "))));
         }
         let (d, clause, said, referent) = last?;
         if parts.len() == 1 && !last_answered {

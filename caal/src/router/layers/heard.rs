@@ -115,6 +115,22 @@ impl Router {
         }
     }
 
+    /// A typed slip among the words a wildcard took ("remind me to feed
+    /// the cat in 10 minutrs"), read mended: the same command as `d`, with
+    /// more of the sentence the template's own words. Spelling only, of
+    /// words no dictionary has.
+    pub(in crate::router) fn wildcard_slip_mended(
+        &self,
+        text: &str,
+        d: &RouteDecision,
+        context: &Context,
+    ) -> Option<RouteDecision> {
+        self.read_as_heard(text, false, true, |read| {
+            self.understood(read, context)
+                .filter(|m| m.command_id == d.command_id && m.confidence > d.confidence)
+        })
+    }
+
     /// A typed word no sentence knows read as the word nearest in spelling,
     /// understood by meaning where no template reads it ("opne the garage"
     /// is "open the garage", which only the meaning layer knows). Typed

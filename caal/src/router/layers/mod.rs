@@ -310,6 +310,7 @@ impl Router {
             return is_request(d).then(|| d.clone());
         }
         self.by_templates(&text, context)
+            .map(|d| self.said_aside(&text, &d, context).unwrap_or(d))
             .or_else(|| ruled.map(|(_, d)| d).filter(is_request))
     }
 

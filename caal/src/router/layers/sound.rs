@@ -31,7 +31,9 @@ impl Router {
     /// sounds nearest ("Set the bedroom lamp, write us to 50%": brightness;
     /// "Activate the lights in our phone": home), when that sentence is
     /// within `understand.sounds.threshold` and the templates understand it
-    /// as a request. Further than `sure`, it asks first; a wildcard may take
+    /// as a request. Further than `sure`, it asks first (a question further
+    /// than `sure` that names a room or device not heard is not read by
+    /// sound at all); a wildcard may take
     /// heard words only within `sure` (`by_name`: none at all, and within
     /// `sure`). Never a heard word read as its opposite ("turn on" as "turn
     /// out"); only for speech, never for a sentence that says "not" or
@@ -89,10 +91,17 @@ impl Router {
             }
         };
         let distance = f64::from(near.distance);
+        // A question read further than `sure` that names a room or device
+        // not heard is no question asked: an answer can't be asked about
+        // first, and would answer what no one asked ("what's the capital of
+        // France": the kitchen cabinets).
+        if distance > sure && !self.changes_something(&d) && names_unheard(&d, text) {
+            return None;
+        }
         // Near, but a side ("on", "out", "lock") no heard sound went to
         // is a guess: asked about, never run on it; so is one further
-        // than `sure`, however well it fits the audio. A question is
-        // answered: the answer says what was understood, and changes nothing.
+        // than `sure`, however well it fits the audio. A question within
+        // `sure` is answered: the answer says what was understood.
         let guessed = near
             .unheard
             .iter()
@@ -178,4 +187,17 @@ impl Router {
                 .filter(|(intent, _, _)| mapped.contains(intent)),
         )
     }
+}
+
+/// Whether `d` names a room, device or door whose words were not all heard.
+fn names_unheard(d: &RouteDecision, heard: &str) -> bool {
+    let Intent::Chain(chain) = &d.intent else {
+        return false;
+    };
+    let heard: Vec<&str> = heard
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .collect();
+    (chain.commands.iter().flat_map(|c| c.params.iter()))
+        .filter(|(k, _)| matches!(k.as_str(), "device" | "room" | "door"))
+        .any(|(_, v)| v.to_string().split(' ').any(|w| !heard.contains(&w)))
 }

@@ -10,14 +10,26 @@ use crate::understand::mentions::mentions;
 const SPAN_WORDS: usize = 24;
 
 impl Router {
+    /// A request said among other words ("unlock the side door for the
+    /// plumber", "switch off the dining room, we're done eating"): the
+    /// longest run of the sentence's words that a template matches whole,
+    /// with no wildcard taking any of it, and at least half the sentence (a
+    /// few words inside a story are no request: "leave the porch light as
+    /// it is"). Never in a sentence that says "not": the run could leave it
+    /// out; in a question of whether it is or was so, only a run that
+    /// changes nothing ("did I lock the back door" asks about locking it).
     pub(in crate::router) fn by_span(
         &self,
         text: &str,
         context: &Context,
     ) -> Option<RouteDecision> {
-        if self.says_not(text) || self.asks_whether(text) {
+        if self.says_not(text) {
             return None;
         }
+        // A question of whether finds only a run that changes nothing ("what's
+        // on the grocery list | at the moment"): "did I lock the back door"
+        // asks about locking it.
+        let asks = self.asks_whether(text);
         let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
         let n = words.len();
         // Half the sentence is the request: a request is a few words, so a
@@ -79,6 +91,7 @@ impl Router {
                     (d.confidence >= 1.0 || only_the_name_wild(d, timer_name.as_deref()))
                         && matches!(d.intent, Intent::Chain(_))
                         && asks_something(&span, d, &self.words)
+                        && (!asks || !self.changes_something(d))
                 };
                 // A run no template reads alone is not read joined to a room
                 // either (talk's runs are read once).

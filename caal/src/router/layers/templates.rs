@@ -183,6 +183,13 @@ impl Router {
                 let (left, right) = (&text[..at], &text[at + sep.len()..]);
                 from = at + 1;
                 let Some(first) = self.command_of(left, context) else {
+                    // "Shut the garage and lock the front door": a part no
+                    // template reads beside one a template reads whole.
+                    if let Some(one) = self.command_of(right, context)
+                        && let Some(first) = self.part_meant(left, context)
+                    {
+                        return Some(vec![first, one]);
+                    }
                     continue;
                 };
                 if let Some(one) = self.command_of(right, context) {
@@ -193,7 +200,11 @@ impl Router {
                 let words: Vec<&str> = left.split(' ').collect();
                 for k in 1..=3.min(words.len().saturating_sub(1)) {
                     let borrowed = format!("{} {right}", words[..k].join(" "));
-                    if let Some(one) = self.command_of(&borrowed, context) {
+                    // Not where a wildcard takes all that part ("remind me to
+                    // buy eggs, milk and bread": no reminder "bread").
+                    if let Some(one) = self.command_of(&borrowed, context)
+                        && !takes_whole(&one, right)
+                    {
                         return Some(vec![first, one]);
                     }
                 }
@@ -206,9 +217,23 @@ impl Router {
                     rest.insert(0, first);
                     return Some(rest);
                 }
+                if let Some(one) = self.part_meant(right, context) {
+                    return Some(vec![first, one]);
+                }
             }
         }
         None
+    }
+
+    /// A part of a split that opens with a request's verb ("shut the
+    /// garage"), read by the meaning layer: only a request it decides.
+    fn part_meant(&self, part: &str, context: &Context) -> Option<RouteDecision> {
+        let verb = part.split(' ').next()?;
+        if !self.words.request_verbs.iter().any(|v| v == verb) {
+            return None;
+        }
+        let d = self.by_meaning(part, context).decided?;
+        matches!(d.intent, Intent::Chain(_)).then_some(d)
     }
 
     /// `right` said as "another" (`another_words`) of what `left` (its
@@ -279,14 +304,6 @@ impl Router {
             .any(|q| padded.starts_with(&format!("{q} ")))
     }
 
-    /// A request said among other words ("unlock the side door for the
-    /// plumber", "switch off the dining room, we're done eating"): the
-    /// longest run of the sentence's words that a template matches whole,
-    /// with no wildcard taking any of it, and at least half the sentence (a
-    /// few words inside a story are no request: "leave the porch light as
-    /// it is"). Never in a sentence that says "not": the run could leave it
-    /// out; nor in a question of whether it is or was so ("did I lock the
-    /// back door" asks about locking it).
     /// `text` with a prefix typed apart from its word joined to it ("un
     /// lock the front door": "unlock …"), when the prefix is no word the
     /// sentences know and the two together are; `None` when nothing joins.
@@ -332,7 +349,9 @@ impl Router {
         text: &str,
         d: RouteDecision,
     ) -> RouteDecision {
-        if !matches!(d.intent, Intent::Chain(_)) || !self.says_condition(text) {
+        // A request that changes nothing is answered now ("give me an
+        // update on the house before I head to bed").
+        if !self.changes_something(&d) || !self.says_condition(text) {
             return d;
         }
         let mut understood = d.understood.clone().unwrap_or_else(|| Reading::by(d.layer));
@@ -365,4 +384,13 @@ impl Router {
             false
         })
     }
+}
+
+/// Whether a free value of `d` (a wildcard's) is all of `part`.
+fn takes_whole(d: &RouteDecision, part: &str) -> bool {
+    let Intent::Chain(chain) = &d.intent else {
+        return false;
+    };
+    (chain.commands.iter().flat_map(|c| c.params.values()))
+        .any(|v| matches!(v, crate::command::ParamValue::Text(t) if t.trim() == part.trim()))
 }

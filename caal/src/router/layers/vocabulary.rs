@@ -1,5 +1,5 @@
 //! The words the sentences know: the library's templates, the home's
-//! names, the language's words and examples. A word outside it is one the
+//! names, the language's words and examples, the words numbers are said in. A word outside it is one the
 //! heard-as layer may read as a known word near it; a form of a verb is read
 //! as the verb it holds (`opening`).
 
@@ -48,5 +48,7 @@ fn vocabulary_words(router: &Router) -> std::collections::HashSet<String> {
     ] {
         list.iter().for_each(|x| add(x));
     }
+    // The words numbers and lengths of time are said in ("fiften minutes").
+    out.extend(crate::understand::numbers::known_words(router.library.lang).map(str::to_owned));
     out
 }

@@ -91,6 +91,40 @@ fn duration_amount(lang: Lang, text: &str, pos: usize) -> Option<(f64, usize)> {
 
 /// A unit word at the start of `rest` ("five more minutes", "two extra
 /// hours": the word between is skipped), its length in seconds and where it ends.
+/// The words a length of time is said in, with their seconds (English and German).
+pub(super) const UNITS: [(&str, f64); 30] = [
+    ("s", 1.0),
+    ("sec", 1.0),
+    ("secs", 1.0),
+    ("second", 1.0),
+    ("seconds", 1.0),
+    ("sekunde", 1.0),
+    ("sekunden", 1.0),
+    ("m", 60.0),
+    ("min", 60.0),
+    ("mins", 60.0),
+    ("minute", 60.0),
+    ("minutes", 60.0),
+    ("minuten", 60.0),
+    ("h", 3_600.0),
+    ("hr", 3_600.0),
+    ("hrs", 3_600.0),
+    ("hour", 3_600.0),
+    ("hours", 3_600.0),
+    ("stunde", 3_600.0),
+    ("stunden", 3_600.0),
+    ("d", 86_400.0),
+    ("day", 86_400.0),
+    ("days", 86_400.0),
+    ("tag", 86_400.0),
+    ("tage", 86_400.0),
+    ("tagen", 86_400.0),
+    ("week", 604_800.0),
+    ("weeks", 604_800.0),
+    ("woche", 604_800.0),
+    ("wochen", 604_800.0),
+];
+
 fn duration_unit(rest: &str) -> Option<(f64, usize)> {
     if let Some(after) = ["more ", "extra "]
         .iter()
@@ -101,15 +135,8 @@ fn duration_unit(rest: &str) -> Option<(f64, usize)> {
     }
     let word_end = rest.find(' ').unwrap_or(rest.len());
     let word = &rest[..word_end];
-    let seconds = match word {
-        "s" | "sec" | "secs" | "second" | "seconds" | "sekunde" | "sekunden" => 1.0,
-        "m" | "min" | "mins" | "minute" | "minutes" | "minuten" => 60.0,
-        "h" | "hr" | "hrs" | "hour" | "hours" | "stunde" | "stunden" => 3_600.0,
-        "d" | "day" | "days" | "tag" | "tage" | "tagen" => 86_400.0,
-        "week" | "weeks" | "woche" | "wochen" => 604_800.0,
-        _ => return None,
-    };
-    Some((seconds, word_end))
+    let (_, seconds) = UNITS.iter().find(|(w, _)| *w == word)?;
+    Some((*seconds, word_end))
 }
 
 /// "1h30", "1h30m", "90s", "10min", "2d", "1:30:00" (h:m:s) or "5:00" (m:s).

@@ -3,44 +3,49 @@
 
 use super::words_from;
 
-pub(super) fn english_unit(word: &str) -> Option<f64> {
-    Some(match word {
-        "zero" => 0.0,
-        "one" => 1.0,
-        "two" => 2.0,
-        "three" => 3.0,
-        "four" => 4.0,
-        "five" => 5.0,
-        "six" => 6.0,
-        "seven" => 7.0,
-        "eight" => 8.0,
-        "nine" => 9.0,
-        "ten" => 10.0,
-        "eleven" => 11.0,
-        "twelve" => 12.0,
-        "thirteen" => 13.0,
-        "fourteen" => 14.0,
-        "fifteen" => 15.0,
-        "sixteen" => 16.0,
-        "seventeen" => 17.0,
-        "eighteen" => 18.0,
-        "nineteen" => 19.0,
-        _ => return None,
-    })
+/// The English number words below twenty, and the tens.
+pub(super) const UNITS: [(&str, f64); 20] = [
+    ("zero", 0.0),
+    ("one", 1.0),
+    ("two", 2.0),
+    ("three", 3.0),
+    ("four", 4.0),
+    ("five", 5.0),
+    ("six", 6.0),
+    ("seven", 7.0),
+    ("eight", 8.0),
+    ("nine", 9.0),
+    ("ten", 10.0),
+    ("eleven", 11.0),
+    ("twelve", 12.0),
+    ("thirteen", 13.0),
+    ("fourteen", 14.0),
+    ("fifteen", 15.0),
+    ("sixteen", 16.0),
+    ("seventeen", 17.0),
+    ("eighteen", 18.0),
+    ("nineteen", 19.0),
+];
+pub(super) const TENS: [(&str, f64); 9] = [
+    ("twenty", 20.0),
+    ("thirty", 30.0),
+    ("forty", 40.0),
+    ("fourty", 40.0),
+    ("fifty", 50.0),
+    ("sixty", 60.0),
+    ("seventy", 70.0),
+    ("eighty", 80.0),
+    ("ninety", 90.0),
+];
+/// The other words a number is said with.
+pub(super) const SCALES: [&str; 6] = ["hundred", "thousand", "dozen", "half", "couple", "point"];
+
+fn english_unit(word: &str) -> Option<f64> {
+    UNITS.iter().find(|(w, _)| *w == word).map(|(_, v)| *v)
 }
 
-pub(super) fn english_tens(word: &str) -> Option<f64> {
-    Some(match word {
-        "twenty" => 20.0,
-        "thirty" => 30.0,
-        "forty" | "fourty" => 40.0,
-        "fifty" => 50.0,
-        "sixty" => 60.0,
-        "seventy" => 70.0,
-        "eighty" => 80.0,
-        "ninety" => 90.0,
-        _ => return None,
-    })
+fn english_tens(word: &str) -> Option<f64> {
+    TENS.iter().find(|(w, _)| *w == word).map(|(_, v)| *v)
 }
 
 /// Where an English number word stands in the number being read.

@@ -16,6 +16,28 @@ pub use durations::parse_duration;
 
 use super::Lang;
 
+/// The words the number and duration grammars read in `lang` (the
+/// duration units are of both languages; German number words, compounds,
+/// are not listed): a slip may be of one ("fiften minutes").
+pub fn known_words(lang: Lang) -> impl Iterator<Item = &'static str> {
+    let english = matches!(lang, Lang::En);
+    let numbers = (en::UNITS.iter().chain(&en::TENS))
+        .map(|(w, _)| *w)
+        .chain(en::SCALES)
+        .filter(move |_| english);
+    numbers.chain(
+        durations::UNITS
+            .iter()
+            .map(|(w, _)| *w)
+            .filter(|w| w.len() > 2),
+    )
+}
+
+/// Whether `word` is one a length of time is said in ("minutes", "hrs").
+pub fn says_a_length_of_time(word: &str) -> bool {
+    word.len() > 2 && durations::UNITS.iter().any(|(w, _)| *w == word)
+}
+
 /// Every number said in `text` where a word begins, as (value, start,
 /// end), the longest reading at each.
 pub fn numbers_in(lang: Lang, text: &str) -> Vec<(f64, usize, usize)> {
