@@ -443,7 +443,7 @@ impl Router {
             return d;
         }
         let d = self
-            .by_clause(text, context)
+            .by_clause(text, context, true)
             .unwrap_or_else(|| self.unmatched(state));
         self.unless_conditional(text, d)
     }
@@ -481,7 +481,7 @@ impl Router {
     /// A command the clause, meaning or span layers decide, all its
     /// parameters resolved; `None` when they decide nothing runnable.
     fn runnable_below(&self, text: &str, context: &Context) -> Option<RouteDecision> {
-        self.by_clause(text, context)
+        self.by_clause(text, context, true)
             .or_else(|| self.by_meaning(text, context).decided)
             .or_else(|| self.by_span(text, context))
             .filter(|d| matches!(d.intent, Intent::Chain(_)))

@@ -66,6 +66,7 @@ pub(super) const STEPS: &[Step] = &[
     Step {
         covers: &[
             "clauses",
+            "several meant",
             "heard as",
             "sounds",
             "not in the home",
@@ -215,7 +216,8 @@ fn values_heard_surely(d: &RouteDecision, context: &Context) -> bool {
 /// state's unmatched route. A request that waits on a condition is not run.
 fn below_templates(r: &Router, text: &str, state: &str, context: &Context) -> RouteDecision {
     let d = r
-        .by_clause(text, context)
+        .by_clause(text, context, true)
+        .or_else(|| r.several_meant(text, context))
         .or_else(|| r.heard_as(text, context))
         .map(Meant::Decided)
         .unwrap_or_else(|| r.by_sound_or_meaning(text, context));

@@ -196,6 +196,11 @@ pub const ORDER: &[Step] = &[
         what: "the clauses of a longer sentence, each on its own",
     },
     Step {
+        name: "several meant",
+        decides_as: Some(Layer::Split),
+        what: "two requests joined, one of them read by the meaning layer (\"lock the front door and shut the garage\")",
+    },
+    Step {
         name: "heard as",
         decides_as: Some(Layer::HeardAs),
         what: "a word no sentence knows read as one spelled near it",

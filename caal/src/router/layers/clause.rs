@@ -103,10 +103,13 @@ impl Router {
     /// "them" at a device of the home or at what "we need" or "we're out of"
     /// named, "there" at a room ("is the front door locked? lock it" is "lock
     /// the front door"). Never in a sentence that says "not", nor in a story.
+    /// `as_said`: the sentence as it was said or typed (not a reading of a
+    /// mishearing or a slip), whose clauses may be read by `several_meant`.
     pub(in crate::router) fn by_clause(
         &self,
         text: &str,
         context: &Context,
+        as_said: bool,
     ) -> Option<RouteDecision> {
         let clauses = clauses(text);
         if !(2..=MAX_CLAUSES).contains(&clauses.len())
@@ -144,13 +147,19 @@ impl Router {
                 referent = Some(phrase);
             }
             // A clause of several requests ("…, switch on the bedroom lamp
-            // and lock the side door") is read as the split reads a sentence.
+            // and lock the side door") is read as the split reads a sentence
+            // (as said, with a part the meaning layer reads).
             let Some(mut d) = self
                 .command_of(&said, context)
                 .filter(|d| d.confidence >= SURE_CLAUSE)
                 .or_else(|| {
                     self.several(&said, context)
                         .filter(|d| matches!(d.intent, Intent::Chain(_)))
+                })
+                .or_else(|| {
+                    as_said
+                        .then(|| self.several_meant(&said, context))
+                        .flatten()
                 })
             else {
                 number_aside |= self.says_a_number(clause);

@@ -83,7 +83,7 @@ impl Router {
         let asks = self.asks_whether(text);
         self.read_as_heard(text, true, !context.spoken, |read| {
             self.understood(read, context)
-                .or_else(|| self.by_clause(read, context))
+                .or_else(|| self.by_clause(read, context, false))
                 .filter(|d| !asks || !self.changes_something(d))
         })
     }

@@ -12,6 +12,7 @@ mod meaning;
 mod opening;
 mod sound;
 mod span;
+mod split;
 mod targets;
 mod templates;
 mod vocabulary;
