@@ -111,9 +111,7 @@ impl Router {
             .heard = Some(heard);
         d
     }
-}
 
-impl Router {
     /// The bar a value's words are held to: a thing's (a list's item, a
     /// timer's name) that the language does not know is held to the higher
     /// of the two ("out milk", heard at 0.59 for "oat milk").

@@ -274,16 +274,14 @@ impl Router {
             None => d,
         }
     }
-}
 
-impl Router {
-    /// A request whose free words (a wildcard's) took words said aside:
-    /// a clause after a comma (or another clause mark) that opens with an `aside_openers` word (a
-    /// contraction's first part counts: "delete the reminder to pay the gas
-    /// bill, I've already done it"), or what follows a length of time ("remind
-    /// me to order flowers in 45 minutes once I'm off this call"). The
-    /// sentence up to there, when it is the same command (after a length of
-    /// time, with more said: the time).
+    /// A request whose free words (a wildcard's) took words said aside: a
+    /// clause after a comma (or another clause mark) that opens with an
+    /// `aside_openers` word (a contraction's first part counts: "delete the
+    /// reminder to pay the gas bill, I've already done it"), or what follows
+    /// a length of time ("remind me to order flowers in 45 minutes once I'm
+    /// off this call"). The sentence up to there, when it is the same
+    /// command (after a length of time, with more said: the time).
     pub(super) fn said_aside(
         &self,
         text: &str,

@@ -100,8 +100,9 @@ impl Router {
         }
         // Near, but a side ("on", "out", "lock") no heard sound went to
         // is a guess: asked about, never run on it; so is one further
-        // than `sure`, however well it fits the audio. A question within
-        // `sure` is answered: the answer says what was understood.
+        // than `sure`, however well it fits the audio. A question is
+        // answered (beyond `sure`, only one whose names were heard): the
+        // answer says what was understood, and changes nothing.
         let guessed = near
             .unheard
             .iter()
