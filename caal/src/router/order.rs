@@ -196,18 +196,7 @@ fn rules_and_templates(
 /// Whether every free-text value of `d` (a timer's name, an item) is of
 /// words heard surely.
 fn values_heard_surely(d: &RouteDecision, context: &Context) -> bool {
-    let Intent::Chain(chain) = &d.intent else {
-        return false;
-    };
-    let mut texts = chain
-        .commands
-        .iter()
-        .flat_map(|c| c.params.values())
-        .filter_map(|v| match v {
-            crate::command::ParamValue::Text(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .peekable();
+    let mut texts = super::layers::free_values(d).peekable();
     texts.peek().is_some() && texts.all(|t| context.heard_surely(t))
 }
 

@@ -9,7 +9,6 @@
 use crate::understand::{Context, mentions::mentions};
 
 use super::{Intent, RouteDecision, Router};
-use crate::command::ParamValue;
 use crate::understand::{Rewrite, Understood};
 
 impl Router {
@@ -288,19 +287,11 @@ impl Router {
         d: &RouteDecision,
         context: &Context,
     ) -> Option<RouteDecision> {
-        let Intent::Chain(chain) = &d.intent else {
-            return None;
-        };
         let params = |d: &RouteDecision| match &d.intent {
             Intent::Chain(c) => c.commands.iter().map(|c| c.params.len()).sum(),
             _ => 0,
         };
-        let free: Vec<&str> = (chain.commands.iter().flat_map(|c| c.params.values()))
-            .filter_map(|v| match v {
-                ParamValue::Text(t) => Some(t.as_str()),
-                _ => None,
-            })
-            .collect();
+        let free: Vec<&str> = super::layers::free_values(d).collect();
         if free.is_empty() {
             return None;
         }

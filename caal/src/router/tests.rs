@@ -869,6 +869,11 @@ fn commands(d: &RouteDecision) -> Vec<(String, serde_json::Value)> {
     }
 }
 
+/// That `d` runs the one command `id` with `params`.
+fn runs(d: &RouteDecision, id: &str, params: serde_json::Value) {
+    assert_eq!(commands(d), [(id.to_owned(), params)], "{d:?}");
+}
+
 #[test]
 fn a_clause_or_a_part_of_several_requests_is_read_whole() {
     let r = configured();
@@ -899,14 +904,7 @@ fn words_said_aside_are_no_part_of_what_a_wildcard_takes() {
         &r,
         "delete the reminder to pay the gas bill, I've already done it",
     );
-    assert_eq!(
-        commands(&d),
-        [(
-            "reminder.cancel".into(),
-            json!({"what": "pay the gas bill"})
-        )],
-        "{d:?}"
-    );
+    runs(&d, "reminder.cancel", json!({"what": "pay the gas bill"}));
     assert_eq!(
         d.understood.as_ref().and_then(|u| u.read_because),
         Some(Rewrite::SaidAside)
@@ -916,23 +914,17 @@ fn words_said_aside_are_no_part_of_what_a_wildcard_takes() {
         &r,
         "could you remind me to order flowers in 45 minutes once I'm off this call",
     );
-    assert_eq!(
-        commands(&d),
-        [(
-            "reminder.add".into(),
-            json!({"what": "order flowers", "duration": 2700})
-        )],
-        "{d:?}"
+    runs(
+        &d,
+        "reminder.add",
+        json!({"what": "order flowers", "duration": 2700}),
     );
     // A comma in a list of things opens no clause: all of it is the reminder.
     let d = typed(&r, "remind me to buy eggs, milk and bread");
-    assert_eq!(
-        commands(&d),
-        [(
-            "reminder.add".into(),
-            json!({"what": "buy eggs, milk and bread"})
-        )],
-        "{d:?}"
+    runs(
+        &d,
+        "reminder.add",
+        json!({"what": "buy eggs, milk and bread"}),
     );
 }
 
@@ -940,27 +932,16 @@ fn words_said_aside_are_no_part_of_what_a_wildcard_takes() {
 fn a_typed_slip_in_a_number_or_among_a_wildcards_words_is_mended() {
     let r = configured();
     let d = typed(&r, "set a timer for fiften minutes");
-    assert_eq!(
-        commands(&d),
-        [("timer.set".into(), json!({"duration": 900}))],
-        "{d:?}"
-    );
+    runs(&d, "timer.set", json!({"duration": 900}));
     let d = typed(&r, "remind me to feed the cat in 10 minutrs");
-    assert_eq!(
-        commands(&d),
-        [(
-            "reminder.add".into(),
-            json!({"what": "feed the cat", "duration": 600})
-        )],
-        "{d:?}"
+    runs(
+        &d,
+        "reminder.add",
+        json!({"what": "feed the cat", "duration": 600}),
     );
     // A word the dictionary has is what was typed: "eggs" stays eggs.
     let d = typed(&r, "start a timer called eggs for seven minutes");
-    assert_eq!(
-        commands(&d),
-        [("timer.set".into(), json!({"name": "eggs", "duration": 420}))],
-        "{d:?}"
-    );
+    runs(&d, "timer.set", json!({"name": "eggs", "duration": 420}));
 }
 
 #[test]
@@ -974,13 +955,10 @@ fn a_question_finds_a_request_among_its_words_only_where_it_changes_nothing() {
     assert_ne!(d.command_id.as_deref(), Some("door.lock"), "{d:?}");
     // Anyone of the house may be asked about.
     let d = typed(&r, "did somebody leave the garage light on?");
-    assert_eq!(
-        commands(&d),
-        [(
-            "home.state".into(),
-            json!({"kind": "light", "device": "garage light", "state": "on"})
-        )],
-        "{d:?}"
+    runs(
+        &d,
+        "home.state",
+        json!({"kind": "light", "device": "garage light", "state": "on"}),
     );
 }
 
@@ -988,23 +966,11 @@ fn a_question_finds_a_request_among_its_words_only_where_it_changes_nothing() {
 fn a_change_of_temperature_said_by_or_aside_is_a_change() {
     let r = configured();
     let d = typed(&r, "drop the temperature by three");
-    assert_eq!(
-        commands(&d),
-        [("thermostat.adjust".into(), json!({"change": -3.0}))],
-        "{d:?}"
-    );
+    runs(&d, "thermostat.adjust", json!({"change": -3.0}));
     let d = typed(&r, "make it a bit cooler, like two degrees");
-    assert_eq!(
-        commands(&d),
-        [("thermostat.adjust".into(), json!({"change": -2.0}))],
-        "{d:?}"
-    );
+    runs(&d, "thermostat.adjust", json!({"change": -2.0}));
     let d = typed(&r, "make it warmer, about 3 degrees");
-    assert_eq!(
-        commands(&d),
-        [("thermostat.adjust".into(), json!({"change": 3.0}))],
-        "{d:?}"
-    );
+    runs(&d, "thermostat.adjust", json!({"change": 3.0}));
 }
 
 #[test]

@@ -115,6 +115,19 @@ pub(in crate::router) fn decided_by(
     d
 }
 
+/// The free values of `d`'s commands (a wildcard's: a timer's name, an
+/// item, what to be reminded of), as text.
+pub(in crate::router) fn free_values(d: &RouteDecision) -> impl Iterator<Item = &str> {
+    let commands = match &d.intent {
+        Intent::Chain(chain) => chain.commands.as_slice(),
+        _ => &[],
+    };
+    (commands.iter().flat_map(|c| c.params.values())).filter_map(|v| match v {
+        crate::command::ParamValue::Text(t) => Some(t.as_str()),
+        _ => None,
+    })
+}
+
 /// Whether `d` took a level (a brightness, a temperature or a change of
 /// it) that its sentence fixes rather than one said.
 pub(in crate::router) fn fixes_a_level(d: &RouteDecision) -> bool {

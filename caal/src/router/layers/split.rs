@@ -61,26 +61,24 @@ impl Router {
 /// Requests found in parts of one sentence as one chain (a part whose
 /// parameters were refused refuses the whole).
 fn one_chain(parts: Vec<RouteDecision>) -> RouteDecision {
-    {
-        let mut commands = Vec::new();
-        let mut understood = Vec::new();
-        for part in parts {
-            match part.intent {
-                Intent::Chain(chain) => commands.extend(chain.commands),
-                // A part whose parameters were refused refuses the whole.
-                _ => return part,
-            }
-            understood.push(Part {
-                clause: None,
-                said: None,
-                referent: None,
-                layer: part.layer,
-                source_rule: part.source_rule,
-                understood: part.understood,
-            });
+    let mut commands = Vec::new();
+    let mut understood = Vec::new();
+    for part in parts {
+        match part.intent {
+            Intent::Chain(chain) => commands.extend(chain.commands),
+            // A part whose parameters were refused refuses the whole.
+            _ => return part,
         }
-        several_parts(commands, Layer::Split, understood)
+        understood.push(Part {
+            clause: None,
+            said: None,
+            referent: None,
+            layer: part.layer,
+            source_rule: part.source_rule,
+            understood: part.understood,
+        });
     }
+    several_parts(commands, Layer::Split, understood)
 }
 
 impl Router {
@@ -160,9 +158,5 @@ impl Router {
 
 /// Whether a free value of `d` (a wildcard's) is all of `part`.
 fn takes_whole(d: &RouteDecision, part: &str) -> bool {
-    let Intent::Chain(chain) = &d.intent else {
-        return false;
-    };
-    (chain.commands.iter().flat_map(|c| c.params.values()))
-        .any(|v| matches!(v, crate::command::ParamValue::Text(t) if t.trim() == part.trim()))
+    free_values(d).any(|t| t.trim() == part.trim())
 }
