@@ -1331,6 +1331,10 @@ pub struct LanguageConfig {
     /// Irregular past forms and the verb they are said with after "did".
     #[serde(default)]
     pub past_forms: BTreeMap<String, String>,
+    /// A perfect said as the state it left ("whether the garage door has
+    /// been closed" asks "is the garage door closed").
+    #[serde(default)]
+    pub perfect_forms: BTreeMap<String, String>,
     /// The verbs a statement turns into a question by going first ("the
     /// garage is open" asks "is the garage open").
     #[serde(default)]
@@ -1437,6 +1441,28 @@ pub struct LanguageConfig {
     /// left out where the request is the same without it.
     #[serde(default)]
     pub aside_openers: Vec<String>,
+    /// Words that say a level without a number ("full", "half"): a request
+    /// found among other words is not the request where they are left out
+    /// ("put the desk lamp on | full").
+    #[serde(default)]
+    pub level_words: Vec<String>,
+    /// Polite words that close a request and are no part of it ("…, if
+    /// you don't mind"): neither a condition nor a "not".
+    #[serde(default)]
+    pub closing_words: Vec<String>,
+    /// The endings a verb of being is said with ("the cake's not done"):
+    /// with `be_verbs`, what says that something is not so.
+    #[serde(default)]
+    pub be_contractions: Vec<String>,
+    /// Words before a condition's word that make it tell when, not wait
+    /// ("…, that's when screen time ends").
+    #[serde(default)]
+    pub condition_told: Vec<String>,
+    /// A clause that names what the one before it asked for, and how the
+    /// name is said inside a request ("…, call it potatoes": "… called
+    /// potatoes").
+    #[serde(default)]
+    pub naming_leads: BTreeMap<String, String>,
     /// Things people commonly buy and time ("oat milk", "kitchen roll",
     /// "pasta"): a spoken item or timer name outside them is held to
     /// `voice.min_unknown_thing_word`.

@@ -412,6 +412,24 @@ fn refused_parameters_run_nothing_and_say_why() {
     );
 }
 
+#[test]
+fn whether_the_heating_is_on_is_answered_from_the_thermostat() {
+    // With the sentence library, as `caal serve` reads it.
+    let home = Home::with(
+        Config::defaults().unwrap(),
+        Arc::new(|k| std::env::var(k).ok()),
+    );
+    assert_eq!(
+        home.say("c", "is the heating on").reply,
+        "No, the heating is off: the thermostat has not been set."
+    );
+    home.say("c", "set the thermostat to 19");
+    assert_eq!(
+        home.say("c", "is the heating still on").reply,
+        "Yes, the heating is on, set to 19 °C."
+    );
+}
+
 // ------------------------------------------------------------ randomized
 
 const UTTERANCES: &[&str] = &[

@@ -305,12 +305,18 @@ impl Router {
                 self.words.aside_openers.iter().any(|o| o == next)
             })
             .map(|cut| (cut, 0));
+        // After a length of time, and the mark said after it ("… in half an
+        // hour, the street cleaners are coming").
+        let marked = |c: char| crate::understand::CLAUSE_MARKS.contains(&c);
         let after_time = (text.match_indices(' ').map(|(i, _)| i))
             .filter(|&i| {
                 let word = text[..i].rsplit(' ').next().unwrap_or_default();
-                crate::understand::numbers::says_a_length_of_time(word)
+                crate::understand::numbers::says_a_length_of_time(word.trim_end_matches(marked))
             })
-            .map(|i| ((i, i + 1), 1));
+            .map(|i| {
+                let cut = text[..i].trim_end_matches(marked).len();
+                ((cut, i + 1), 1)
+            });
         after_mark
             .chain(after_time)
             .find_map(|((cut, from), more)| {

@@ -1030,3 +1030,131 @@ fn a_thing_the_language_does_not_know_is_held_to_a_higher_bar() {
     assert!(r.words.knows_thing("egg") && r.words.knows_thing("eggs"));
     assert!(!r.words.knows_thing("red"));
 }
+
+#[test]
+fn a_question_the_change_after_it_answers_is_not_asked() {
+    let r = configured();
+    // "It" is the garage door the question asked about, though it said "the garage".
+    let d = typed(&r, "did we leave the garage open? shut it please");
+    runs(&d, "garage.close", json!({}));
+    // A question about several lights is still answered beside the change.
+    let d = typed(&r, "are any lights on? turn off the kitchen lights");
+    assert_eq!(commands(&d).len(), 2, "{d:?}");
+}
+
+#[test]
+fn a_question_asked_indirectly_or_in_the_perfect_never_runs_a_change() {
+    let r = configured();
+    let d = typed(
+        &r,
+        "I wonder whether the kitchen lights have been switched off",
+    );
+    runs(
+        &d,
+        "home.state",
+        json!({"kind": "light", "room": "kitchen", "state": "off"}),
+    );
+    let d = typed(&r, "can you tell me if the back door has been locked");
+    runs(
+        &d,
+        "home.state",
+        json!({"kind": "lock", "device": "back door", "state": "locked"}),
+    );
+    // More than a question is still a request.
+    let d = typed(
+        &r,
+        "check whether the lights are on in the kitchen and turn them off",
+    );
+    runs(&d, "lights.set", json!({"room": "kitchen", "state": "off"}));
+}
+
+#[test]
+fn a_state_question_carries_the_state_and_the_device_it_names() {
+    let r = configured();
+    let d = typed(&r, "is the heating still on");
+    runs(
+        &d,
+        "home.state",
+        json!({"kind": "climate", "device": "thermostat", "state": "on"}),
+    );
+    let d = typed(&r, "has the garage door been shut");
+    assert_eq!(commands(&d)[0].1["device"], json!("garage door"), "{d:?}");
+}
+
+#[test]
+fn a_level_said_as_a_word_is_never_left_out_of_a_request() {
+    let r = configured();
+    let d = typed(&r, "put the desk lamp on full");
+    runs(
+        &d,
+        "light.brightness",
+        json!({"device": "desk lamp", "level": 100}),
+    );
+    let d = typed(&r, "get the dining room lights up to max");
+    runs(
+        &d,
+        "lights.brightness",
+        json!({"room": "dining room", "level": 100}),
+    );
+}
+
+#[test]
+fn polite_words_closing_a_request_are_neither_a_condition_nor_a_not() {
+    let r = configured();
+    let d = typed(&r, "lock the back door if you don't mind");
+    runs(&d, "door.lock", json!({"door": "back door"}));
+    let d = typed(&r, "set a timer for 20 minutes, that's when the bus comes");
+    runs(&d, "timer.set", json!({"duration": 1200}));
+    let d = typed(&r, "could you change to conversation mode please");
+    runs(&d, "mode.set", json!({"state": "conversation"}));
+}
+
+#[test]
+fn clauses_that_name_point_back_or_say_what_is_not_so_aside() {
+    let r = configured();
+    // A clause that only names what the next points back at.
+    let d = typed(&r, "the porch light, can you put it at 40 percent");
+    runs(
+        &d,
+        "light.brightness",
+        json!({"device": "porch light", "level": 40}),
+    );
+    // A statement pointing back is no request of its own.
+    let d = typed(&r, "turn off the office lights, someone left them on again");
+    runs(&d, "lights.set", json!({"room": "office", "state": "off"}));
+    // A clause that names what the one before asked for.
+    let d = typed(&r, "set a timer for 8 minutes, call it pasta");
+    runs(&d, "timer.set", json!({"duration": 480, "name": "pasta"}));
+    // Something not of the home said not to be so, after the request.
+    let d = typed(
+        &r,
+        "put five more minutes on the timer, the rice is not done",
+    );
+    runs(&d, "timer.add", json!({"duration": 300}));
+    // "Except" leaves out what no command can: never run as said.
+    let d = typed(&r, "turn every light off except the kitchen");
+    assert!(commands(&d).is_empty(), "{d:?}");
+    // A reason after a length of time is no part of a reminder.
+    let d = typed(
+        &r,
+        "remind me to put the bins out in an hour, the truck comes early",
+    );
+    runs(
+        &d,
+        "reminder.add",
+        json!({"duration": 3600, "what": "put the bins out"}),
+    );
+}
+
+#[test]
+fn a_shared_name_said_with_a_room_is_the_device_in_that_room() {
+    let r = configured();
+    let d = typed(&r, "I'd like the lamp in the office switched on");
+    runs(
+        &d,
+        "light.set",
+        json!({"device": "desk lamp", "state": "on"}),
+    );
+    let d = typed(&r, "what day of the week is it");
+    runs(&d, "clock.now", json!({"what": "date"}));
+}

@@ -274,9 +274,22 @@ fn state_answer(
                 "",
             )
         }
-        "climate" => match thermostat_at(c)? {
-            Some(t) => format!("The thermostat is set to {} °C.", ParamValue::Number(t)),
-            None => "The thermostat has not been set yet.".to_owned(),
+        // "Is the heating on": on once the thermostat is set, to what it is set to.
+        "climate" => match (thermostat_at(c)?, asked) {
+            (Some(t), "") => format!("The thermostat is set to {} °C.", ParamValue::Number(t)),
+            (Some(t), _) => reply(
+                "the heating",
+                "is",
+                "on",
+                &format!(", set to {} °C", ParamValue::Number(t)),
+            ),
+            (None, "") => "The thermostat has not been set yet.".to_owned(),
+            (None, _) => reply(
+                "the heating",
+                "is",
+                "off",
+                ": the thermostat has not been set",
+            ),
         },
         "light" if !device.is_empty() || (!room.is_empty() && room != "all") => {
             // One device is kept under its own name, beside the rooms.

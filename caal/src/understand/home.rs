@@ -225,6 +225,39 @@ impl Home {
         ]))
     }
 
+    /// "The lamp in the office" said as "lamp" and an area: of the devices
+    /// a slot holds, the one in that area.
+    pub fn narrow_by_area(&self, slots: &mut BTreeMap<String, super::Slot>) {
+        let Some(area) = slots.get("area").map(super::Slot::text) else {
+            return;
+        };
+        for slot in slots.values_mut() {
+            if !slot.value.is_array() {
+                continue;
+            }
+            let here: Vec<String> = value_names(&slot.value)
+                .into_iter()
+                .filter(|id| {
+                    self.device(id)
+                        .is_some_and(|d| d.area.as_deref() == Some(area.as_str()))
+                })
+                .collect();
+            if let [one] = here.as_slice() {
+                slot.value = Value::String(one.clone());
+            }
+        }
+    }
+
+    /// As `narrow_by_area`, and the area then left out where it picked the
+    /// one device named: the request is that device's, not the room's.
+    pub fn device_by_area(&self, slots: &mut BTreeMap<String, super::Slot>) {
+        let shared = slots.get("name").is_some_and(|s| s.value.is_array());
+        self.narrow_by_area(slots);
+        if shared && slots.get("name").is_some_and(|s| s.value.is_string()) {
+            slots.remove("area");
+        }
+    }
+
     pub fn device(&self, id: &str) -> Option<&Device> {
         self.devices.iter().find(|d| d.id == id)
     }

@@ -55,6 +55,12 @@ pub struct Words {
     /// Longest first.
     pub another_words: Vec<String>,
     pub aside_openers: Vec<String>,
+    pub level_words: Vec<String>,
+    /// Longest first.
+    pub closing_words: Vec<String>,
+    pub be_contractions: Vec<String>,
+    pub condition_told: Vec<String>,
+    pub naming_leads: BTreeMap<String, String>,
     pub known_things: std::collections::HashSet<String>,
     pub gerund_leads: Vec<String>,
     pub gerund_endings: Vec<String>,
@@ -67,6 +73,7 @@ pub struct Words {
     pub did_subjects: Vec<String>,
     pub did_word: String,
     pub past_forms: BTreeMap<String, String>,
+    pub perfect_forms: BTreeMap<String, String>,
     pub be_verbs: Vec<String>,
     pub condition_questions: Vec<String>,
     pub determiners: Vec<String>,
@@ -157,6 +164,13 @@ impl Words {
             opening_words: longest_first(normalized(&words.opening_words), String::as_str),
             another_words: longest_first(normalized(&words.another_words), String::as_str),
             aside_openers: normalized(&words.aside_openers),
+            level_words: normalized(&words.level_words),
+            closing_words: longest_first(normalized(&words.closing_words), String::as_str),
+            be_contractions: normalized(&words.be_contractions),
+            condition_told: normalized(&words.condition_told),
+            naming_leads: (words.naming_leads.iter())
+                .map(|(k, v)| (normalize(k), normalize(v)))
+                .collect(),
             known_things: normalized(&words.known_things).into_iter().collect(),
             gerund_leads: longest_first(normalized(&words.gerund_leads), String::as_str),
             gerund_endings: normalized(&words.gerund_endings),
@@ -169,6 +183,9 @@ impl Words {
             did_subjects: normalized(&words.did_subjects),
             did_word: normalize(&words.did_word),
             past_forms: (words.past_forms.iter())
+                .map(|(k, v)| (normalize(k), normalize(v)))
+                .collect(),
+            perfect_forms: (words.perfect_forms.iter())
                 .map(|(k, v)| (normalize(k), normalize(v)))
                 .collect(),
             be_verbs: normalized(&words.be_verbs),

@@ -59,7 +59,11 @@ pub(in crate::router) fn as_questions(clause: &str, words: &Words) -> (Vec<Strin
     {
         return (vec![rest.to_owned()], true);
     }
-    let said: Vec<&str> = clause.split(' ').collect();
+    let mut perfect_said = format!(" {clause} ");
+    for (perfect, state) in &words.perfect_forms {
+        perfect_said = perfect_said.replace(&format!(" {perfect} "), &format!(" {state} "));
+    }
+    let said: Vec<&str> = perfect_said.trim().split(' ').collect();
     let mut asked = Vec::new();
     if let [subject, verb, rest @ ..] = said.as_slice()
         && words.did_subjects.iter().any(|s| s == subject)
@@ -112,8 +116,18 @@ impl Router {
         as_said: bool,
     ) -> Option<RouteDecision> {
         let clauses = clauses(text);
+        if let Some(named) = self.named_after(&clauses) {
+            return match clauses.len() {
+                2 => self
+                    .command_of(&named, context)
+                    .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)
+                    .map(|d| decided_by(d, Layer::Clause, |u| u.clause = Some(named))),
+                _ => self.by_clause(&named, context, as_said),
+            };
+        }
         if !(2..=MAX_CLAUSES).contains(&clauses.len())
-            || self.says_not(text)
+            || (clauses.iter().enumerate())
+                .any(|(i, c)| self.says_not(c) && !self.not_so_aside(i, c))
             || self.tells_a_story(text)
         {
             return None;
@@ -131,6 +145,12 @@ impl Router {
             }
             // A clause longer than a sentence is read (see MAX_WORDS) is no request.
             if clause.split_whitespace().nth(MAX_WORDS).is_some() {
+                continue;
+            }
+            // "The porch light, can you put it at 40 percent": a clause that
+            // only names what a later one points back at is what that one is
+            // about, no request of its own.
+            if self.only_names(clause) && clauses[i + 1..].iter().any(|c| self.points_back(c)) {
                 continue;
             }
             let (mut said, mut referent) = match self.resolve_reference(clause, &clauses[..i]) {
@@ -160,6 +180,19 @@ impl Router {
                     as_said
                         .then(|| self.several_meant(&said, context))
                         .flatten()
+                })
+                // A clause that asks for something and points back, read
+                // with what it points at, by its meaning where no template
+                // reads it ("…, can you put it at 40 percent").
+                .or_else(|| {
+                    let asks = (self.words.request_verbs.iter()).any(|v| {
+                        said.strip_prefix(v.as_str())
+                            .is_some_and(|r| r.starts_with(' '))
+                    });
+                    let meant = (as_said && asks && referent.is_some())
+                        .then(|| self.by_meaning(&said, context).decided)
+                        .flatten()?;
+                    matches!(meant.intent, Intent::Chain(_)).then_some(meant)
                 })
             else {
                 number_aside |= self.says_a_number(clause);
@@ -237,13 +270,7 @@ impl Router {
         mut commands: Vec<(usize, crate::auth::Command)>,
         parts: Vec<Part>,
     ) -> (Vec<crate::auth::Command>, Vec<Part>, bool) {
-        let targets = |c: &crate::auth::Command| -> Vec<String> {
-            c.params
-                .iter()
-                .filter(|(k, _)| matches!(k.as_str(), "device" | "door" | "room"))
-                .map(|(_, v)| v.to_string())
-                .collect()
-        };
+        let targets = |c: &crate::auth::Command| self.about(c);
         let acted_on: Vec<String> = commands
             .iter()
             .filter(|(_, c)| self.changes(c))
@@ -268,6 +295,22 @@ impl Router {
             .collect();
         let commands = commands.into_iter().map(|(_, c)| c).collect();
         (commands, parts, last_answered)
+    }
+
+    /// The clauses again with one that names what the clause before asked
+    /// for (`naming_leads`) said inside it: "start a timer for 12 minutes,
+    /// call it potatoes" is "start a timer for 12 minutes called potatoes".
+    fn named_after(&self, clauses: &[&str]) -> Option<String> {
+        let (at, said) = clauses.iter().enumerate().skip(1).find_map(|(i, c)| {
+            self.words.naming_leads.iter().find_map(|(lead, said)| {
+                let name = c.strip_prefix(lead.as_str())?.strip_prefix(' ')?;
+                Some((i, format!("{} {said} {name}", clauses[i - 1])))
+            })
+        })?;
+        let mut out: Vec<String> = clauses[..at - 1].iter().map(|c| (*c).to_owned()).collect();
+        out.push(said);
+        out.extend(clauses[at + 1..].iter().map(|c| (*c).to_owned()));
+        Some(out.join(", "))
     }
 
     /// Whether `text` says a number, in digits or words.

@@ -126,6 +126,7 @@ impl Router {
                     .or_else(|| self.lights_in(c))
                     .or_else(|| self.item_in(c))
                     .or_else(|| self.item_asked_in(c))
+                    .or_else(|| self.device_asked_about(c))
             })?;
             (word, named)
         };
@@ -295,28 +296,10 @@ impl Router {
         state: &str,
         context: &Context,
     ) -> Option<RouteDecision> {
-        let padded = padded_words(text);
-        let (at, joiner) = (self.words.whether_words.iter())
-            .map(|w| format!(" {w} "))
-            .find_map(|j| padded.find(&j).map(|at| (at, j)))?;
-        let before = &padded[..at];
-        if !self
-            .words
-            .asking_words
-            .iter()
-            .any(|w| before.ends_with(&format!(" {w}")))
-        {
-            return None;
-        }
-        let clause = padded[at + joiner.len()..].trim();
+        let (clause, _) = self.whether_asked(text)?;
+        let clause = clause.as_str();
         // "Check if the garage is open and close it": more than a question.
-        let padded_clause = format!(" {clause} ");
-        if self
-            .words
-            .split_words
-            .iter()
-            .any(|w| padded_clause.contains(&format!(" {w} ")))
-        {
+        if self.says_more(clause) {
             return None;
         }
         let (asked, polite) = as_questions(clause, &self.words);

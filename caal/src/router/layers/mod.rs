@@ -4,6 +4,7 @@
 //! `[[understand.intents]]`, its parameters filled from the slots and
 //! checked against the home.
 
+mod about;
 mod checks;
 mod clause;
 mod earlier;

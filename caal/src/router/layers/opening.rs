@@ -1,19 +1,25 @@
 //! Words that open a request and are no part of it: "ok", "so" before it
 //! ("ok, resume the cake timer"), and a lead that asks with the verb in
 //! -ing ("would you mind opening the garage door"), read as the request
-//! itself ("open the garage door"). The words are the language's
-//! (`opening_words`, `gerund_leads`, `gerund_endings`).
+//! itself ("open the garage door"); and polite words that close it ("…, if
+//! you don't mind"), neither a condition nor a "not". The words are the
+//! language's (`opening_words`, `gerund_leads`, `gerund_endings`,
+//! `closing_words`).
 
 use super::*;
 
 impl Router {
-    /// `text` without the words that open it (`opening_words`), and with
-    /// a lead that asks with the verb in -ing (`gerund_leads`) said as the
-    /// verb itself; `None` when nothing opens it, or nothing is left.
+    /// `text` without the words that open it (`opening_words`) or close it
+    /// (`closing_words`), and with a lead that asks with the verb in -ing
+    /// (`gerund_leads`) said as the verb itself; `None` when nothing opens
+    /// or closes it, or nothing is left.
     pub(in crate::router) fn opened(&self, text: &str) -> Option<String> {
         let mut rest = text;
         while let Some(after) = lead_off(rest, &self.words.opening_words) {
             rest = after;
+        }
+        while let Some(before) = tail_off(rest, &self.words.closing_words) {
+            rest = before;
         }
         if let Some(after) = lead_off(rest, &self.words.gerund_leads) {
             let (word, tail) = after.split_once(' ').unwrap_or((after, ""));
@@ -47,6 +53,18 @@ impl Router {
                 .find(|verb| vocabulary.contains_key(verb))
         })
     }
+}
+
+/// `text` before the first of `phrases` (longest first) it closes with, a
+/// comma before it and a stop after it allowed ("…, if you don't mind?");
+/// none when nothing is before it.
+fn tail_off<'t>(text: &'t str, phrases: &[String]) -> Option<&'t str> {
+    let text = text.trim_end_matches(['.', '!', '?', ' ']);
+    phrases.iter().find_map(|phrase| {
+        let before = text.strip_suffix(phrase.as_str())?.strip_suffix(' ')?;
+        let before = before.trim_end_matches([',', ' ']);
+        (!before.is_empty()).then_some(before)
+    })
 }
 
 /// `text` after the first of `phrases` (longest first) it opens with, a

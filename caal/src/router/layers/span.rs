@@ -16,8 +16,10 @@ impl Router {
     /// with no wildcard taking any of it, and at least half the sentence (a
     /// few words inside a story are no request: "leave the porch light as
     /// it is"). Never in a sentence that says "not": the run could leave it
-    /// out; in a question of whether it is or was so, only a run that
-    /// changes nothing ("did I lock the back door" asks about locking it).
+    /// out; nor a run that leaves out a level or a number said ("put the
+    /// desk lamp on | full"); in a question of whether it is or was so, only
+    /// a run that changes nothing ("did I lock the back door" asks about
+    /// locking it).
     pub(in crate::router) fn by_span(
         &self,
         text: &str,
@@ -87,8 +89,18 @@ impl Router {
                     .iter()
                     .filter(|m| m.span().1 <= from || m.span().0 >= to)
                     .collect();
+                // A level or a number said outside the run is one it leaves
+                // out: "put the desk lamp on | full".
+                let left_out = words[..start].iter().chain(&words[start + len..]);
+                let level_left_out = left_out.clone().any(|w| {
+                    let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+                    self.words.level_words.iter().any(|l| l == w)
+                }) || left_out
+                    .clone()
+                    .any(|w| w.chars().any(|c| c.is_ascii_digit()));
                 let request = |d: &RouteDecision| {
-                    (d.confidence >= 1.0 || only_the_name_wild(d, timer_name.as_deref()))
+                    !level_left_out
+                        && (d.confidence >= 1.0 || only_the_name_wild(d, timer_name.as_deref()))
                         && matches!(d.intent, Intent::Chain(_))
                         && asks_something(&span, d, &self.words)
                         && (!asks || !self.changes_something(d))

@@ -28,7 +28,8 @@ impl Router {
         });
         let mut said = None;
         for u in &mut found {
-            self.narrow_by_area(u);
+            // "The bedroom lamp" said as area + "lamp": the one in that area.
+            self.home.narrow_by_area(&mut u.slots);
             self.device_said(text, u, &mut said);
         }
         // Among equally sure readings: a request before a question that was
@@ -52,29 +53,6 @@ impl Router {
                 .then(rank(a).cmp(&rank(b)))
         });
         found.iter().find_map(|u| self.template_command(u))
-    }
-
-    /// "The bedroom lamp" said as area + "lamp": of the lamps, the one in that area.
-    fn narrow_by_area(&self, u: &mut Understood) {
-        let Some(area) = u.slots.get("area").map(|a| a.text()) else {
-            return;
-        };
-        for slot in u.slots.values_mut() {
-            if !slot.value.is_array() {
-                continue;
-            }
-            let here: Vec<String> = value_names(&slot.value)
-                .into_iter()
-                .filter(|id| {
-                    self.home
-                        .device(id)
-                        .is_some_and(|d| d.area.as_deref() == Some(area.as_str()))
-                })
-                .collect();
-            if let [one] = here.as_slice() {
-                slot.value = Value::String(one.clone());
-            }
-        }
     }
 
     /// "Don't unlock the door": the request it negates, never run.
@@ -152,6 +130,24 @@ impl Router {
             .any(|n| padded.contains(&format!(" {n} ")))
     }
 
+    /// Whether clause `i` after a request says that something not of the
+    /// home is not so ("put ten more minutes on the timer, the cake's not
+    /// done"): said aside, its "not" negates no request.
+    pub(in crate::router) fn not_so_aside(&self, i: usize, clause: &str) -> bool {
+        let words: Vec<&str> = clause.split_whitespace().collect();
+        let w = &self.words;
+        let stated = words.windows(2).any(|pair| {
+            w.negative_words.contains(&pair[1].to_owned())
+                && (w.be_verbs.iter().any(|b| b == pair[0])
+                    || w.be_contractions
+                        .iter()
+                        .any(|c| pair[0].ends_with(c.as_str())))
+        });
+        i > 0
+            && stated
+            && crate::understand::mentions::mentions(&self.home, clause, None).is_empty()
+    }
+
     /// Whether the sentence tells of the past (a narrative word) and asks
     /// for nothing (no request verb): "my timer at work went off three
     /// times today" is a story, not a wish to cancel the timers.
@@ -178,15 +174,48 @@ impl Router {
         })
     }
 
-    /// Whether the sentence opens with words that ask whether something is
-    /// or was so: "did I lock the back door", "is the garage door open" (but
-    /// not "is it possible to…", a request asked politely).
+    /// Whether the sentence asks whether something is or was so: it opens
+    /// with words that ask ("did I lock the back door", "is the garage door
+    /// open"; not "is it possible to…", a request asked politely), or asks
+    /// it indirectly ("I wonder whether the lights have been switched off";
+    /// not "… if you could turn on the lights").
     pub fn asks_whether(&self, text: &str) -> bool {
         let padded = format!("{text} ");
         self.words
             .question_words
             .iter()
             .any(|q| padded.starts_with(&format!("{q} ")))
+            || self
+                .whether_asked(text)
+                .is_some_and(|(clause, polite)| !polite && !self.says_more(&clause))
+    }
+
+    /// Whether what an indirect question asks goes on to more ("check if
+    /// the garage is open and close it"): one of `split_words` in it.
+    pub(in crate::router) fn says_more(&self, clause: &str) -> bool {
+        let padded = format!(" {clause} ");
+        (self.words.split_words.iter()).any(|w| padded.contains(&format!(" {w} ")))
+    }
+
+    /// What an indirect question asks after "if" or "whether" said right
+    /// after one of `asking_words` ("can you check if the garage is open":
+    /// "the garage is open"), and whether it asks for something to be done
+    /// ("… if you could turn on the lights").
+    pub(in crate::router) fn whether_asked(&self, text: &str) -> Option<(String, bool)> {
+        let padded = padded_words(text);
+        let (at, joiner) = (self.words.whether_words.iter())
+            .find_map(|w| padded.find(&format!(" {w} ")).map(|at| (at, w.len() + 2)))?;
+        let before = &padded[..at];
+        if !(self.words.asking_words.iter()).any(|w| before.ends_with(&format!(" {w}"))) {
+            return None;
+        }
+        let clause = padded[at + joiner..].trim();
+        let polite = (self.words.polite_asks.iter()).any(|p| {
+            clause
+                .strip_prefix(p.as_str())
+                .is_some_and(|r| r.starts_with(' '))
+        });
+        Some((clause.to_owned(), polite))
     }
 
     /// `text` with a prefix typed apart from its word joined to it ("un
@@ -261,7 +290,10 @@ impl Router {
                 let after = padded[at + c.len() + 2..].split(' ').next().unwrap_or("");
                 // "when is the timer done", "until when": a question, not a condition.
                 let asks = self.words.condition_questions.iter().any(|q| q == after);
-                if !(asks || after.is_empty()) {
+                // "…, that's when screen time ends": it tells when.
+                let told = (self.words.condition_told.iter())
+                    .any(|t| padded[..at].ends_with(&format!(" {t}")));
+                if !(asks || told || after.is_empty()) {
                     return true;
                 }
                 from = at + 1;

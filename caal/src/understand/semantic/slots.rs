@@ -105,7 +105,8 @@ impl Semantic {
                 None => return None,
             }
         }
-        let every_room_unsaid = self.speakers_area(group, text, context, &mentions, &mut slots);
+        let every_room_unsaid =
+            self.speakers_area(group, text, (home, context), &mentions, &mut slots);
         let needs_area = every_room_unsaid
             || (group.needs_area && !slots.contains_key("area") && !slots.contains_key("name"));
         Some(Understood {
@@ -161,14 +162,15 @@ impl Semantic {
     /// room, near a sentence that says none of `all_words` ("kill the
     /// lights" in the kitchen). A meaning that fixes every room, for a
     /// sentence that says none of them but names a device or a room, is
-    /// what it names ("kill the porch light" is not every light); said where
+    /// what it names ("kill the porch light" is not every light; "the lamp in
+    /// the office" is the office's lamp, the room where no lamp is); said where
     /// the client gave no room, it is asked for (true: "kill the lights" is
     /// not every light in the house either).
     fn speakers_area(
         &self,
         group: &Group,
         text: &str,
-        context: &Context,
+        (home, context): (&Home, &Context),
         mentions: &[Mention],
         slots: &mut BTreeMap<String, Slot>,
     ) -> bool {
@@ -181,20 +183,29 @@ impl Semantic {
             && slots
                 .get("area")
                 .is_some_and(|s| s.said.is_empty() && s.value == json!("all"));
-        if every_room_unsaid
-            && let Some(named) = mentions
-                .iter()
-                .find(|m| m.slot == "name")
-                .or_else(|| mentions.iter().find(|m| m.slot == "area"))
-        {
+        let named: Vec<&Mention> = ["name", "area"]
+            .iter()
+            .filter_map(|slot| mentions.iter().find(|m| m.slot == *slot))
+            .collect();
+        if every_room_unsaid && !named.is_empty() {
             slots.remove("area");
-            slots.insert(
-                named.slot.to_owned(),
-                Slot {
-                    context: named.context.clone(),
-                    ..Slot::taken(named.value.clone(), &named.said)
-                },
-            );
+            for m in named {
+                // One device named whole is what it names, wherever it is.
+                if slots.get("name").is_some_and(|s| s.value.is_string()) {
+                    break;
+                }
+                let said = Slot {
+                    context: m.context.clone(),
+                    ..Slot::taken(m.value.clone(), &m.said)
+                };
+                slots.insert(m.slot.to_owned(), said);
+            }
+            home.device_by_area(slots);
+            // A name several devices share, none of them in the room said:
+            // the room's.
+            if slots.contains_key("area") && slots.get("name").is_some_and(|s| s.value.is_array()) {
+                slots.remove("name");
+            }
             return false;
         }
         let room_unsaid = !slots.contains_key("area")

@@ -1,0 +1,90 @@
+//! What a request is about: the devices and rooms a command acts on or
+//! asks of, though its sentence names them by other words, and a clause
+//! that only names one (what a later clause points back at).
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+impl Router {
+    /// What a command is about: the rooms and devices its parameters name;
+    /// else a question of a kind is about the home's one device of that
+    /// kind, and a change about the devices its intent mappings select
+    /// ("did I leave the garage open? close it": both the garage door).
+    pub(in crate::router) fn about(&self, c: &crate::auth::Command) -> Vec<String> {
+        let named: Vec<String> = (c.params.iter())
+            .filter(|(k, _)| matches!(k.as_str(), "device" | "door" | "room"))
+            .map(|(_, v)| v.to_string())
+            .collect();
+        if !named.is_empty() {
+            return named;
+        }
+        let devices = &self.home.devices;
+        if let Some(kind) = c.params.get("kind").map(ToString::to_string) {
+            let of_kind: Vec<_> = devices.iter().filter(|d| d.domain == kind).collect();
+            return match of_kind.as_slice() {
+                [one] => vec![one.name.clone()],
+                _ => Vec::new(),
+            };
+        }
+        let selects = |when: &BTreeMap<String, String>, d: &crate::understand::home::Device| {
+            when.iter().all(|(slot, want)| match slot.as_str() {
+                "domain" => &d.domain == want,
+                "device_class" => d.device_class.as_ref() == Some(want),
+                "name" => &d.id == want || &d.name == want,
+                _ => false,
+            })
+        };
+        let mut about: Vec<String> = (self.intent_maps.iter())
+            .filter(|m| m.command == c.command_id && m.params.is_empty() && !m.when.is_empty())
+            .flat_map(|m| devices.iter().filter(|d| selects(&m.when, d)))
+            .map(|d| d.name.clone())
+            .collect();
+        about.dedup();
+        about
+    }
+
+    /// Whether a clause only names a device or a room of the home ("um,
+    /// the kitchen ceiling"), with words that open or fill around it.
+    pub(in crate::router) fn only_names(&self, clause: &str) -> bool {
+        let w = &self.words;
+        let filler = |x: &&str| {
+            (w.heard_fillers
+                .iter()
+                .chain(&w.opening_words)
+                .chain(&w.determiners))
+            .any(|f| f == x)
+        };
+        let said = normalize(clause);
+        let named: Vec<&str> = said.split_whitespace().filter(|x| !filler(x)).collect();
+        let named = named.join(" ");
+        !named.is_empty()
+            && (self.home.devices.iter())
+                .flat_map(|d| std::iter::once(&d.name).chain(&d.aliases))
+                .chain(
+                    self.home
+                        .areas
+                        .iter()
+                        .flat_map(|a| std::iter::once(&a.name).chain(&a.aliases)),
+                )
+                .any(|n| *n == named)
+    }
+
+    /// The one device a clause's request is about, though it names it by
+    /// another word ("did I leave the garage open": the garage door).
+    pub(in crate::router) fn device_asked_about(&self, clause: &str) -> Option<String> {
+        let d = self.command_of(clause, &Context::default())?;
+        let Intent::Chain(chain) = &d.intent else {
+            return None;
+        };
+        let [one] = chain.commands.as_slice() else {
+            return None;
+        };
+        match self.about(one).as_slice() {
+            [name] if self.home.devices.iter().any(|d| &d.name == name) => {
+                Some(format!("the {name}"))
+            }
+            _ => None,
+        }
+    }
+}
