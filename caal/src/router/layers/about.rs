@@ -1,6 +1,7 @@
 //! What a request is about: the devices and rooms a command acts on or
-//! asks of, though its sentence names them by other words, and a clause
-//! that only names one (what a later clause points back at).
+//! asks of, though its sentence names them by other words; a question the
+//! change beside it answers; a clause that only names one (what a later
+//! clause points back at).
 
 use std::collections::BTreeMap;
 
@@ -42,6 +43,41 @@ impl Router {
             .collect();
         about.dedup();
         about
+    }
+
+    /// "Is the front door locked? Lock it": the question says what the
+    /// request is about, and doing it answers it. The commands and parts
+    /// without the questions so answered, and whether the last part was one.
+    pub(in crate::router) fn without_questions_acted_on(
+        &self,
+        mut commands: Vec<(usize, crate::auth::Command)>,
+        parts: Vec<Part>,
+    ) -> (Vec<crate::auth::Command>, Vec<Part>, bool) {
+        let targets = |c: &crate::auth::Command| self.about(c);
+        let acted_on: Vec<String> = commands
+            .iter()
+            .filter(|(_, c)| self.changes(c))
+            .flat_map(|(_, c)| targets(c))
+            .collect();
+        let asked = |c: &crate::auth::Command| {
+            !self.changes(c) && targets(c).iter().any(|t| acted_on.contains(t))
+        };
+        let answered: Vec<usize> = (0..parts.len())
+            .filter(|p| {
+                let of_part = || commands.iter().filter(|(at, _)| at == p);
+                of_part().count() > 0 && of_part().all(|(_, c)| asked(c))
+            })
+            .collect();
+        commands.retain(|(_, c)| !asked(c));
+        let last_answered = answered.contains(&parts.len().saturating_sub(1));
+        let parts = parts
+            .into_iter()
+            .enumerate()
+            .filter(|(p, _)| !answered.contains(p))
+            .map(|(_, part)| part)
+            .collect();
+        let commands = commands.into_iter().map(|(_, c)| c).collect();
+        (commands, parts, last_answered)
     }
 
     /// Whether a clause only names a device or a room of the home ("um,

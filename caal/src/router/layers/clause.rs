@@ -117,13 +117,7 @@ impl Router {
     ) -> Option<RouteDecision> {
         let clauses = clauses(text);
         if let Some(named) = self.named_after(&clauses) {
-            return match clauses.len() {
-                2 => self
-                    .command_of(&named, context)
-                    .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)
-                    .map(|d| decided_by(d, Layer::Clause, |u| u.clause = Some(named))),
-                _ => self.by_clause(&named, context, as_said),
-            };
+            return self.read_named(named, clauses.len(), context, as_said);
         }
         if !(2..=MAX_CLAUSES).contains(&clauses.len())
             || (clauses.iter().enumerate())
@@ -166,35 +160,7 @@ impl Router {
                 said = resolved;
                 referent = Some(phrase);
             }
-            // A clause of several requests ("…, switch on the bedroom lamp
-            // and lock the side door") is read as the split reads a sentence
-            // (as said, with a part the meaning layer reads).
-            let Some(mut d) = self
-                .command_of(&said, context)
-                .filter(|d| d.confidence >= SURE_CLAUSE)
-                .or_else(|| {
-                    self.several(&said, context)
-                        .filter(|d| matches!(d.intent, Intent::Chain(_)))
-                })
-                .or_else(|| {
-                    as_said
-                        .then(|| self.several_meant(&said, context))
-                        .flatten()
-                })
-                // A clause that asks for something and points back, read
-                // with what it points at, by its meaning where no template
-                // reads it ("…, can you put it at 40 percent").
-                .or_else(|| {
-                    let asks = (self.words.request_verbs.iter()).any(|v| {
-                        said.strip_prefix(v.as_str())
-                            .is_some_and(|r| r.starts_with(' '))
-                    });
-                    let meant = (as_said && asks && referent.is_some())
-                        .then(|| self.by_meaning(&said, context).decided)
-                        .flatten()?;
-                    matches!(meant.intent, Intent::Chain(_)).then_some(meant)
-                })
-            else {
+            let Some(mut d) = self.clause_read(&said, referent.is_some(), context, as_said) else {
                 number_aside |= self.says_a_number(clause);
                 continue;
             };
@@ -262,39 +228,52 @@ impl Router {
         Some(several_parts(commands, Layer::Clause, parts))
     }
 
-    /// "Is the front door locked? Lock it": the question says what the
-    /// request is about, and doing it answers it. The commands and parts
-    /// without the questions so answered, and whether the last part was one.
-    fn without_questions_acted_on(
+    /// A clause's request: as a template reads it, else as the split reads
+    /// a sentence ("…, switch on the bedroom lamp and lock the side door";
+    /// as said, with a part the meaning layer reads); a clause that asks
+    /// for something and points back (`pointed`) by its meaning where no
+    /// template reads it ("…, can you put it at 40 percent").
+    fn clause_read(
         &self,
-        mut commands: Vec<(usize, crate::auth::Command)>,
-        parts: Vec<Part>,
-    ) -> (Vec<crate::auth::Command>, Vec<Part>, bool) {
-        let targets = |c: &crate::auth::Command| self.about(c);
-        let acted_on: Vec<String> = commands
-            .iter()
-            .filter(|(_, c)| self.changes(c))
-            .flat_map(|(_, c)| targets(c))
-            .collect();
-        let asked = |c: &crate::auth::Command| {
-            !self.changes(c) && targets(c).iter().any(|t| acted_on.contains(t))
-        };
-        let answered: Vec<usize> = (0..parts.len())
-            .filter(|p| {
-                let of_part = || commands.iter().filter(|(at, _)| at == p);
-                of_part().count() > 0 && of_part().all(|(_, c)| asked(c))
+        said: &str,
+        pointed: bool,
+        context: &Context,
+        as_said: bool,
+    ) -> Option<RouteDecision> {
+        let chain = |d: &RouteDecision| matches!(d.intent, Intent::Chain(_));
+        let asks = || {
+            (self.words.request_verbs.iter()).any(|v| {
+                said.strip_prefix(v.as_str())
+                    .is_some_and(|r| r.starts_with(' '))
             })
-            .collect();
-        commands.retain(|(_, c)| !asked(c));
-        let last_answered = answered.contains(&parts.len().saturating_sub(1));
-        let parts = parts
-            .into_iter()
-            .enumerate()
-            .filter(|(p, _)| !answered.contains(p))
-            .map(|(_, part)| part)
-            .collect();
-        let commands = commands.into_iter().map(|(_, c)| c).collect();
-        (commands, parts, last_answered)
+        };
+        self.command_of(said, context)
+            .filter(|d| d.confidence >= SURE_CLAUSE)
+            .or_else(|| self.several(said, context).filter(chain))
+            .or_else(|| as_said.then(|| self.several_meant(said, context)).flatten())
+            .or_else(|| {
+                (as_said && pointed && asks())
+                    .then(|| self.by_meaning(said, context).decided)
+                    .flatten()
+                    .filter(chain)
+            })
+    }
+
+    /// The sentence with a clause that named the request before it said
+    /// inside it (`named_after`), read again.
+    fn read_named(
+        &self,
+        named: String,
+        clauses: usize,
+        context: &Context,
+        as_said: bool,
+    ) -> Option<RouteDecision> {
+        if clauses > 2 {
+            return self.by_clause(&named, context, as_said);
+        }
+        self.command_of(&named, context)
+            .filter(|d| matches!(d.intent, Intent::Chain(_)) && d.confidence >= SURE_CLAUSE)
+            .map(|d| decided_by(d, Layer::Clause, |u| u.clause = Some(named)))
     }
 
     /// The clauses again with one that names what the clause before asked

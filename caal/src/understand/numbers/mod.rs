@@ -143,3 +143,29 @@ pub(super) fn words_from(text: &str, pos: usize, max: usize) -> Vec<(&str, usize
 
 #[cfg(test)]
 mod tests;
+
+/// A brightness: a number said with "percent" or "%" if there is one, else
+/// the only number from 0 to 100.
+pub fn percent(lang: Lang, text: &str) -> Option<f64> {
+    let found = numbers_in(lang, text);
+    let said_as_percent = found.iter().find(|&&(_, _, end)| {
+        let rest = text[end..].trim_start();
+        rest.starts_with('%') || rest.starts_with("percent") || rest.starts_with("prozent")
+    });
+    match said_as_percent {
+        Some(n) => Some(n.0),
+        None => match found.as_slice() {
+            // "The bedroom one" picks a lamp: "one" alone is no level.
+            [one] if &text[one.1..one.2] != "one" => {
+                // A fraction said alone is of the whole: "half" is 50%.
+                Some(if one.0 > 0.0 && one.0 < 1.0 {
+                    one.0 * 100.0
+                } else {
+                    one.0
+                })
+            }
+            _ => None,
+        },
+    }
+    .filter(|n| (0.0..=100.0).contains(n))
+}

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{Group, Semantic};
 use crate::understand::mentions::{Mention, mentions};
-use crate::understand::numbers::{numbers_in, parse_duration};
+use crate::understand::numbers::{numbers_in, parse_duration, percent};
 use crate::understand::{Context, Home, Lang, Slot, Understood, normalize};
 
 impl Semantic {
@@ -183,26 +183,27 @@ impl Semantic {
             && slots
                 .get("area")
                 .is_some_and(|s| s.said.is_empty() && s.value == json!("all"));
-        let named: Vec<&Mention> = ["name", "area"]
+        // One device named whole is what it names, wherever it is; a name
+        // several share is narrowed by the room said, else the room's.
+        let name = mentions.iter().find(|m| m.slot == "name");
+        let whole = name.is_some_and(|m| m.value.is_string());
+        let area = mentions
             .iter()
-            .filter_map(|slot| mentions.iter().find(|m| m.slot == *slot))
-            .collect();
-        if every_room_unsaid && !named.is_empty() {
+            .find(|m| m.slot == "area")
+            .filter(|_| !whole);
+        if every_room_unsaid && (name.is_some() || area.is_some()) {
             slots.remove("area");
-            for m in named {
-                // One device named whole is what it names, wherever it is.
-                if slots.get("name").is_some_and(|s| s.value.is_string()) {
-                    break;
-                }
-                let said = Slot {
-                    context: m.context.clone(),
-                    ..Slot::taken(m.value.clone(), &m.said)
-                };
-                slots.insert(m.slot.to_owned(), said);
+            for m in name.into_iter().chain(area) {
+                let said = Slot::taken(m.value.clone(), &m.said);
+                slots.insert(
+                    m.slot.to_owned(),
+                    Slot {
+                        context: m.context.clone(),
+                        ..said
+                    },
+                );
             }
             home.device_by_area(slots);
-            // A name several devices share, none of them in the room said:
-            // the room's.
             if slots.contains_key("area") && slots.get("name").is_some_and(|s| s.value.is_array()) {
                 slots.remove("name");
             }
@@ -354,32 +355,6 @@ fn number_slot(n: f64, text: &str) -> Slot {
 
 pub(super) fn first_number(lang: Lang, text: &str) -> Option<f64> {
     numbers_in(lang, text).first().map(|n| n.0)
-}
-
-/// A brightness: a number said with "percent" or "%" if there is one, else
-/// the only number from 0 to 100.
-pub(super) fn percent(lang: Lang, text: &str) -> Option<f64> {
-    let found = numbers_in(lang, text);
-    let said_as_percent = found.iter().find(|&&(_, _, end)| {
-        let rest = text[end..].trim_start();
-        rest.starts_with('%') || rest.starts_with("percent") || rest.starts_with("prozent")
-    });
-    match said_as_percent {
-        Some(n) => Some(n.0),
-        None => match found.as_slice() {
-            // "The bedroom one" picks a lamp: "one" alone is no level.
-            [one] if &text[one.1..one.2] != "one" => {
-                // A fraction said alone is of the whole: "half" is 50%.
-                Some(if one.0 > 0.0 && one.0 < 1.0 {
-                    one.0 * 100.0
-                } else {
-                    one.0
-                })
-            }
-            _ => None,
-        },
-    }
-    .filter(|n| (0.0..=100.0).contains(n))
 }
 
 /// The longest run of words that is a duration ("for an hour and a half").

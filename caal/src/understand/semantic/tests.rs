@@ -1,5 +1,6 @@
-use super::slots::{first_number, longest_duration, percent};
+use super::slots::{first_number, longest_duration};
 use super::*;
+use crate::understand::numbers::percent;
 
 #[test]
 fn free_text_is_read_where_the_example_marks_it() {
