@@ -273,6 +273,13 @@ impl Home {
             .map(|a| a.name.as_str())
     }
 
+    /// Every name and other name of the home's areas and devices.
+    pub fn names(&self) -> impl Iterator<Item = &String> {
+        (self.areas.iter())
+            .flat_map(|a| std::iter::once(&a.name).chain(&a.aliases))
+            .chain((self.devices.iter()).flat_map(|d| std::iter::once(&d.name).chain(&d.aliases)))
+    }
+
     pub fn area_names(&self) -> Vec<&str> {
         self.areas.iter().map(|a| a.name.as_str()).collect()
     }

@@ -94,29 +94,14 @@ impl Router {
         let said = normalize(clause);
         let named: Vec<&str> = said.split_whitespace().filter(|x| !filler(x)).collect();
         let named = named.join(" ");
-        !named.is_empty()
-            && (self.home.devices.iter())
-                .flat_map(|d| std::iter::once(&d.name).chain(&d.aliases))
-                .chain(
-                    self.home
-                        .areas
-                        .iter()
-                        .flat_map(|a| std::iter::once(&a.name).chain(&a.aliases)),
-                )
-                .any(|n| *n == named)
+        !named.is_empty() && self.home.names().any(|n| *n == named)
     }
 
     /// The one device a clause's request is about, though it names it by
     /// another word ("did I leave the garage open": the garage door).
     pub(in crate::router) fn device_asked_about(&self, clause: &str) -> Option<String> {
-        let d = self.command_of(clause, &Context::default())?;
-        let Intent::Chain(chain) = &d.intent else {
-            return None;
-        };
-        let [one] = chain.commands.as_slice() else {
-            return None;
-        };
-        match self.about(one).as_slice() {
+        let one = self.one_command_of(clause)?;
+        match self.about(&one).as_slice() {
             [name] if self.home.devices.iter().any(|d| &d.name == name) => {
                 Some(format!("the {name}"))
             }

@@ -236,19 +236,7 @@ impl Router {
     /// name of six letters or more, spelled or sounded.
     fn names_heard(&self, heard: &Heard) -> Vec<Reading> {
         let bare = &heard.bare;
-        let names: Vec<String> = self
-            .home
-            .areas
-            .iter()
-            .flat_map(|a| std::iter::once(&a.name).chain(&a.aliases))
-            .chain(
-                self.home
-                    .devices
-                    .iter()
-                    .flat_map(|d| std::iter::once(&d.name).chain(&d.aliases)),
-            )
-            .map(|n| normalize(n))
-            .collect();
+        let names: Vec<String> = self.home.names().map(|n| normalize(n)).collect();
         let said = format!(" {} ", bare.join(" "));
         let mut readings = Vec::new();
         for n in 1..=2 {

@@ -63,14 +63,18 @@ impl Router {
     /// The item a request named ("add eggs to the list": eggs), as its
     /// command took it.
     pub(in crate::router) fn item_asked_in(&self, clause: &str) -> Option<String> {
+        let one = self.one_command_of(clause)?;
+        one.params.get("item").map(ToString::to_string)
+    }
+
+    /// The one command a template or rule reads in a clause, if one.
+    pub(in crate::router) fn one_command_of(&self, clause: &str) -> Option<crate::auth::Command> {
         let d = self.command_of(clause, &Context::default())?;
-        let Intent::Chain(chain) = &d.intent else {
+        let Intent::Chain(chain) = d.intent else {
             return None;
         };
-        match chain.commands.as_slice() {
-            [one] => one.params.get("item").map(ToString::to_string),
-            _ => None,
-        }
+        let [one] = <[_; 1]>::try_from(chain.commands).ok()?;
+        Some(one)
     }
 
     /// The lights a clause speaks of, as `refer_to_lights` says them: a
