@@ -1261,6 +1261,21 @@ pub struct LanguageConfig {
     /// dining room lights" is the dining room's.
     #[serde(default)]
     pub corrections: Vec<String>,
+    /// Words that take back what was just said only between two stops
+    /// ("remind me at 6 pm, no, 7 pm, …"): elsewhere they mean something else.
+    #[serde(default)]
+    pub corrections_between_stops: Vec<String>,
+    /// Words that open what replaces the part taken back ("make that 14").
+    #[serde(default)]
+    pub correction_leads: Vec<String>,
+    /// Words a phrase cannot end with, so a phrase ending with one was
+    /// broken off ("add apple juice to the, …").
+    #[serde(default)]
+    pub broken_endings: Vec<String>,
+    /// Words that open a reason or purpose said after a request ("so",
+    /// "because"): what follows them is no part of it.
+    #[serde(default)]
+    pub reason_words: Vec<String>,
     /// Typed slips that make another word ("of" for "off"), tried one at a
     /// time where nothing understood the words as typed.
     #[serde(default)]

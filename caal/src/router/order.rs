@@ -38,6 +38,10 @@ pub(super) const STEPS: &[Step] = &[
         read: here,
     },
     Step {
+        covers: &["resumed"],
+        read: resumed,
+    },
+    Step {
         covers: &["corrected"],
         read: corrected,
     },
@@ -113,19 +117,29 @@ fn in_heard_as(r: &Router, text: &str, state: &str, context: &Context) -> Option
     (d.layer != Layer::None).then(|| spans::read_as(d, &meant, Rewrite::InHeardAsAnother))
 }
 
-/// "Here", "this room": the speaker's place, when a client gave it. A
-/// template that says "here" itself reads it as it was written.
+/// "Here", "this room": the speaker's place, when a client gave it; kept
+/// only where the sentence so read is understood. A template that says
+/// "here" itself reads it as it was written.
 fn here(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteDecision> {
     let here = r
         .here_said(text, context)
         .filter(|_| r.by_templates(text, context).is_none())?;
     let d = r.route_in(&here, state, context);
-    Some(spans::read_as(d, &here, Rewrite::SpeakersPlace))
+    (d.layer != Layer::None).then(|| spans::read_as(d, &here, Rewrite::SpeakersPlace))
 }
 
-/// A name taken back ("the kitchen, sorry, the dining room") read as corrected.
+/// A phrase broken off and resumed after words to someone else ("add apple
+/// juice to the, Ava I said no, to the shopping list") read as resumed.
+fn resumed(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteDecision> {
+    let meant = r.resumed(text)?;
+    let d = r.route_in(&meant, state, context);
+    (d.layer != Layer::None).then(|| spans::read_as(d, &meant, Rewrite::Resumed))
+}
+
+/// A name or a value taken back ("the kitchen, sorry, the dining room", "12
+/// minutes, no wait, make that 14") read as corrected.
 fn corrected(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteDecision> {
-    let meant = r.corrected(text)?;
+    let meant = r.corrected(text, context)?;
     let d = r.route_in(&meant, state, context);
     (d.layer != Layer::None).then(|| spans::read_as(d, &meant, Rewrite::NameTakenBack))
 }

@@ -1,10 +1,9 @@
 //! What a sentence names, found before what it asks: the home's rooms and
 //! devices as spans (longest first: "the living room lamp" is the lamp, not
-//! the room), the speaker's place said as "here" or "this room", and a
-//! name taken back and said again ("the kitchen, sorry, the dining room
-//! lights"). A reading that names a room the sentence's spans do not hold
-//! is no reading of it. The phrases are the language's (`speaker_place`,
-//! `corrections`).
+//! the room), and the speaker's place said as "here" or "this room". A
+//! reading that names a room the sentence's spans do not hold is no
+//! reading of it. The phrases are the language's (`speaker_place`); a
+//! name taken back is `layers/repair.rs`'s.
 
 use crate::understand::{Context, mentions::mentions};
 
@@ -18,21 +17,28 @@ impl Router {
     pub(super) fn here_said(&self, text: &str, context: &Context) -> Option<String> {
         let area = context.area.as_deref()?;
         let padded = format!(" {text} ");
-        let (phrase, put) = self
-            .words
-            .speaker_place
-            .iter()
-            .find(|(phrase, _)| padded.contains(&format!(" {phrase} ")))?;
+        // The phrase between spaces, or before a clause mark ("in here, take it down").
+        let at = |phrase: &str| {
+            let needle = format!(" {phrase}");
+            padded.match_indices(&needle).map(|(at, _)| at).find(|&at| {
+                let next = padded[at + needle.len()..].chars().next();
+                next.is_some_and(|c| c == ' ' || crate::understand::CLAUSE_MARKS.contains(&c))
+            })
+        };
+        let (start, phrase, put) = (self.words.speaker_place.iter())
+            .find_map(|(phrase, put)| Some((at(phrase)?, phrase, put)))?;
         if mentions(&self.home, text, None)
             .iter()
             .any(|m| m.slot == "area")
         {
             return None;
         }
-        let with = padded.replacen(
-            &format!(" {phrase} "),
-            &format!(" {} ", put.replace("{area}", area)),
-            1,
+        let end = start + 1 + phrase.len();
+        let with = format!(
+            "{} {}{}",
+            &padded[..start],
+            put.replace("{area}", area),
+            &padded[end..]
         );
         Some(with.trim().to_owned())
     }
@@ -79,47 +85,6 @@ impl Router {
         meant.push(&self.words.in_word);
         meant.extend(rest);
         Some(meant.join(" "))
-    }
-
-    /// "Turn on the kitchen, sorry, the dining room lights": what follows
-    /// a correction word ("sorry", "I mean") put in place of the name it
-    /// corrects (the last one said before it of the same kind), or, when
-    /// it names none, in place of everything before it ("lights on, no
-    /// wait, lights off"). `None` when no correction word is said between
-    /// two parts.
-    pub(super) fn corrected(&self, text: &str) -> Option<String> {
-        let spaced = text.replace(',', " , ");
-        let padded = format!(
-            " {} ",
-            spaced.split_whitespace().collect::<Vec<_>>().join(" ")
-        );
-        let (at, word) = self
-            .words
-            .corrections
-            .iter()
-            .filter_map(|w| {
-                [format!(" , {w} , "), format!(" , {w} "), format!(" {w} , ")]
-                    .into_iter()
-                    .find_map(|marked| padded.find(&marked).map(|at| (at, marked)))
-            })
-            .min_by_key(|(at, _)| *at)?;
-        let before = tidy(&padded[..at]);
-        let after = tidy(&padded[at + word.len()..]);
-        if before.is_empty() || after.is_empty() {
-            return None;
-        }
-        let named_after = mentions(&self.home, &after, None);
-        let Some(first) = named_after.first() else {
-            return Some(after);
-        };
-        let named_before = mentions(&self.home, &before, None);
-        let Some(last) = named_before.iter().rev().find(|m| m.slot == first.slot) else {
-            return Some(after);
-        };
-        // "the kitchen, sorry, the dining room lights": from the start of
-        // the name before, what follows the name after takes over.
-        let start = first.span().0;
-        Some(format!("{}{}", &before[..last.span().0], &after[start..]))
     }
 
     /// What was typed read with one word that is a common slip for
@@ -220,16 +185,6 @@ impl Router {
             *u = named;
         }
     }
-}
-
-/// Words between single spaces, a comma's spaces and the ends gone.
-fn tidy(part: &str) -> String {
-    part.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace(" ,", ",")
-        .trim_matches([',', ' '])
-        .to_owned()
 }
 
 /// `d`, decided on the sentence as read (`read_as`), saying so in what it understood.

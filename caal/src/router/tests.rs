@@ -550,7 +550,7 @@ fn a_side_of_an_opposite_pair_the_audio_leaves_in_doubt_is_asked_about() {
 #[test]
 fn a_name_taken_back_is_put_where_the_one_it_corrects_was() {
     let r = router();
-    let fix = |t: &str| r.corrected(&normalize(t));
+    let fix = |t: &str| r.corrected(&normalize(t), &Context::default());
     assert_eq!(
         fix("turn on the kitchen, sorry, the dining room lights").as_deref(),
         Some("turn on the dining room lights")
@@ -1157,4 +1157,132 @@ fn a_shared_name_said_with_a_room_is_the_device_in_that_room() {
     );
     let d = typed(&r, "what day of the week is it");
     runs(&d, "clock.now", json!({"what": "date"}));
+}
+
+fn said_in(r: &Router, area: &str, text: &str) -> RouteDecision {
+    let context = Context {
+        area: Some(area.to_owned()),
+        ..Context::default()
+    };
+    r.route_in(&normalize(text), "default", &context)
+}
+
+#[test]
+fn a_value_taken_back_is_put_where_the_one_it_corrects_was() {
+    let r = configured();
+    // A number said again keeps what it counted.
+    let d = typed(
+        &r,
+        "set a pizza timer for 12 minutes, no wait, make that 14",
+    );
+    runs(&d, "timer.set", json!({"duration": 840, "name": "pizza"}));
+    let d = typed(&r, "set the bedroom lamp to 30, actually make that 55");
+    runs(
+        &d,
+        "light.brightness",
+        json!({"device": "bedroom lamp", "level": 55}),
+    );
+    // A time taken back between stops, the request going on after it.
+    let d = typed(&r, "remind me at 6 pm, no, 8 pm, to water the plants");
+    runs(
+        &d,
+        "reminder.add",
+        json!({"at": "20:00", "what": "water the plants"}),
+    );
+    // As speech to text writes it: a stop for the comma.
+    let d = typed(&r, "Turn the thermostat to 23. No, 19.5.");
+    runs(&d, "thermostat.set", json!({"temperature": 19.5}));
+    // A thing of a list.
+    let d = typed(&r, "add butter to the list, actually make it margarine");
+    runs(&d, "shopping.add", json!({"item": "margarine"}));
+    // "No" that is not between two stops takes nothing back.
+    assert_eq!(
+        r.corrected("add no salt crisps to the list", &Context::default()),
+        None
+    );
+}
+
+#[test]
+fn a_phrase_broken_off_and_resumed_is_read_without_the_words_between() {
+    let r = configured();
+    assert_eq!(
+        r.resumed("add oat milk to the, Sam not now, to the shopping list")
+            .as_deref(),
+        Some("add oat milk to the shopping list")
+    );
+    let d = typed(&r, "set a timer for, put that down please, for 9 minutes");
+    runs(&d, "timer.set", json!({"duration": 540}));
+    let d = typed(&r, "lock the, Max get down! lock the side door");
+    runs(&d, "door.lock", json!({"door": "side door"}));
+    // A phrase that ends whole is not broken off.
+    assert_eq!(
+        r.resumed("turn on the porch light, turn on the porch light"),
+        None
+    );
+}
+
+#[test]
+fn polite_leads_tags_and_a_reason_after_a_request_are_no_part_of_it() {
+    let r = configured();
+    let d = typed(
+        &r,
+        "Good morning, would you be so kind as to switch on the desk lamp, if it's no trouble at all",
+    );
+    runs(
+        &d,
+        "light.set",
+        json!({"device": "desk lamp", "state": "on"}),
+    );
+    let d = typed(&r, "I'd be grateful if you could lock the side door");
+    runs(&d, "door.lock", json!({"door": "side door"}));
+    let d = typed(&r, "is the back door locked or not");
+    runs(
+        &d,
+        "home.state",
+        json!({"device": "back door", "kind": "lock", "state": "locked"}),
+    );
+    let d = typed(&r, "turn on the hall lights so we don't trip over the bags");
+    runs(&d, "lights.set", json!({"room": "hall", "state": "on"}));
+    // A remark with a reason asks for nothing.
+    let d = typed(
+        &r,
+        "the office lights are really dim since we moved the desk",
+    );
+    assert!(commands(&d).is_empty(), "{d:?}");
+}
+
+#[test]
+fn a_statement_that_is_the_reason_for_a_change_after_it_is_not_a_change() {
+    let r = configured();
+    // "It" after a room said with light is the room's lights.
+    let d = said_in(
+        &r,
+        "kitchen",
+        "a bit too bright in here, take it down to 35",
+    );
+    runs(
+        &d,
+        "lights.brightness",
+        json!({"level": 35, "room": "kitchen"}),
+    );
+    let d = typed(&r, "the dining room, can you dim it");
+    assert_eq!(d.command_id.as_deref(), Some("lights.brightness"), "{d:?}");
+    // A lone verb names no room; the speaker's room is the one.
+    let d = said_in(&r, "office", "it's so dark in here, get the lights on");
+    runs(&d, "lights.set", json!({"room": "office", "state": "on"}));
+}
+
+#[test]
+fn a_timers_name_that_says_a_length_or_only_points_names_no_timer() {
+    let r = configured();
+    let d = typed(&r, "add a minute to the 6 minute timer");
+    runs(&d, "timer.add", json!({"duration": 60, "start": 360}));
+    let d = typed(&r, "set one timer for 3 minutes");
+    runs(&d, "timer.set", json!({"duration": 180}));
+    let d = typed(&r, "start a timer for the rice, 12 minutes");
+    runs(&d, "timer.set", json!({"duration": 720, "name": "rice"}));
+    let d = typed(&r, "chuck some teabags on the list");
+    runs(&d, "shopping.add", json!({"item": "teabags"}));
+    let d = typed(&r, "make the heating three degrees lower");
+    runs(&d, "thermostat.adjust", json!({"change": -3.0}));
 }

@@ -141,9 +141,14 @@ pub const ORDER: &[Step] = &[
         what: "\"here\" or \"this room\" read as the speaker's place, when a client gave it",
     },
     Step {
+        name: "resumed",
+        decides_as: Option::None,
+        what: "a phrase broken off and resumed after words to someone else (\"add juice to the, Ava no, to the list\") read as resumed",
+    },
+    Step {
         name: "corrected",
         decides_as: Option::None,
-        what: "a name taken back (\"the kitchen, sorry, the dining room\") read as corrected",
+        what: "a name or a value taken back (\"the kitchen, sorry, the dining room\", \"12 minutes, no wait, make that 14\") read as corrected",
     },
     Step {
         name: "earlier",

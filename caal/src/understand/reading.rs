@@ -132,8 +132,12 @@ pub enum Rewrite {
     InHeardAsAnother,
     /// "Here", "this room": the room the client said it is in.
     SpeakersPlace,
-    /// A name taken back ("the kitchen, sorry, the dining room").
+    /// A name or a value taken back ("the kitchen, sorry, the dining
+    /// room", "12 minutes, no wait, make that 14"); stored under the name
+    /// it had when only names were.
     NameTakenBack,
+    /// A phrase broken off and resumed ("add juice to the, Ava no, to the list").
+    Resumed,
     /// A typing slip (letters swapped, a key beside) read as the known word.
     TypingSlip,
     /// A timer said by its name alone ("pause the cake").

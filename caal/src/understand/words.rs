@@ -28,8 +28,14 @@ pub struct Words {
     pub speaker_place: Vec<(String, String)>,
     /// How a room is said after a request (`in the {area}`; empty: not read so).
     pub in_room: String,
-    /// Words that take back a name just said ("sorry", "I mean").
+    /// Words that take back a name or a value just said ("sorry", "I mean").
     pub corrections: Vec<String>,
+    /// … only between two stops (", no, ").
+    pub corrections_between_stops: Vec<String>,
+    /// Longest first.
+    pub correction_leads: Vec<String>,
+    pub broken_endings: Vec<String>,
+    pub reason_words: Vec<String>,
     /// Typed slips that make another word, and the word meant.
     pub word_slips: Vec<(String, String)>,
     pub refer_to_lights: Vec<String>,
@@ -138,6 +144,10 @@ impl Words {
             ),
             in_room: words.in_room.clone(),
             corrections: normalized(&words.corrections),
+            corrections_between_stops: normalized(&words.corrections_between_stops),
+            correction_leads: longest_first(normalized(&words.correction_leads), String::as_str),
+            broken_endings: normalized(&words.broken_endings),
+            reason_words: normalized(&words.reason_words),
             word_slips: words
                 .word_slips
                 .iter()

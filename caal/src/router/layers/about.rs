@@ -46,29 +46,46 @@ impl Router {
     }
 
     /// "Is the front door locked? Lock it": the question says what the
-    /// request is about, and doing it answers it. The commands and parts
-    /// without the questions so answered, and whether the last part was one.
-    pub(in crate::router) fn without_questions_acted_on(
+    /// request is about, and doing it answers it. "It's too bright in the
+    /// living room, take it down to 40": a statement that asks for nothing
+    /// in words (no `request_verbs`) is the reason for the change after it
+    /// to the same things, not a change of its own. The commands and parts
+    /// without the questions and reasons so acted on, and whether the last
+    /// part was one.
+    pub(in crate::router) fn without_parts_acted_on(
         &self,
         mut commands: Vec<(usize, crate::auth::Command)>,
         parts: Vec<Part>,
     ) -> (Vec<crate::auth::Command>, Vec<Part>, bool) {
         let targets = |c: &crate::auth::Command| self.about(c);
-        let acted_on: Vec<String> = commands
-            .iter()
-            .filter(|(_, c)| self.changes(c))
-            .flat_map(|(_, c)| targets(c))
-            .collect();
+        let acted_on = |after: Option<usize>| -> Vec<String> {
+            (commands.iter())
+                .filter(|(at, c)| after.is_none_or(|p| *at > p) && self.changes(c))
+                .flat_map(|(_, c)| targets(c))
+                .collect()
+        };
+        let everywhere = acted_on(None);
         let asked = |c: &crate::auth::Command| {
-            !self.changes(c) && targets(c).iter().any(|t| acted_on.contains(t))
+            !self.changes(c) && targets(c).iter().any(|t| everywhere.contains(t))
+        };
+        let states = |p: usize| {
+            let padded = padded_words(parts[p].clause.as_deref().unwrap_or_default());
+            !(self.words.request_verbs.iter()).any(|v| self.asks_with(&padded, v))
+        };
+        let a_reason = |p: usize, c: &crate::auth::Command| {
+            let later = acted_on(Some(p));
+            let of = targets(c);
+            self.changes(c) && !of.is_empty() && of.iter().all(|t| later.contains(t))
         };
         let answered: Vec<usize> = (0..parts.len())
-            .filter(|p| {
-                let of_part = || commands.iter().filter(|(at, _)| at == p);
-                of_part().count() > 0 && of_part().all(|(_, c)| asked(c))
+            .filter(|&p| {
+                let of_part = || commands.iter().filter(|(at, _)| *at == p);
+                of_part().count() > 0
+                    && (of_part().all(|(_, c)| asked(c))
+                        || states(p) && of_part().all(|(_, c)| a_reason(p, c)))
             })
             .collect();
-        commands.retain(|(_, c)| !asked(c));
+        commands.retain(|(at, c)| !asked(c) && !answered.contains(at));
         let last_answered = answered.contains(&parts.len().saturating_sub(1));
         let parts = parts
             .into_iter()

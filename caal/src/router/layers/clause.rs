@@ -210,7 +210,7 @@ impl Router {
             });
             last = Some((d, clause.to_string(), said, referent));
         }
-        let (commands, parts, last_answered) = self.without_questions_acted_on(commands, parts);
+        let (commands, parts, last_answered) = self.without_parts_acted_on(commands, parts);
         // "Make it a bit warmer, like one degree": the level is the one said
         // aside, read with the request it qualifies (the clauses as one
         // sentence, when a template reads it so); else by the meaning layer

@@ -127,6 +127,7 @@ impl Router {
                     .or_else(|| self.item_in(c))
                     .or_else(|| self.item_asked_in(c))
                     .or_else(|| self.device_asked_about(c))
+                    .or_else(|| self.room_lit_in(c, clause))
             })?;
             (word, named)
         };

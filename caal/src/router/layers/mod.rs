@@ -11,6 +11,7 @@ mod earlier;
 mod heard;
 mod meaning;
 mod opening;
+mod repair;
 mod sound;
 mod span;
 mod split;

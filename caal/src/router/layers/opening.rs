@@ -2,9 +2,10 @@
 //! ("ok, resume the cake timer"), and a lead that asks with the verb in
 //! -ing ("would you mind opening the garage door"), read as the request
 //! itself ("open the garage door"); and polite words that close it ("…, if
-//! you don't mind"), neither a condition nor a "not". The words are the
+//! you don't mind"), neither a condition nor a "not", and a reason said
+//! after it ("… so it's not pitch black when I get in"). The words are the
 //! language's (`opening_words`, `gerund_leads`, `gerund_endings`,
-//! `closing_words`).
+//! `closing_words`, `reason_words`).
 
 use super::*;
 
@@ -21,6 +22,9 @@ impl Router {
         while let Some(before) = tail_off(rest, &self.words.closing_words) {
             rest = before;
         }
+        if let Some(before) = self.reason_off(rest) {
+            rest = before;
+        }
         if let Some(after) = lead_off(rest, &self.words.gerund_leads) {
             let (word, tail) = after.split_once(' ').unwrap_or((after, ""));
             if let Some(verb) = self.verb_of_gerund(word) {
@@ -28,6 +32,31 @@ impl Router {
             }
         }
         (rest.len() < text.len()).then(|| rest.to_owned())
+    }
+
+    /// `text` before the reason or purpose it closes with (`reason_words`
+    /// and someone or something it is about, an `aside_openers` word or a
+    /// determiner: "turn on the living room lights so it's not pitch black
+    /// when I get in", "… because the baby's asleep"); `None` when it
+    /// closes with none, or what is before it asks for nothing in words
+    /// (`request_verbs`).
+    fn reason_off<'t>(&self, text: &'t str) -> Option<&'t str> {
+        let w = &self.words;
+        let about = |word: &str| {
+            let word = word.split('\'').next().unwrap_or_default();
+            (w.aside_openers.iter().chain(&w.determiners)).any(|o| o == word)
+        };
+        // A request said in words: "the kitchen lights are really bright
+        // since we changed the bulbs" is a remark.
+        let asks = |before: &str| {
+            let padded = padded_words(before);
+            (w.request_verbs.iter()).any(|v| self.asks_with(&padded, v))
+        };
+        w.reason_words.iter().find_map(|reason| {
+            let (before, after) = text.split_once(&format!(" {reason} "))?;
+            let before = before.trim_end_matches([',', ' ']);
+            (asks(before) && about(after.split(' ').next()?)).then_some(before)
+        })
     }
 
     /// The verb a template knows that `word` is a form of (`gerund_endings`):
@@ -69,7 +98,7 @@ fn tail_off<'t>(text: &'t str, phrases: &[String]) -> Option<&'t str> {
 
 /// `text` after the first of `phrases` (longest first) it opens with, a
 /// comma or stop after it allowed ("ok, turn …"); none when nothing follows.
-fn lead_off<'t>(text: &'t str, phrases: &[String]) -> Option<&'t str> {
+pub(super) fn lead_off<'t>(text: &'t str, phrases: &[String]) -> Option<&'t str> {
     phrases.iter().find_map(|phrase| {
         let after = text.strip_prefix(phrase.as_str())?;
         let after = after

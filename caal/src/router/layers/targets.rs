@@ -14,6 +14,9 @@ pub(in crate::router) const READ_BY_KIND: &[&str] = &[
     "timer",
 ];
 
+/// The key of the lights' words in the language's `topic_words`.
+const LIGHTS_TOPIC: &str = "lights";
+
 /// Whether words taken by an open slot could be a room's or a device's
 /// name: a few words, none of them a function word or the home's own kinds
 /// ("the", "lights", "temperature"), so "set the temperature to 19.5" is not
@@ -24,7 +27,10 @@ fn plausible_name(said: &str, words: &Words) -> bool {
         Some((first, rest)) if words.definites.iter().any(|d| d == first) => rest,
         _ => &said,
     };
+    // A lone verb that asks for something ("get the lights on": "get") names nothing.
+    let a_verb = matches!(said, [w] if words.request_verbs.iter().any(|v| v == w));
     !said.is_empty()
+        && !a_verb
         && said.len() <= 3
         && said.iter().all(|w| {
             !words.not_device_names.iter().any(|n| n == w) && !w.chars().any(|c| c.is_ascii_digit())
@@ -94,6 +100,20 @@ impl Router {
             (None, [_, all, ..]) => Some(all.clone()),
             _ => None,
         }
+    }
+
+    /// The lights of the room a clause names, where it or the clause that
+    /// points back at it speaks of light without naming one (the lights'
+    /// `topic_words`: "bit too bright in the living room, take it down to
+    /// 40", "the lounge, can you dim it a bit").
+    pub(in crate::router) fn room_lit_in(&self, clause: &str, pointing: &str) -> Option<String> {
+        let area = self.area_in(clause)?;
+        let topic = self.words.topic_words.get(LIGHTS_TOPIC)?;
+        let said = format!(" {} {} ", normalize(clause), normalize(pointing));
+        let speaks_of_light =
+            (said.split(|c: char| !c.is_alphanumeric())).any(|w| topic.iter().any(|t| t == w));
+        let with_room = self.words.refer_to_lights.first()?;
+        speaks_of_light.then(|| with_room.replace("{area}", &area))
     }
 
     /// What a clause says is wanted ("we need bread": bread): the words
@@ -204,7 +224,7 @@ impl Router {
     }
 
     /// Words said without the definite word they open with ("the dining room").
-    fn without_determiner<'s>(&self, said: &'s str) -> &'s str {
+    pub(in crate::router) fn without_determiner<'s>(&self, said: &'s str) -> &'s str {
         (self.words.definites.iter())
             .find_map(|d| said.strip_prefix(d.as_str())?.strip_prefix(' '))
             .unwrap_or(said)

@@ -28,6 +28,7 @@ impl Router {
         });
         let mut said = None;
         for u in &mut found {
+            self.timer_name_read(u);
             // "The bedroom lamp" said as area + "lamp": the one in that area.
             self.home.narrow_by_area(&mut u.slots);
             self.device_said(text, u, &mut said);
@@ -53,6 +54,35 @@ impl Router {
                 .then(rank(a).cmp(&rank(b)))
         });
         found.iter().find_map(|u| self.template_command(u))
+    }
+
+    /// A timer's name that says a length of time ("add a minute to the 8
+    /// minute timer") is the length it was started with, the slot the
+    /// library's sentences give it (`start_seconds`), never its name; one
+    /// that only points ("set one timer", "pause that timer":
+    /// `refer_to_item`) names none.
+    fn timer_name_read(&self, u: &mut Understood) {
+        const START: &str = "start_seconds";
+        if !u.template.contains("{timer_name") {
+            return;
+        }
+        let Some(name) = u.slots.get("name") else {
+            return;
+        };
+        let said = self.without_determiner(&name.said);
+        if self.words.refer_to_item.iter().any(|w| w == said) {
+            u.slots.remove("name");
+            return;
+        }
+        let lang = self.library.lang;
+        if let Some(seconds) = crate::understand::numbers::parse_duration(lang, said) {
+            let said = name.said.clone();
+            u.slots.remove("name");
+            u.slots.insert(
+                START.into(),
+                crate::understand::Slot::taken(json!(seconds), &said),
+            );
+        }
     }
 
     /// "Don't unlock the door": the request it negates, never run.
@@ -156,7 +186,28 @@ impl Router {
         let padded = padded_words(text);
         let has = |w: &String| padded.contains(&format!(" {w} "));
         (self.words.narrative_words.iter().any(has) || self.says_what_was_done(&padded))
-            && !self.words.request_verbs.iter().any(has)
+            && !self
+                .words
+                .request_verbs
+                .iter()
+                .any(|v| self.asks_with(&padded, v))
+    }
+
+    /// Whether `verb` is said in `padded` words as a request's verb: not
+    /// as a word of how something is, one or two words after a verb of
+    /// being ("the office lights are really dim").
+    pub(in crate::router) fn asks_with(&self, padded: &str, verb: &str) -> bool {
+        let words: Vec<&str> = padded.split_whitespace().collect();
+        let w = &self.words;
+        let being = |x: &str| {
+            w.be_verbs.iter().any(|b| b == x)
+                || w.be_contractions.iter().any(|c| x.ends_with(c.as_str()))
+        };
+        let n = verb.split(' ').count();
+        (0..words.len().saturating_sub(n - 1)).any(|i| {
+            words[i..i + n].join(" ") == verb
+                && !(i >= 1 && being(words[i - 1]) || i >= 2 && being(words[i - 2]))
+        })
     }
 
     /// Whether someone is said to have done something: a subject

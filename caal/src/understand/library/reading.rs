@@ -158,7 +158,9 @@ fn said_as_given(found: &mut [Understood], text: &str, map: &[usize]) {
                 && a <= b
                 && let Some(given) = text.get(a..b)
             {
-                slot.value = Value::String(given.trim().to_owned());
+                // Not the mark a clause ended with ("for the snags, 15 minutes").
+                let given = given.trim().trim_end_matches(super::super::CLAUSE_MARKS);
+                slot.value = Value::String(given.trim_end().to_owned());
             }
         }
     }
