@@ -68,10 +68,7 @@ impl Router {
         let asked = |c: &crate::auth::Command| {
             !self.changes(c) && targets(c).iter().any(|t| everywhere.contains(t))
         };
-        let states = |p: usize| {
-            let padded = padded_words(parts[p].clause.as_deref().unwrap_or_default());
-            !(self.words.request_verbs.iter()).any(|v| self.asks_with(&padded, v))
-        };
+        let states = |p: usize| !self.asks_in_words(parts[p].clause.as_deref().unwrap_or_default());
         let a_reason = |p: usize, c: &crate::auth::Command| {
             let later = acted_on(Some(p));
             let of = targets(c);

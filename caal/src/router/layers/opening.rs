@@ -46,16 +46,12 @@ impl Router {
             let word = word.split('\'').next().unwrap_or_default();
             (w.aside_openers.iter().chain(&w.determiners)).any(|o| o == word)
         };
-        // A request said in words: "the kitchen lights are really bright
-        // since we changed the bulbs" is a remark.
-        let asks = |before: &str| {
-            let padded = padded_words(before);
-            (w.request_verbs.iter()).any(|v| self.asks_with(&padded, v))
-        };
         w.reason_words.iter().find_map(|reason| {
             let (before, after) = text.split_once(&format!(" {reason} "))?;
             let before = before.trim_end_matches([',', ' ']);
-            (asks(before) && about(after.split(' ').next()?)).then_some(before)
+            // A request said in words: "the kitchen lights are really bright
+            // since we changed the bulbs" is a remark.
+            (self.asks_in_words(before) && about(after.split(' ').next()?)).then_some(before)
         })
     }
 

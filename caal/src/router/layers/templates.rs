@@ -186,17 +186,20 @@ impl Router {
         let padded = padded_words(text);
         let has = |w: &String| padded.contains(&format!(" {w} "));
         (self.words.narrative_words.iter().any(has) || self.says_what_was_done(&padded))
-            && !self
-                .words
-                .request_verbs
-                .iter()
-                .any(|v| self.asks_with(&padded, v))
+            && !self.asks_in_words(text)
+    }
+
+    /// Whether `text` asks for something in words: one of `request_verbs`
+    /// said as a request's verb (`asks_with`).
+    pub(in crate::router) fn asks_in_words(&self, text: &str) -> bool {
+        let padded = padded_words(text);
+        (self.words.request_verbs.iter()).any(|v| self.asks_with(&padded, v))
     }
 
     /// Whether `verb` is said in `padded` words as a request's verb: not
     /// as a word of how something is, one or two words after a verb of
     /// being ("the office lights are really dim").
-    pub(in crate::router) fn asks_with(&self, padded: &str, verb: &str) -> bool {
+    fn asks_with(&self, padded: &str, verb: &str) -> bool {
         let words: Vec<&str> = padded.split_whitespace().collect();
         let w = &self.words;
         let being = |x: &str| {
