@@ -8,8 +8,9 @@
 //! (`corrections`, `corrections_between_stops`, `correction_leads`,
 //! `broken_endings`). Each reading is kept only where it is understood.
 
+use super::clause::clauses;
 use super::*;
-use crate::understand::{CLAUSE_MARKS, mentions::mentions, numbers::numbers_in};
+use crate::understand::{mentions::mentions, numbers::numbers_in};
 
 impl Router {
     /// What follows a correction word ("sorry", "I mean", "no wait"), with
@@ -22,7 +23,9 @@ impl Router {
     /// ("lights on, no wait, lights off"). `None` when no correction word
     /// is said between two parts.
     pub(in crate::router) fn corrected(&self, text: &str, context: &Context) -> Option<String> {
-        let padded = format!(" {} ", stops_as_commas(text));
+        // A stop speech to text writes for a comma ("… to 60. Actually make
+        // that 45.") counts as one: the clauses, joined by commas.
+        let padded = format!(" {} ", clauses(text).join(" , "));
         let marks = |w: &String, alone: bool| {
             let forms = [format!(" , {w} , "), format!(" , {w} "), format!(" {w} , ")];
             let n = if alone { 1 } else { 3 };
@@ -125,8 +128,8 @@ impl Router {
     /// `None` when no clause so breaks off and is resumed.
     pub(in crate::router) fn resumed(&self, text: &str) -> Option<String> {
         const MOST: usize = 3;
-        let parts = parts_at_marks(text);
-        for (i, (part, _)) in parts.iter().enumerate() {
+        let parts = clauses(text);
+        for (i, part) in parts.iter().enumerate() {
             let words: Vec<&str> = part.split_whitespace().collect();
             let last = words.last()?;
             if !self.words.broken_endings.iter().any(|e| e == last) {
@@ -136,7 +139,7 @@ impl Router {
             // part opens, or (two words or more) inside the next one.
             for n in (1..=MOST.min(words.len())).rev() {
                 let end = &words[words.len() - n..];
-                let again = parts[i + 1..].iter().enumerate().find_map(|(k, (p, _))| {
+                let again = parts[i + 1..].iter().enumerate().find_map(|(k, p)| {
                     let said: Vec<&str> = p.split_whitespace().collect();
                     let inside = k == 0 && n >= 2;
                     let at = if inside {
@@ -149,56 +152,16 @@ impl Router {
                 let Some((j, resumed)) = again else {
                     continue;
                 };
-                let mut out: Vec<String> =
-                    parts[..i].iter().map(|(p, m)| format!("{p}{m}")).collect();
-                out.push(words[..words.len() - n].join(" "));
-                out.push(format!("{resumed}{}", parts[j].1));
-                out.extend(parts[j + 1..].iter().map(|(p, m)| format!("{p}{m}")));
-                let out = out.join(" ");
-                let out = out.split_whitespace().collect::<Vec<_>>().join(" ");
-                return Some(out.trim_end_matches(CLAUSE_MARKS).to_owned());
+                let broken = words[..words.len() - n].join(" ");
+                let joined = format!("{broken} {resumed}");
+                let mut out: Vec<&str> = parts[..i].to_vec();
+                out.push(joined.trim());
+                out.extend(&parts[j + 1..]);
+                return Some(out.join(", "));
             }
         }
         None
     }
-}
-
-/// `text` with each mark that ends a clause (a stop, "!", "?", ";" before
-/// a space) written as a comma between spaces, so a correction said after
-/// a stop (as speech to text writes it: "… to 60. Actually make that 45.")
-/// is found as one said after a comma.
-fn stops_as_commas(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        let ends = CLAUSE_MARKS.contains(&c) && chars.peek().is_none_or(|n| n.is_whitespace());
-        if ends {
-            out.push_str(" , ");
-        } else {
-            out.push(c);
-        }
-    }
-    out.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// The parts of `text` between the marks that end a clause, each with the
-/// mark after it ("" for the last).
-fn parts_at_marks(text: &str) -> Vec<(String, String)> {
-    let mut parts = Vec::new();
-    let mut part = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if CLAUSE_MARKS.contains(&c) && chars.peek().is_none_or(|n| n.is_whitespace()) {
-            parts.push((part.trim().to_owned(), c.to_string()));
-            part.clear();
-        } else {
-            part.push(c);
-        }
-    }
-    if !part.trim().is_empty() {
-        parts.push((part.trim().to_owned(), String::new()));
-    }
-    parts
 }
 
 /// Words between single spaces, a comma's spaces and the ends gone.
