@@ -1438,6 +1438,11 @@ pub struct LanguageConfig {
     /// is weighed against the opposite before it runs.
     #[serde(default)]
     pub prefix_heard_as: Vec<String>,
+    /// Words that sound alike and mean different things ("18" and "80"): a
+    /// spoken request that says one is weighed against the other before it
+    /// runs, as an opposite is.
+    #[serde(default)]
+    pub heard_alike: Vec<[String; 2]>,
     /// Words speech to text writes for `in_word` before a room ("turn off
     /// the lights and the kitchen"): put back as it when a room follows.
     #[serde(default)]

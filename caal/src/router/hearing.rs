@@ -79,11 +79,12 @@ impl Router {
             .flat_map(|c| {
                 c.params.iter().filter_map(|(param, value)| {
                     let said = c.raw_params.get(param);
-                    let p = value_heard(value, said.map(String::as_str), hearing.words)?;
+                    let said = said.map(String::as_str);
+                    let p = value_heard(value, said, hearing.words, is_free_text(param))?;
                     let bar = self.value_bar(param, value, hearing.bars);
                     (p < bar).then(|| Unsure {
                         param: param.clone(),
-                        said: said.cloned().unwrap_or_else(|| value.to_string()),
+                        said: said.map_or_else(|| value.to_string(), str::to_owned),
                         p,
                         bar,
                     })
@@ -118,7 +119,8 @@ impl Router {
     fn value_bar(&self, param: &str, value: &ParamValue, bars: Bars) -> f32 {
         match value {
             ParamValue::Text(t)
-                if matches!(param, "item" | "name")
+                if is_free_text(param)
+                    && param != "what"
                     && !self.words.knows_thing(&t.to_lowercase()) =>
             {
                 bars.value.max(bars.unknown)
@@ -126,6 +128,12 @@ impl Router {
             _ => bars.value,
         }
     }
+}
+
+/// A parameter whose value is words as said (a list's item, a timer's
+/// name, what to be reminded of), not a word of the home's.
+fn is_free_text(param: &str) -> bool {
+    matches!(param, "item" | "name" | "what")
 }
 
 /// The words of a transcript heard at `bar` or above, lower case (what
@@ -180,8 +188,14 @@ pub fn sides_heard_surely(
 /// How surely a value's words were heard: the least sure of the words it
 /// was read from, found together in the transcript; for a number not
 /// found so (said as words, read as digits), the least sure of the
-/// transcript's words with digits. None: no word to judge it by.
-fn value_heard(value: &ParamValue, said: Option<&str>, heard: &[HeardWord]) -> Option<f32> {
+/// transcript's words with digits; for a free text's words a reading of
+/// the transcript said in place of others, 0. None: no word to judge it by.
+fn value_heard(
+    value: &ParamValue,
+    said: Option<&str>,
+    heard: &[HeardWord],
+    free_text: bool,
+) -> Option<f32> {
     let text = said.map_or_else(|| value.to_string(), str::to_owned);
     let wanted: Vec<String> = HeardWord::pieces(&text)
         .filter(|w| !w.is_empty())
@@ -203,7 +217,10 @@ fn value_heard(value: &ParamValue, said: Option<&str>, heard: &[HeardWord]) -> O
             .filter(|h| h.word.chars().any(|c| c.is_ascii_digit()))
             .map(|h| h.p)
             .reduce(f32::min),
-        ParamValue::Text(_) => None,
+        // A free text's words a reading put there, not heard ("put the
+        // bins out" read "put the mins out"): not heard at all. (A name of
+        // the home or a state is the home's word for what was said.)
+        ParamValue::Text(_) => (free_text && said.is_some()).then_some(0.0),
     }
 }
 
@@ -232,22 +249,49 @@ mod tests {
             ("minutes", 0.97),
         ]);
         let name = ParamValue::Text("price".into());
-        assert_eq!(value_heard(&name, Some("price"), &heard), Some(0.04));
+        assert_eq!(value_heard(&name, Some("price"), &heard, true), Some(0.04));
         // A duration read from "18 minutes": its words together.
         let duration = ParamValue::Seconds(1080);
         assert_eq!(
-            value_heard(&duration, Some("18 minutes"), &heard),
+            value_heard(&duration, Some("18 minutes"), &heard, true),
             Some(0.6)
         );
         // Said as words, read as a number: the transcript's digits.
-        assert_eq!(value_heard(&duration, Some("1080"), &heard), Some(0.6));
+        assert_eq!(
+            value_heard(&duration, Some("1080"), &heard, true),
+            Some(0.6)
+        );
         // Text not among the words heard: nothing to judge it by.
         assert_eq!(
-            value_heard(&ParamValue::Text("kitchen".into()), None, &heard),
+            value_heard(&ParamValue::Text("kitchen".into()), None, &heard, true),
+            None
+        );
+        // Words a reading said in place of others ("mins" for "bins"):
+        // not heard at all.
+        assert_eq!(
+            value_heard(
+                &ParamValue::Text("kitchen".into()),
+                Some("kitchen"),
+                &heard,
+                true
+            ),
+            Some(0.0)
+        );
+        // A name of the home is the home's word for what was heard.
+        assert_eq!(
+            value_heard(
+                &ParamValue::Text("kitchen".into()),
+                Some("kitchen"),
+                &heard,
+                false
+            ),
             None
         );
         // Nothing heard as digits: no judgement of a number either.
         let plain = words(&[("lights", 0.2), ("on", 0.9)]);
-        assert_eq!(value_heard(&ParamValue::Integer(5), None, &plain), None);
+        assert_eq!(
+            value_heard(&ParamValue::Integer(5), None, &plain, true),
+            None
+        );
     }
 }

@@ -4,6 +4,8 @@
 //! function that runs them. A step decides, or gives none and the next is
 //! asked; the last always decides.
 
+use std::collections::HashSet;
+
 use super::{Intent, Meant, RouteDecision, Router, spans};
 use crate::understand::{Context, Layer, Rewrite};
 
@@ -201,10 +203,31 @@ fn rules_and_templates(
     // "what our") may be a mishearing of a slot the home or a number fills
     // ("pause one hour timer"); words heard surely are what was said ("set
     // a pizza timer": never a timer without its name, nor the kitchen's).
+    // A reading by sound that only drops the name ("set a rice timer", rice
+    // heard unsurely, read "set a timer") accounts for none of its words:
+    // the name stays, asked about as heard unsurely.
     if d.layer == Layer::Template && d.confidence < 1.0 && !values_heard_surely(&d, context) {
-        return Some(r.by_sound(text, context, true).unwrap_or(d));
+        let by_sound = r.by_sound(text, context, true);
+        return Some(by_sound.filter(|s| reads_the_values(s, &d)).unwrap_or(d));
     }
     Some(d)
+}
+
+/// Whether `sound` reads the words `d`'s free-text values took as something:
+/// each such parameter kept (another value), or a parameter `d` has not (a
+/// timer's length for "what our": "pause one hour timer").
+fn reads_the_values(sound: &RouteDecision, d: &RouteDecision) -> bool {
+    let keys = |d: &RouteDecision, free: bool| -> HashSet<String> {
+        let Intent::Chain(chain) = &d.intent else {
+            return HashSet::new();
+        };
+        (chain.commands.iter().flat_map(|c| c.params.iter()))
+            .filter(|(_, v)| !free || matches!(v, crate::command::ParamValue::Text(_)))
+            .map(|(k, _)| k.clone())
+            .collect()
+    };
+    let (read, took) = (keys(sound, false), keys(d, false));
+    keys(d, true).is_subset(&read) || !read.is_subset(&took)
 }
 
 /// Whether every free-text value of `d` (a timer's name, an item) is of

@@ -1286,3 +1286,171 @@ fn a_timers_name_that_says_a_length_or_only_points_names_no_timer() {
     let d = typed(&r, "make the heating three degrees lower");
     runs(&d, "thermostat.adjust", json!({"change": -3.0}));
 }
+
+/// That each sentence, typed, runs the one command given.
+fn each_runs(r: &Router, cases: &[(&str, &str, serde_json::Value)]) {
+    for (text, id, params) in cases {
+        runs(&typed(r, text), id, params.clone());
+    }
+}
+
+#[test]
+fn what_must_not_be_left_so_and_a_not_before_a_request_are_a_request() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "never leave the desk lamp on when we go out",
+                "light.set",
+                json!({"device": "desk lamp", "state": "off"}),
+            ),
+            (
+                "don't leave the side door unlocked overnight",
+                "door.lock",
+                json!({"door": "side door"}),
+            ),
+            (
+                "don't leave the hall lights on",
+                "lights.set",
+                json!({"room": "hall", "state": "off"}),
+            ),
+            // A clause that says "not" before one that asks is its reason;
+            // "it" points at the room said for its door.
+            (
+                "do not leave the garage open again, shut it please",
+                "garage.close",
+                json!({}),
+            ),
+            (
+                "I don't need the bedroom lamp anymore, switch it off",
+                "light.set",
+                json!({"device": "bedroom lamp", "state": "off"}),
+            ),
+        ],
+    );
+    // A "not" after the request takes it back; one alone refuses it.
+    for text in [
+        "switch on the porch light, no don't",
+        "don't switch on the porch light",
+    ] {
+        let d = typed(&r, text);
+        assert!(commands(&d).is_empty(), "{d:?}");
+    }
+}
+
+#[test]
+fn hints_and_a_timers_name_said_around_its_length_are_read() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "is there any way you could switch the desk lamp on",
+                "light.set",
+                json!({"device": "desk lamp", "state": "on"}),
+            ),
+            (
+                "I wouldn't mind a reminder to phone the bank at 4pm",
+                "reminder.add",
+                json!({"at": "16:00", "what": "phone the bank"}),
+            ),
+            (
+                "give me a 9 minute timer for the muffins",
+                "timer.set",
+                json!({"duration": 540, "name": "muffins"}),
+            ),
+            (
+                "stick a timer on for 6 minutes for the toast",
+                "timer.set",
+                json!({"duration": 360, "name": "toast"}),
+            ),
+            (
+                "countdown, 25 minutes, for the bread",
+                "timer.set",
+                json!({"duration": 1500, "name": "bread"}),
+            ),
+        ],
+    );
+    // A name that opens with a request's verb is that request, not a name.
+    let d = typed(
+        &r,
+        "stop the soup timer for a second, someone's at the door",
+    );
+    assert!(
+        commands(&d).iter().all(|(id, _)| id != "timer.set"),
+        "{d:?}"
+    );
+    // Said of what was done, a request's words are a story.
+    let d = typed(&r, "I switched the office lights off myself earlier");
+    assert!(commands(&d).is_empty(), "{d:?}");
+}
+
+/// Heard by speech to text, with the words of `text` heard surely but `unsure`.
+fn heard_but(text: &str, unsure: &[&str]) -> Context {
+    Context {
+        spoken: true,
+        sure_words: Some(
+            normalize(text)
+                .split(' ')
+                .filter(|w| !unsure.contains(w))
+                .map(str::to_owned)
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_reading_by_sound_never_drops_a_name_nor_runs_over_a_word_heard_surely() {
+    let r = configured();
+    // "rice" heard unsurely: a reading by sound that only drops it accounts
+    // for none of its words; the name stays (asked about, as heard unsurely).
+    let heard = "set a rice timer for 18 minutes";
+    let d = r.route_in(&normalize(heard), "default", &heard_but(heard, &["rice"]));
+    assert_eq!(
+        chain(&d).commands[0].params.get("name"),
+        Some(&ParamValue::Text("rice".into())),
+        "{d:?}"
+    );
+    // "take" heard surely and read as another word: a guess, asked first.
+    let heard = "let's take bananas on the shopping list";
+    let d = r.route_in(&normalize(heard), "default", &heard_but(heard, &["let's"]));
+    if d.layer == Layer::Sounds {
+        assert_eq!(d.auth_level, AuthLevel::CONFIRM, "{d:?}");
+    }
+    assert!(
+        d.auth_level == AuthLevel::CONFIRM
+            || commands(&d).iter().all(|(id, _)| id != "shopping.remove"),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn a_number_heard_alike_with_another_is_weighed_against_it() {
+    let router = configured();
+    let heard = normalize("set a timer for 80 minutes");
+    let scored = |eighty: f32, eighteen: f32| {
+        crate::understand::Listen::new(move |texts: &[String]| {
+            Some(
+                (texts.iter())
+                    .map(|t| if t.contains("80") { eighty } else { eighteen })
+                    .collect(),
+            )
+        })
+    };
+    let spoken = |listen| Context {
+        spoken: true,
+        listen: Some(listen),
+        ..Default::default()
+    };
+    let decided = router.route_in(&heard, "default", &spoken(scored(-5.0, -30.0)));
+    assert_eq!(decided.auth_level, AuthLevel::RUN, "{decided:?}");
+    let d = router.doubted(decided.clone(), (&heard, &[]), &spoken(scored(-5.0, -30.0)));
+    assert_eq!(d.auth_level, AuthLevel::RUN);
+    // "18" fits about as well: asked first.
+    let d = router.doubted(decided, (&heard, &[]), &spoken(scored(-5.0, -5.5)));
+    assert_eq!(d.auth_level, AuthLevel::CONFIRM);
+    let doubt = d.understood.as_ref().unwrap().doubt.as_ref().unwrap();
+    assert!(doubt.other.contains("18"), "{doubt:?}");
+}

@@ -41,8 +41,42 @@ pub fn nearest_words(vocabulary: &Vocabulary, w: &str, shortest: usize) -> Vec<S
         }
         best.push(v);
     }
-    best.sort_unstable();
+    // As near, the likelier slip first: two letters swapped, then a key
+    // struck beside the one meant ("tne" is "ten" before "one").
+    best.sort_unstable_by_key(|v| (slip_rank(w, v), *v));
     best.into_iter().map(str::to_owned).collect()
+}
+
+/// How likely a slip of the same length turns `meant` into `typed`: 0 two
+/// neighbouring letters swapped, 1 one key beside the one meant (QWERTY),
+/// 2 any other.
+fn slip_rank(typed: &str, meant: &str) -> u8 {
+    const ROWS: [&str; 3] = ["qwertyuiop", "asdfghjkl", "zxcvbnm"];
+    let key = |c: char| {
+        ROWS.iter()
+            .enumerate()
+            .find_map(|(r, row)| row.find(c).map(|i| (r as i32, i as i32)))
+    };
+    let (t, m): (Vec<char>, Vec<char>) = (typed.chars().collect(), meant.chars().collect());
+    if t.len() != m.len() {
+        return 2;
+    }
+    let differ: Vec<usize> = (0..t.len()).filter(|&i| t[i] != m[i]).collect();
+    match differ.as_slice() {
+        [a, b] if *b == a + 1 && t[*a] == m[*b] && t[*b] == m[*a] => 0,
+        [a] => match (key(t[*a]), key(m[*a])) {
+            // Rows are offset by half a key: (r, i) touches (r±1, i) and (r+1, i-1), (r-1, i+1).
+            (Some((r1, i1)), Some((r2, i2)))
+                if (r1 == r2 && (i1 - i2).abs() == 1)
+                    || (r2 - r1 == 1 && (i1 == i2 || i1 - 1 == i2))
+                    || (r1 - r2 == 1 && (i2 == i1 || i2 - 1 == i1)) =>
+            {
+                1
+            }
+            _ => 2,
+        },
+        _ => 2,
+    }
 }
 
 /// A lower bound of the edit distance between two words: how many letters
@@ -167,6 +201,16 @@ mod sound_tests {
             .iter()
             .map(|w| ((*w).to_owned(), sound_spelling(w)))
             .collect()
+    }
+
+    #[test]
+    fn of_words_as_near_a_swap_then_a_neighbouring_key_comes_first() {
+        let v = vocabulary(&["one", "ten", "the", "tan"]);
+        // "tne": "ten" two letters swapped, "the" a key beside (h by n), "one" neither.
+        assert_eq!(nearest_words(&v, "tne", 3), ["ten", "the", "one"]);
+        assert_eq!(slip_rank("lihgts", "lights"), 0);
+        assert_eq!(slip_rank("lughts", "lights"), 1);
+        assert_eq!(slip_rank("lpghts", "lights"), 2);
     }
 
     #[test]

@@ -53,6 +53,8 @@ pub struct Words {
     pub heard_fillers: Vec<String>,
     pub joined_prefixes: Vec<String>,
     pub prefix_heard_as: Vec<String>,
+    /// Words that sound alike and mean different things ("18", "80").
+    pub heard_alike: Vec<[String; 2]>,
     pub in_heard_as: Vec<String>,
     /// The word `in_heard_as` puts back ("in").
     pub in_word: String,
@@ -169,6 +171,11 @@ impl Words {
             heard_fillers: normalized(&words.heard_fillers),
             joined_prefixes: normalized(&words.joined_prefixes),
             prefix_heard_as: normalized(&words.prefix_heard_as),
+            heard_alike: words
+                .heard_alike
+                .iter()
+                .map(|[a, b]| [normalize(a), normalize(b)])
+                .collect(),
             in_heard_as: normalized(&words.in_heard_as),
             in_word: normalize(&words.in_word),
             opening_words: longest_first(normalized(&words.opening_words), String::as_str),

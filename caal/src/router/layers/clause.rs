@@ -106,7 +106,8 @@ impl Router {
     /// it. A clause may point back at what an earlier one named: "it" or
     /// "them" at a device of the home or at what "we need" or "we're out of"
     /// named, "there" at a room ("is the front door locked? lock it" is "lock
-    /// the front door"). Never in a sentence that says "not", nor in a story.
+    /// the front door"). Never in a sentence that says "not" (but in a clause
+    /// said aside, or before a clause that asks: its reason), nor in a story.
     /// `as_said`: the sentence as it was said or typed (not a reading of a
     /// mishearing or a slip), whose clauses may be read by `several_meant`.
     pub(in crate::router) fn by_clause(
@@ -119,9 +120,15 @@ impl Router {
         if let Some(named) = self.named_after(&clauses) {
             return self.read_named(named, clauses.len(), context, as_said);
         }
+        // "Don't leave the garage open all night, close it": a clause that
+        // says "not" before one that asks for something is the reason for
+        // it, no request of its own.
+        let reason = |i: usize| {
+            (clauses[i + 1..].iter()).any(|c| !self.says_not(c) && self.asks_in_words(c))
+        };
         if !(2..=MAX_CLAUSES).contains(&clauses.len())
             || (clauses.iter().enumerate())
-                .any(|(i, c)| self.says_not(c) && !self.not_so_aside(i, c))
+                .any(|(i, c)| self.says_not(c) && !self.not_so_aside(i, c) && !reason(i))
             || self.tells_a_story(text)
         {
             return None;
@@ -137,8 +144,9 @@ impl Router {
             if context.out_of_time() {
                 return None;
             }
-            // A clause longer than a sentence is read (see MAX_WORDS) is no request.
-            if clause.split_whitespace().nth(MAX_WORDS).is_some() {
+            // A clause longer than a sentence is read (see MAX_WORDS) is no
+            // request, nor is one that says "not" (above: said aside or a reason).
+            if clause.split_whitespace().nth(MAX_WORDS).is_some() || self.says_not(clause) {
                 continue;
             }
             // "The porch light, can you put it at 40 percent": a clause that

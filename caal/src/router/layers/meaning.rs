@@ -277,9 +277,10 @@ impl Router {
     /// opposite pair ("pause the timer", "lights off") is asked about
     /// first when the same words with the other side fit the audio about
     /// as well (within `doubt_margin` of whisper's log-likelihood): a
-    /// mishearing there would run the opposite of what was said. The words
-    /// are the sound layer's reading, else what was heard; the words heard,
-    /// each side word surely (`sides_heard_surely`), are not weighed.
+    /// mishearing there would run the opposite of what was said; so for a
+    /// word of a pair heard alike (`heard_alike`: "18", "80"). The words are
+    /// the sound layer's reading, else what was heard; the words heard, each
+    /// side word surely (`sides_heard_surely`), are not weighed.
     pub fn doubted(
         &self,
         mut d: RouteDecision,
@@ -307,15 +308,13 @@ impl Router {
             .unwrap_or_else(|| heard.to_owned());
         // The words as heard too: a reading by sound may have dropped the
         // word a prefix was heard as ("and lock the door" read "lock the door").
-        let others = opposite_readings(
-            &self.words.opposites,
-            &self.words.prefix_heard_as,
-            [said.as_str(), heard],
-        );
+        let w = &self.words;
+        let sides: Vec<_> = w.opposites.iter().chain(&w.heard_alike).cloned().collect();
+        let others = opposite_readings(&sides, &w.prefix_heard_as, [said.as_str(), heard]);
         if others.is_empty() {
             return d;
         }
-        let pairs = (&self.words.opposites[..], &self.words.prefix_heard_as[..]);
+        let pairs = (&sides[..], &w.prefix_heard_as[..]);
         if said == heard && sides_heard_surely(&said, pairs, words, margin) {
             return d;
         }

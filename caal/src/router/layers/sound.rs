@@ -106,7 +106,8 @@ impl Router {
         let guessed = near
             .unheard
             .iter()
-            .any(|w| self.words.opposites.iter().any(|pair| pair.contains(w)));
+            .any(|w| self.words.opposites.iter().any(|pair| pair.contains(w)))
+            || replaces_sure_words(&prepared, &near.reading, context);
         if (distance > sure || guessed)
             && self.changes_something(&d)
             && let Intent::Chain(chain) = &mut d.intent
@@ -201,4 +202,22 @@ fn names_unheard(d: &RouteDecision, heard: &str) -> bool {
     (chain.commands.iter().flat_map(|c| c.params.iter()))
         .filter(|(k, _)| matches!(k.as_str(), "device" | "room" | "door"))
         .any(|(_, v)| v.to_string().split(' ').any(|w| !heard.contains(&w)))
+}
+
+/// Whether `reading` puts other words where a word heard surely was
+/// ("let's take bananas on the list", "take" heard at 0.79, read "check
+/// bananas on the list"): whisper was sure of what the reading says it
+/// misheard, so the reading is a guess. Words only dropped are no guess.
+fn replaces_sure_words(heard: &str, reading: &str, context: &Context) -> bool {
+    let mut missing: Vec<&str> = heard.split_whitespace().collect();
+    let mut added = false;
+    for w in reading.split_whitespace() {
+        match missing.iter().position(|m| *m == w) {
+            Some(i) => {
+                missing.swap_remove(i);
+            }
+            None => added = true,
+        }
+    }
+    added && missing.iter().any(|w| context.heard_surely(w))
 }

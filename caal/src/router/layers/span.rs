@@ -16,7 +16,8 @@ impl Router {
     /// with no wildcard taking any of it, and at least half the sentence (a
     /// few words inside a story are no request: "leave the porch light as
     /// it is"). Never in a sentence that says "not": the run could leave it
-    /// out; nor a run that leaves out a level or a number said ("put the
+    /// out; nor in a story ("I turned the kitchen lights off myself
+    /// earlier": a run of it is what was done); nor a run that leaves out a level or a number said ("put the
     /// desk lamp on | full"); in a question of whether it is or was so, only
     /// a run that changes nothing ("did I lock the back door" asks about
     /// locking it).
@@ -25,7 +26,7 @@ impl Router {
         text: &str,
         context: &Context,
     ) -> Option<RouteDecision> {
-        if self.says_not(text) {
+        if self.says_not(text) || self.tells_a_story(text) {
             return None;
         }
         // A question of whether finds only a run that changes nothing ("what's

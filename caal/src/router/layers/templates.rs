@@ -26,6 +26,15 @@ impl Router {
                     .get("name")
                     .is_some_and(|s| self.timer_names.cut_short(&s.said))
         });
+        // A timer's name that opens with a request's verb ("pause the cake
+        // timer for a sec": a timer named "pause the cake") is that request.
+        found.retain(|u| {
+            !u.template.contains("{timer_name")
+                || !(u.slots.get("name")).is_some_and(|s| {
+                    let first = s.said.split(' ').next().unwrap_or_default();
+                    self.words.request_verbs.iter().any(|v| v == first)
+                })
+        });
         let mut said = None;
         for u in &mut found {
             self.timer_name_read(u);
