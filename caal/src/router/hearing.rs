@@ -119,8 +119,7 @@ impl Router {
     fn value_bar(&self, param: &str, value: &ParamValue, bars: Bars) -> f32 {
         match value {
             ParamValue::Text(t)
-                if is_free_text(param)
-                    && param != "what"
+                if matches!(param, "item" | "name")
                     && !self.words.knows_thing(&t.to_lowercase()) =>
             {
                 bars.value.max(bars.unknown)

@@ -874,6 +874,13 @@ fn runs(d: &RouteDecision, id: &str, params: serde_json::Value) {
     assert_eq!(commands(d), [(id.to_owned(), params)], "{d:?}");
 }
 
+/// That each sentence, typed, runs the one command given.
+fn each_runs(r: &Router, cases: &[(&str, &str, serde_json::Value)]) {
+    for (text, id, params) in cases {
+        runs(&typed(r, text), id, params.clone());
+    }
+}
+
 #[test]
 fn a_clause_or_a_part_of_several_requests_is_read_whole() {
     let r = configured();
@@ -1171,30 +1178,39 @@ fn said_in(r: &Router, area: &str, text: &str) -> RouteDecision {
 fn a_value_taken_back_is_put_where_the_one_it_corrects_was() {
     let r = configured();
     // A number said again keeps what it counted.
-    let d = typed(
+    each_runs(
         &r,
-        "set a pizza timer for 12 minutes, no wait, make that 14",
+        &[
+            (
+                "set a pizza timer for 12 minutes, no wait, make that 14",
+                "timer.set",
+                json!({"duration": 840, "name": "pizza"}),
+            ),
+            (
+                "set the bedroom lamp to 30, actually make that 55",
+                "light.brightness",
+                json!({"device": "bedroom lamp", "level": 55}),
+            ),
+            // A time taken back between stops, the request going on after it.
+            (
+                "remind me at 6 pm, no, 8 pm, to water the plants",
+                "reminder.add",
+                json!({"at": "20:00", "what": "water the plants"}),
+            ),
+            // As speech to text writes it: a stop for the comma.
+            (
+                "Turn the thermostat to 23. No, 19.5.",
+                "thermostat.set",
+                json!({"temperature": 19.5}),
+            ),
+            // A thing of a list.
+            (
+                "add butter to the list, actually make it margarine",
+                "shopping.add",
+                json!({"item": "margarine"}),
+            ),
+        ],
     );
-    runs(&d, "timer.set", json!({"duration": 840, "name": "pizza"}));
-    let d = typed(&r, "set the bedroom lamp to 30, actually make that 55");
-    runs(
-        &d,
-        "light.brightness",
-        json!({"device": "bedroom lamp", "level": 55}),
-    );
-    // A time taken back between stops, the request going on after it.
-    let d = typed(&r, "remind me at 6 pm, no, 8 pm, to water the plants");
-    runs(
-        &d,
-        "reminder.add",
-        json!({"at": "20:00", "what": "water the plants"}),
-    );
-    // As speech to text writes it: a stop for the comma.
-    let d = typed(&r, "Turn the thermostat to 23. No, 19.5.");
-    runs(&d, "thermostat.set", json!({"temperature": 19.5}));
-    // A thing of a list.
-    let d = typed(&r, "add butter to the list, actually make it margarine");
-    runs(&d, "shopping.add", json!({"item": "margarine"}));
     // "No" that is not between two stops takes nothing back.
     assert_eq!(
         r.corrected("add no salt crisps to the list", &Context::default()),
@@ -1210,10 +1226,21 @@ fn a_phrase_broken_off_and_resumed_is_read_without_the_words_between() {
             .as_deref(),
         Some("add oat milk to the shopping list")
     );
-    let d = typed(&r, "set a timer for, put that down please, for 9 minutes");
-    runs(&d, "timer.set", json!({"duration": 540}));
-    let d = typed(&r, "lock the, Max get down! lock the side door");
-    runs(&d, "door.lock", json!({"door": "side door"}));
+    each_runs(
+        &r,
+        &[
+            (
+                "set a timer for, put that down please, for 9 minutes",
+                "timer.set",
+                json!({"duration": 540}),
+            ),
+            (
+                "lock the, Max get down! lock the side door",
+                "door.lock",
+                json!({"door": "side door"}),
+            ),
+        ],
+    );
     // A phrase that ends whole is not broken off.
     assert_eq!(
         r.resumed("turn on the porch light, turn on the porch light"),
@@ -1224,25 +1251,31 @@ fn a_phrase_broken_off_and_resumed_is_read_without_the_words_between() {
 #[test]
 fn polite_leads_tags_and_a_reason_after_a_request_are_no_part_of_it() {
     let r = configured();
-    let d = typed(
+    each_runs(
         &r,
-        "Good morning, would you be so kind as to switch on the desk lamp, if it's no trouble at all",
+        &[
+            (
+                "Good morning, would you be so kind as to switch on the desk lamp, if it's no trouble at all",
+                "light.set",
+                json!({"device": "desk lamp", "state": "on"}),
+            ),
+            (
+                "I'd be grateful if you could lock the side door",
+                "door.lock",
+                json!({"door": "side door"}),
+            ),
+            (
+                "is the back door locked or not",
+                "home.state",
+                json!({"device": "back door", "kind": "lock", "state": "locked"}),
+            ),
+            (
+                "turn on the hall lights so we don't trip over the bags",
+                "lights.set",
+                json!({"room": "hall", "state": "on"}),
+            ),
+        ],
     );
-    runs(
-        &d,
-        "light.set",
-        json!({"device": "desk lamp", "state": "on"}),
-    );
-    let d = typed(&r, "I'd be grateful if you could lock the side door");
-    runs(&d, "door.lock", json!({"door": "side door"}));
-    let d = typed(&r, "is the back door locked or not");
-    runs(
-        &d,
-        "home.state",
-        json!({"device": "back door", "kind": "lock", "state": "locked"}),
-    );
-    let d = typed(&r, "turn on the hall lights so we don't trip over the bags");
-    runs(&d, "lights.set", json!({"room": "hall", "state": "on"}));
     // A remark with a reason asks for nothing.
     let d = typed(
         &r,
@@ -1275,23 +1308,36 @@ fn a_statement_that_is_the_reason_for_a_change_after_it_is_not_a_change() {
 #[test]
 fn a_timers_name_that_says_a_length_or_only_points_names_no_timer() {
     let r = configured();
-    let d = typed(&r, "add a minute to the 6 minute timer");
-    runs(&d, "timer.add", json!({"duration": 60, "start": 360}));
-    let d = typed(&r, "set one timer for 3 minutes");
-    runs(&d, "timer.set", json!({"duration": 180}));
-    let d = typed(&r, "start a timer for the rice, 12 minutes");
-    runs(&d, "timer.set", json!({"duration": 720, "name": "rice"}));
-    let d = typed(&r, "chuck some teabags on the list");
-    runs(&d, "shopping.add", json!({"item": "teabags"}));
-    let d = typed(&r, "make the heating three degrees lower");
-    runs(&d, "thermostat.adjust", json!({"change": -3.0}));
-}
-
-/// That each sentence, typed, runs the one command given.
-fn each_runs(r: &Router, cases: &[(&str, &str, serde_json::Value)]) {
-    for (text, id, params) in cases {
-        runs(&typed(r, text), id, params.clone());
-    }
+    each_runs(
+        &r,
+        &[
+            (
+                "add a minute to the 6 minute timer",
+                "timer.add",
+                json!({"duration": 60, "start": 360}),
+            ),
+            (
+                "set one timer for 3 minutes",
+                "timer.set",
+                json!({"duration": 180}),
+            ),
+            (
+                "start a timer for the rice, 12 minutes",
+                "timer.set",
+                json!({"duration": 720, "name": "rice"}),
+            ),
+            (
+                "chuck some teabags on the list",
+                "shopping.add",
+                json!({"item": "teabags"}),
+            ),
+            (
+                "make the heating three degrees lower",
+                "thermostat.adjust",
+                json!({"change": -3.0}),
+            ),
+        ],
+    );
 }
 
 #[test]

@@ -107,6 +107,19 @@ pub struct Words {
 }
 
 impl Words {
+    /// Whether `w` is one of `request_verbs` ("turn", "pause").
+    pub fn is_request_verb(&self, w: &str) -> bool {
+        self.request_verbs.iter().any(|v| v == w)
+    }
+
+    /// Whether `text` opens with a request's verb ("shut the garage",
+    /// "pause the cake").
+    pub fn opens_with_request_verb(&self, text: &str) -> bool {
+        text.split(' ')
+            .next()
+            .is_some_and(|w| self.is_request_verb(w))
+    }
+
     /// Whether `thing` (lower case) is one the pack's `known_things` holds,
     /// said as one or as several ("egg", "eggs"); true when the pack lists
     /// none (nothing to judge by).

@@ -17,8 +17,8 @@ impl Router {
     /// few words inside a story are no request: "leave the porch light as
     /// it is"). Never in a sentence that says "not": the run could leave it
     /// out; nor in a story ("I turned the kitchen lights off myself
-    /// earlier": a run of it is what was done); nor a run that leaves out a level or a number said ("put the
-    /// desk lamp on | full"); in a question of whether it is or was so, only
+    /// earlier": a run of it is what was done); nor a run that leaves out a
+    /// level or a number said ("put the desk lamp on | full"); in a question of whether it is or was so, only
     /// a run that changes nothing ("did I lock the back door" asks about
     /// locking it).
     pub(in crate::router) fn by_span(
@@ -75,8 +75,7 @@ impl Router {
                 if start > 0
                     && !words[start - 1].ends_with(',')
                     && self.kind_word(words[start])
-                    && (words[..start].iter())
-                        .any(|w| self.words.request_verbs.iter().any(|v| v == w))
+                    && (words[..start].iter()).any(|w| self.words.is_request_verb(w))
                 {
                     continue;
                 }

@@ -133,8 +133,7 @@ impl Router {
     /// A part of a split that opens with a request's verb ("shut the
     /// garage"), read by the meaning layer: only a request it decides.
     fn part_meant(&self, part: &str, context: &Context) -> Option<RouteDecision> {
-        let verb = part.split(' ').next()?;
-        if !self.words.request_verbs.iter().any(|v| v == verb) {
+        if !self.words.opens_with_request_verb(part) {
             return None;
         }
         let d = self.by_meaning(part, context).decided?;

@@ -28,7 +28,7 @@ fn plausible_name(said: &str, words: &Words) -> bool {
         _ => &said,
     };
     // A lone verb that asks for something ("get the lights on": "get") names nothing.
-    let a_verb = matches!(said, [w] if words.request_verbs.iter().any(|v| v == w));
+    let a_verb = matches!(said, [w] if words.is_request_verb(w));
     !said.is_empty()
         && !a_verb
         && said.len() <= 3

@@ -18,22 +18,14 @@ impl Router {
         // name ("hold the timer for a sec": no timer "hold the"). Heard, it
         // is a name misheard ("beat the timer" for "pizza timer"): the
         // template's request stands, and names no timer there is.
-        found.retain(|u| {
-            context.spoken
-                || !u.template.contains("{timer_name")
-                || !u
-                    .slots
-                    .get("name")
-                    .is_some_and(|s| self.timer_names.cut_short(&s.said))
-        });
         // A timer's name that opens with a request's verb ("pause the cake
         // timer for a sec": a timer named "pause the cake") is that request.
         found.retain(|u| {
-            !u.template.contains("{timer_name")
-                || !(u.slots.get("name")).is_some_and(|s| {
-                    let first = s.said.split(' ').next().unwrap_or_default();
-                    self.words.request_verbs.iter().any(|v| v == first)
-                })
+            let name = (u.slots.get("name")).filter(|_| u.template.contains("{timer_name"));
+            name.is_none_or(|s| {
+                (context.spoken || !self.timer_names.cut_short(&s.said))
+                    && !self.words.opens_with_request_verb(&s.said)
+            })
         });
         let mut said = None;
         for u in &mut found {
