@@ -1500,3 +1500,23 @@ fn a_number_heard_alike_with_another_is_weighed_against_it() {
     let doubt = d.understood.as_ref().unwrap().doubt.as_ref().unwrap();
     assert!(doubt.other.contains("18"), "{doubt:?}");
 }
+
+#[test]
+fn a_name_said_beside_words_not_understood_is_no_wish_to_turn_it_on() {
+    let r = configured();
+    // Alone, or with words that only close it, a name turns its light on.
+    runs(
+        &typed(&r, "desk lamp, thanks"),
+        "light.set",
+        json!({"device": "desk lamp", "state": "on"}),
+    );
+    // Beside words no layer understood, what was said of it is in those.
+    let d = typed(&r, "the porch light, we have guests");
+    assert!(
+        !commands(&d).contains(&(
+            "light.set".to_owned(),
+            json!({"device": "porch light", "state": "on"})
+        )),
+        "{d:?}"
+    );
+}

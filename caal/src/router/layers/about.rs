@@ -1,7 +1,7 @@
 //! What a request is about: the devices and rooms a command acts on or
 //! asks of, though its sentence names them by other words; a question the
 //! change beside it answers; a clause that only names one (what a later
-//! clause points back at).
+//! clause points back at); the room another clause says.
 
 use std::collections::BTreeMap;
 
@@ -92,6 +92,30 @@ impl Router {
             .collect();
         let commands = commands.into_iter().map(|(_, c)| c).collect();
         (commands, parts, last_answered)
+    }
+
+    /// "The kitchen is dark, turn on the lights", "lights on, I'm in the
+    /// kitchen": the request `said` in clause `i`, which asked which room,
+    /// placed in the room another clause says (the nearest before, else the
+    /// first after), with the words that place it and its decision.
+    pub(in crate::router) fn in_room_said_beside(
+        &self,
+        said: &str,
+        clauses: &[&str],
+        i: usize,
+        context: &Context,
+    ) -> Option<(String, String, RouteDecision)> {
+        if self.words.in_room.is_empty() {
+            return None;
+        }
+        let area = (clauses[..i].iter().rev())
+            .chain(&clauses[i + 1..])
+            .find_map(|c| self.area_in(c))?;
+        let in_room = self.words.in_room.replace("{area}", &area);
+        let placed = format!("{said} {in_room}");
+        let d =
+            (self.command_of(&placed, context)).filter(|d| matches!(d.intent, Intent::Chain(_)))?;
+        Some((placed, in_room, d))
     }
 
     /// Whether a clause only names a device or a room of the home ("um,

@@ -140,6 +140,9 @@ impl Router {
         // Whether a clause understood took a level its sentence fixes
         // ("dim the bedroom a bit" is 30%), and another said a number.
         let (mut level_fixed, mut number_aside) = (false, false);
+        // Whether a clause that only names a device ("bedroom lamp", by the
+        // library a wish to turn it on) was read, and one was not understood.
+        let (mut named_alone, mut unread) = (false, false);
         for (i, clause) in clauses.iter().enumerate() {
             if context.out_of_time() {
                 return None;
@@ -170,28 +173,15 @@ impl Router {
             }
             let Some(mut d) = self.clause_read(&said, referent.is_some(), context, as_said) else {
                 number_aside |= self.says_a_number(clause);
+                unread = true;
                 continue;
             };
             level_fixed |= fixes_a_level(&d);
-            // "The kitchen is dark, turn on the lights", "lights on, I'm in
-            // the kitchen": the room asked for is one another clause says
-            // (the nearest before, else the first after).
             if d.route_code == "intent.clarify"
-                && !self.words.in_room.is_empty()
-                && let Some(area) = (clauses[..i].iter().rev())
-                    .chain(&clauses[i + 1..])
-                    .find_map(|c| self.area_in(c))
+                && let Some((placed, in_room, placed_d)) =
+                    self.in_room_said_beside(&said, &clauses, i, context)
             {
-                let in_room = self.words.in_room.replace("{area}", &area);
-                let placed = format!("{said} {in_room}");
-                if let Some(placed_d) = self
-                    .command_of(&placed, context)
-                    .filter(|d| matches!(d.intent, Intent::Chain(_)))
-                {
-                    said = placed;
-                    referent = Some(in_room);
-                    d = placed_d;
-                }
+                (said, referent, d) = (placed, Some(in_room), placed_d);
             }
             match &d.intent {
                 Intent::Chain(chain) => {
@@ -208,6 +198,7 @@ impl Router {
                 // A clause whose parameters were refused, or that is ambiguous, answers for all.
                 _ => return Some(clause_decision(d, clause, &said, referent)),
             }
+            named_alone |= self.only_names(clause);
             parts.push(Part {
                 clause: Some(clause.to_string()),
                 said: Some(said.clone()),
@@ -217,6 +208,11 @@ impl Router {
                 understood: d.understood.clone(),
             });
             last = Some((d, clause.to_string(), said, referent));
+        }
+        // "Bedroom lamp, office": what was said of the name is in the words
+        // not understood (heard for "off"), not in the name alone.
+        if named_alone && unread {
+            return None;
         }
         let (commands, parts, last_answered) = self.without_parts_acted_on(commands, parts);
         // "Make it a bit warmer, like one degree": the level is the one said
