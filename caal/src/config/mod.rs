@@ -1492,6 +1492,27 @@ pub struct LanguageConfig {
     /// off a sentence's start, and the rest read alone.
     #[serde(default)]
     pub opening_words: Vec<String>,
+    /// Words said between someone and what they do ("I always lock the back
+    /// door", "we forget to close the garage"): a request's verb after
+    /// someone and only these is what that person does, no request.
+    #[serde(default)]
+    pub habit_words: Vec<String>,
+    /// Words before someone that ask ("can I get a timer"): the verb after
+    /// them still asks.
+    #[serde(default)]
+    pub asking_modals: Vec<String>,
+    /// Words said to someone else around a request ("one sec", "not you",
+    /// "go on"): a clause at its start or end that says one is left out.
+    #[serde(default)]
+    pub said_to_others: Vec<String>,
+    /// Leads that wish a state said as a condition ("I wouldn't mind if the
+    /// study lights were at 60 percent"): taken off with the first of
+    /// `wish_verbs` after them, the rest read as the state asked for.
+    #[serde(default)]
+    pub wish_leads: Vec<String>,
+    /// The verbs of being that say the state after a wish lead ("were").
+    #[serde(default)]
+    pub wish_verbs: Vec<String>,
     /// Leads that ask with the verb in another form ("would you mind
     /// opening the garage"): taken off with that form read as the verb.
     #[serde(default)]

@@ -1520,3 +1520,172 @@ fn a_name_said_beside_words_not_understood_is_no_wish_to_turn_it_on() {
         "{d:?}"
     );
 }
+
+#[test]
+fn a_wish_said_as_a_condition_or_as_a_thing_going_so_is_asked_for() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "it'd be great if the hall lights were off",
+                "lights.set",
+                json!({"room": "hall", "state": "off"}),
+            ),
+            (
+                "I'd prefer it if the desk lamp was at 30 percent",
+                "light.brightness",
+                json!({"device": "desk lamp", "level": 30}),
+            ),
+            (
+                "could the bedroom lamp come on",
+                "light.set",
+                json!({"device": "bedroom lamp", "state": "on"}),
+            ),
+            (
+                "the kitchen lights can go off now",
+                "lights.set",
+                json!({"room": "kitchen", "state": "off"}),
+            ),
+            // A state said before the device, with no verb.
+            (
+                "off the porch light",
+                "light.set",
+                json!({"device": "porch light", "state": "off"}),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn a_heater_or_a_timer_turned_like_a_dial_changes_by_what_is_said() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "turn the heat down two",
+                "thermostat.adjust",
+                json!({"change": -2.0}),
+            ),
+            (
+                "push the pasta timer up by 3 minutes",
+                "timer.add",
+                json!({"duration": 180, "name": "pasta"}),
+            ),
+            (
+                "knock the egg timer down 30 seconds",
+                "timer.subtract",
+                json!({"duration": 30, "name": "egg"}),
+            ),
+            // "To" a number is a setting, not a change.
+            (
+                "turn the heating up to 23",
+                "thermostat.set",
+                json!({"temperature": 23.0}),
+            ),
+            (
+                "keep the thermostat on 20",
+                "thermostat.set",
+                json!({"temperature": 20.0}),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn what_someone_does_as_a_habit_is_no_request_but_a_question_of_it_is_asked() {
+    let r = configured();
+    for text in [
+        "we always close the garage at night",
+        "I usually switch the porch light on",
+        "I forget to lock the side door sometimes",
+    ] {
+        let d = typed(&r, text);
+        assert!(commands(&d).is_empty(), "{text}: {d:?}");
+    }
+    each_runs(
+        &r,
+        &[
+            (
+                "can I get a timer for 4 minutes",
+                "timer.set",
+                json!({"duration": 240}),
+            ),
+            (
+                "did we leave any lights on",
+                "home.state",
+                json!({"kind": "light", "state": "on"}),
+            ),
+            (
+                "um, basically, lock the side door",
+                "door.lock",
+                json!({"door": "side door"}),
+            ),
+            ("can I get a quick status update", "home.status", json!({})),
+            (
+                "what's the heating on right now",
+                "home.state",
+                json!({"device": "thermostat", "kind": "climate"}),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn it_points_at_the_timer_or_the_device_an_earlier_clause_speaks_of() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "don't worry about the bread timer, cancel it",
+                "timer.cancel",
+                json!({"name": "bread"}),
+            ),
+            (
+                "it's far too hot in here, turn it down to 18",
+                "thermostat.set",
+                json!({"temperature": 18.0}),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn words_to_someone_else_and_a_name_taken_back_by_what_it_is_not_are_left_out() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "hang on love. switch the hall lights off. not you, love",
+                "lights.set",
+                json!({"room": "hall", "state": "off"}),
+            ),
+            (
+                "turn the kitchen lights on. sorry, carry on",
+                "lights.set",
+                json!({"room": "kitchen", "state": "on"}),
+            ),
+            (
+                "not the bedroom, the office lights on please",
+                "lights.set",
+                json!({"room": "office", "state": "on"}),
+            ),
+            (
+                "lock the side door, not the back door",
+                "door.lock",
+                json!({"door": "side door"}),
+            ),
+            (
+                "hold the pizza timer for a moment",
+                "timer.pause",
+                json!({"name": "pizza"}),
+            ),
+        ],
+    );
+    // "Not" and a name with no other name beside it still refuses.
+    let d = typed(&r, "not the back door");
+    assert!(commands(&d).is_empty(), "{d:?}");
+}

@@ -41,6 +41,7 @@ pub const FRESH_G_SUITE: &str = include_str!("../../../caal/suites/fresh-g-en.js
 pub const FRESH_H_SUITE: &str = include_str!("../../../caal/suites/fresh-h-en.jsonl");
 pub const FRESH_I_SUITE: &str = include_str!("../../../caal/suites/fresh-i-en.jsonl");
 pub const FRESH_J_SUITE: &str = include_str!("../../../caal/suites/fresh-j-en.jsonl");
+pub const FRESH_K_SUITE: &str = include_str!("../../../caal/suites/fresh-k-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../../caal/suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../../caal/suites/everyday-en.jsonl");
 pub const UNSEEN_SUITE: &str = include_str!("../../../caal/suites/unseen-en.jsonl");
@@ -519,6 +520,10 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
             (
                 "fresh-j-en".into(),
                 parse_suite(FRESH_J_SUITE, "fresh-j-en")?,
+            ),
+            (
+                "fresh-k-en".into(),
+                parse_suite(FRESH_K_SUITE, "fresh-k-en")?,
             ),
             (
                 "untouched-en".into(),

@@ -127,10 +127,12 @@ impl Router {
                     .or_else(|| self.item_in(c))
                     .or_else(|| self.item_asked_in(c))
                     .or_else(|| self.device_asked_about(c))
+                    .or_else(|| self.timer_in(c))
                     .or_else(|| self.room_lit_in(c, clause))
                     // A room said for what is in it ("don't leave the garage
                     // open, shut it"): as the room, where a sentence reads it so.
                     .or_else(|| self.area_in(c).map(|area| format!("the {area}")))
+                    .or_else(|| self.device_of_topic(c))
             })?;
             (word, named)
         };

@@ -15,7 +15,12 @@ impl Router {
     /// (`gerund_leads`) said as the verb itself; `None` when nothing opens
     /// or closes it, or nothing is left.
     pub(in crate::router) fn opened(&self, text: &str) -> Option<String> {
-        let mut rest = text;
+        let wished = self.others_off(text);
+        let wished = wished.as_deref().map_or_else(
+            || self.wish_off(text),
+            |rest| Some(self.wish_off(rest).unwrap_or_else(|| rest.to_owned())),
+        );
+        let mut rest = wished.as_deref().unwrap_or(text);
         while let Some(after) = lead_off(rest, &self.words.opening_words) {
             rest = after;
         }
@@ -32,6 +37,59 @@ impl Router {
             }
         }
         (rest.len() < text.len()).then(|| rest.to_owned())
+    }
+
+    /// `text` without the clauses at its start or end said to someone
+    /// else (`said_to_others`, after opening or correction words, with at
+    /// most two words more: "yeah one sec mum. put the garage light on.
+    /// no, not you mum"); `None` when none is, or nothing else is left.
+    fn others_off(&self, text: &str) -> Option<String> {
+        const MORE: usize = 2;
+        let w = &self.words;
+        let clauses = super::clause::clauses(text);
+        let aside = |part: &[&str]| {
+            let said = part.join(" ");
+            let mut rest = said.as_str();
+            while let Some(after) = [
+                &w.opening_words,
+                &w.corrections,
+                &w.corrections_between_stops,
+            ]
+            .into_iter()
+            .find_map(|leads| lead_off(rest, leads))
+            {
+                rest = after;
+            }
+            (w.said_to_others.iter()).any(|phrase| {
+                rest.strip_prefix(phrase.as_str())
+                    .filter(|after| after.is_empty() || after.starts_with(' '))
+                    .is_some_and(|after| after.split_whitespace().count() <= MORE)
+            })
+        };
+        let n = clauses.len();
+        let start = (1..n).rev().find(|&k| aside(&clauses[..k])).unwrap_or(0);
+        let end = (start + 1..n).find(|&k| aside(&clauses[k..])).unwrap_or(n);
+        (start > 0 || end < n).then(|| clauses[start..end].join(", "))
+    }
+
+    /// The state a wish lead (`wish_leads`, after any opening words) says
+    /// as a condition, without the verb of being (`wish_verbs`) that says
+    /// it: "I wouldn't mind if the study lights were at 60 percent" is
+    /// "the study lights at 60 percent"; `None` when no wish lead opens
+    /// `text`, or no such verb follows.
+    fn wish_off(&self, text: &str) -> Option<String> {
+        let w = &self.words;
+        let mut rest = text;
+        let after = loop {
+            match lead_off(rest, &w.wish_leads) {
+                Some(after) => break after,
+                None => rest = lead_off(rest, &w.opening_words)?,
+            }
+        };
+        let (subject, state) = (w.wish_verbs.iter())
+            .filter_map(|verb| after.split_once(&format!(" {verb} ")))
+            .min_by_key(|(subject, _)| subject.len())?;
+        Some(format!("{subject} {state}"))
     }
 
     /// `text` before the reason or purpose it closes with (`reason_words`

@@ -23,6 +23,9 @@ impl Router {
     /// ("lights on, no wait, lights off"). `None` when no correction word
     /// is said between two parts.
     pub(in crate::router) fn corrected(&self, text: &str, context: &Context) -> Option<String> {
+        if let Some(contrasted) = self.contrasted(text) {
+            return Some(contrasted);
+        }
         // A stop speech to text writes for a comma ("… to 60. Actually make
         // that 45.") counts as one: the clauses, joined by commas.
         let padded = format!(" {} ", clauses(text).join(" , "));
@@ -65,6 +68,45 @@ impl Router {
         // the name before, what follows the name after takes over.
         let start = first.span().0;
         Some(format!("{}{}", &before[..last.span().0], &value[start..]))
+    }
+
+    /// A name taken back by saying which it is not: "no, not the kitchen,
+    /// the dining room lights. off." (or "… the dining room lights, not the
+    /// kitchen"): a clause of a negative word (`negative_words`) and only a
+    /// name of the home, beside a clause that names another of the same
+    /// kind, is left out, with a lone "no" before it. `None` when no
+    /// clause so takes a name back.
+    fn contrasted(&self, text: &str) -> Option<String> {
+        let w = &self.words;
+        let clauses = clauses(text);
+        let not_a_name = |c: &str| {
+            let rest = (w.negative_words.iter())
+                .find_map(|n| c.strip_prefix(n.as_str())?.strip_prefix(' '))?;
+            let named = mentions(&self.home, rest, None);
+            let [m] = named.as_slice() else {
+                return None;
+            };
+            let (start, end) = m.span();
+            let around = format!("{} {}", &rest[..start], &rest[end..]);
+            (around.split_whitespace())
+                .all(|x| w.determiners.iter().any(|d| d == x))
+                .then_some(m.slot)
+        };
+        let (at, slot) =
+            (clauses.iter().enumerate()).find_map(|(i, c)| Some((i, not_a_name(c)?)))?;
+        let named_beside = (clauses.iter().enumerate())
+            .any(|(i, c)| i != at && mentions(&self.home, c, None).iter().any(|m| m.slot == slot));
+        let lone_no = at > 0
+            && w.corrections_between_stops
+                .iter()
+                .any(|n| n == clauses[at - 1]);
+        let from = if lone_no { at - 1 } else { at };
+        let kept: Vec<&str> = clauses[..from]
+            .iter()
+            .chain(&clauses[at + 1..])
+            .copied()
+            .collect();
+        (named_beside && !kept.is_empty()).then(|| kept.join(" "))
     }
 
     /// `before` with its last number said again as the number `value`

@@ -102,6 +102,32 @@ impl Router {
         }
     }
 
+    /// The timer a clause names ("don't bother with the roast timer
+    /// anymore": the roast timer), by its name where it gives one.
+    pub(in crate::router) fn timer_in(&self, clause: &str) -> Option<String> {
+        let said = normalize(clause);
+        let word = (said.split_whitespace()).find(|w| self.timer_names.is_timer_word(w))?;
+        Some(match self.timer_names.find(&said) {
+            Some(name) => format!("the {name} {word}"),
+            None => format!("the {word}"),
+        })
+    }
+
+    /// The device a clause speaks of by its topic's words (`topic_words`
+    /// kept under a device's name: "I don't want it that hot": the
+    /// thermostat).
+    pub(in crate::router) fn device_of_topic(&self, clause: &str) -> Option<String> {
+        let said = normalize(clause);
+        let says = |words: &Vec<String>| {
+            said.split_whitespace()
+                .any(|w| words.contains(&w.to_owned()))
+        };
+        (self.words.topic_words.iter())
+            .filter(|(name, _)| self.home.devices.iter().any(|d| &&d.name == name))
+            .find(|(_, words)| says(words))
+            .map(|(name, _)| format!("the {name}"))
+    }
+
     /// The lights of the room a clause names, where it or the clause that
     /// points back at it speaks of light without naming one (the lights'
     /// `topic_words`: "bit too bright in the living room, take it down to

@@ -196,13 +196,23 @@ impl Router {
     /// Whether `text` asks for something in words: one of `request_verbs`
     /// said as a request's verb (`asks_with`).
     pub(in crate::router) fn asks_in_words(&self, text: &str) -> bool {
-        let padded = padded_words(text);
+        let mut padded = padded_words(text);
+        // A word of a name of the home is no verb ("the porch light").
+        let mut names: Vec<(usize, usize)> =
+            (crate::understand::mentions::mentions(&self.home, &padded, None).iter())
+                .map(|m| m.span())
+                .collect();
+        names.sort_unstable();
+        for (start, end) in names.into_iter().rev() {
+            padded.replace_range(start..end, "_");
+        }
         (self.words.request_verbs.iter()).any(|v| self.asks_with(&padded, v))
     }
 
     /// Whether `verb` is said in `padded` words as a request's verb: not
     /// as a word of how something is, one or two words after a verb of
-    /// being ("the office lights are really dim").
+    /// being ("the office lights are really dim"), nor as what someone
+    /// does (`habits_of`: "I always lock the back door").
     fn asks_with(&self, padded: &str, verb: &str) -> bool {
         let words: Vec<&str> = padded.split_whitespace().collect();
         let w = &self.words;
@@ -214,7 +224,22 @@ impl Router {
         (0..words.len().saturating_sub(n - 1)).any(|i| {
             words[i..i + n].join(" ") == verb
                 && !(i >= 1 && being(words[i - 1]) || i >= 2 && being(words[i - 2]))
+                && !self.habit_before(&words[..i])
         })
+    }
+
+    /// Whether `before` (the words before a verb) ends with someone
+    /// (`narrative_subjects`) and only `habit_words` after them, no word
+    /// that asks (`asking_modals`: "can I get …") before them.
+    fn habit_before(&self, before: &[&str]) -> bool {
+        let w = &self.words;
+        let habit = |x: &&&str| w.habit_words.iter().any(|h| h == **x);
+        let n = before.iter().rev().take_while(habit).count();
+        let Some(at) = before.len().checked_sub(n + 1) else {
+            return false;
+        };
+        let asked = at >= 1 && w.asking_modals.iter().any(|m| m == before[at - 1]);
+        w.narrative_subjects.iter().any(|s| s == before[at]) && !asked
     }
 
     /// Whether someone is said to have done something: a subject
