@@ -1427,6 +1427,18 @@ pub struct LanguageConfig {
     /// "but"), as pairs of letters.
     #[serde(default)]
     pub sound_pairs: Vec<[String; 2]>,
+    /// Words speech to text writes at a sentence's start for others said
+    /// there ("and milk to the shopping list": add; "and half an hour
+    /// remind me": in): each read in its place.
+    #[serde(default)]
+    pub first_heard_as: BTreeMap<String, Vec<String>>,
+    /// Numbers speech to text writes as words that sound like them, before
+    /// a unit ("down to degrees": two).
+    #[serde(default)]
+    pub number_heard_as: BTreeMap<String, String>,
+    /// Units a number is said before, beside lengths of time ("degrees").
+    #[serde(default)]
+    pub number_units: Vec<String>,
     /// Prefixes that are no words of their own, typed apart from the word
     /// they begin ("un lock the front door"): read joined to the next word
     /// when the two make a word the sentences know ("unlock"), never as

@@ -108,13 +108,16 @@ fn opening(r: &Router, text: &str, state: &str, context: &Context) -> Option<Rou
 }
 
 /// Speech: "in" before a room heard as another word ("turn off the lights
-/// and the kitchen", "lights off and here"), put back; kept only when the
-/// sentence so read is understood.
+/// and the kitchen", "lights off and here"), and a number before a unit
+/// ("down to degrees"), put back; kept only when the sentence so read is
+/// understood.
 fn in_heard_as(r: &Router, text: &str, state: &str, context: &Context) -> Option<RouteDecision> {
     if !context.spoken {
         return None;
     }
-    let meant = r.in_heard_as(text)?;
+    let meant = (r.number_heard_as(text))
+        .map(|numbered| r.in_heard_as(&numbered).unwrap_or(numbered))
+        .or_else(|| r.in_heard_as(text))?;
     let d = r.route_in(&meant, state, context);
     (d.layer != Layer::None).then(|| spans::read_as(d, &meant, Rewrite::InHeardAsAnother))
 }

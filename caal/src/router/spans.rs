@@ -43,6 +43,28 @@ impl Router {
         Some(with.trim().to_owned())
     }
 
+    /// A number heard as a word that sounds like it, before a unit
+    /// (`number_heard_as`: "turn the heat down to degrees" for "two
+    /// degrees"; a length of time or one of `number_units`), where no
+    /// number is said before it: the sentence with the number put back.
+    pub(super) fn number_heard_as(&self, text: &str) -> Option<String> {
+        let lang = self.library.lang;
+        let mut words: Vec<String> = text.split(' ').map(str::to_owned).collect();
+        let is_number = |w: &str| !crate::understand::numbers::numbers_in(lang, w).is_empty();
+        let unit = |w: &str| {
+            let w = w.trim_end_matches(|c: char| !c.is_alphanumeric() && c != '%');
+            self.words.number_units.iter().any(|u| u == w)
+                || crate::understand::numbers::parse_duration(lang, &format!("2 {w}")).is_some()
+        };
+        let at = (0..words.len().saturating_sub(1)).find(|&i| {
+            self.words.number_heard_as.contains_key(&words[i])
+                && unit(&words[i + 1])
+                && !(i > 0 && is_number(&words[i - 1]))
+        })?;
+        words[at] = self.words.number_heard_as[&words[at]].clone();
+        Some(words.join(" "))
+    }
+
     /// "In" before a room heard as another word (`in_heard_as`: "turn off
     /// the lights and the kitchen", "lights off and here"): the sentence
     /// with "in" put back, where that word is followed by a room (or the

@@ -1689,3 +1689,41 @@ fn words_to_someone_else_and_a_name_taken_back_by_what_it_is_not_are_left_out() 
     let d = typed(&r, "not the back door");
     assert!(commands(&d).is_empty(), "{d:?}");
 }
+
+#[test]
+fn a_word_heard_for_another_at_the_start_or_for_a_number_before_a_unit_is_put_back() {
+    let r = configured();
+    let spoken = |text: &str| {
+        let heard = normalize(text);
+        r.route_in(&heard, "default", &heard_but(&heard, &[]))
+    };
+    let add = |item: &str| ("shopping.add".to_owned(), json!({ "item": item }));
+    assert_eq!(
+        commands(&spoken("And eggs and flour to the shopping list.")),
+        [add("eggs"), add("flour")]
+    );
+    runs(
+        &spoken("And 20 minutes remind me to turn the oven off."),
+        "reminder.add",
+        json!({"duration": 1200, "what": "turn the oven off"}),
+    );
+    runs(
+        &spoken("Turn the heating up to degrees."),
+        "thermostat.adjust",
+        json!({"change": 2.0}),
+    );
+    // "To" before a number is read as said; typed, "to degrees" is not a number.
+    runs(
+        &spoken("Turn the heating up to 21 degrees."),
+        "thermostat.set",
+        json!({"temperature": 21.0}),
+    );
+    assert_eq!(r.number_heard_as(&normalize("set the heating to 21")), None);
+    let typed = typed(&r, "turn the heating up to degrees");
+    assert!(
+        commands(&typed)
+            .iter()
+            .all(|(_, p)| p["change"] != json!(2.0)),
+        "{typed:?}"
+    );
+}

@@ -81,6 +81,9 @@ pub struct Words {
     pub wish_verbs: Vec<String>,
     pub carried_letters: Vec<String>,
     pub sound_pairs: Vec<Vec<String>>,
+    pub first_heard_as: BTreeMap<String, Vec<String>>,
+    pub number_heard_as: BTreeMap<String, String>,
+    pub number_units: Vec<String>,
     pub conditions: Vec<String>,
     pub asking_words: Vec<String>,
     pub whether_words: Vec<String>,
@@ -218,6 +221,13 @@ impl Words {
             wish_verbs: normalized(&words.wish_verbs),
             carried_letters: normalized(&words.carried_letters),
             sound_pairs: words.sound_pairs.iter().map(|p| normalized(p)).collect(),
+            first_heard_as: (words.first_heard_as.iter())
+                .map(|(k, v)| (normalize(k), normalized(v)))
+                .collect(),
+            number_heard_as: (words.number_heard_as.iter())
+                .map(|(k, v)| (normalize(k), normalize(v)))
+                .collect(),
+            number_units: normalized(&words.number_units),
             conditions: normalized(&words.conditions),
             asking_words: normalized(&words.asking_words),
             whether_words: normalized(&words.whether_words),

@@ -318,6 +318,11 @@ impl Router {
                 }
             }
         }
+        // - the first word one speech to text writes for another said there
+        //   ("and milk to the shopping list": add);
+        if let Some(said) = bare.first().and_then(|w| self.words.first_heard_as.get(w)) {
+            readings.extend(said.iter().map(|w| vec![(0, 1, w.clone())]));
+        }
         // - a word heard before the request that was not said ("they
         //   illuminate the entire home").
         //   Never when the two first words may be one heard as two ("the
