@@ -1727,3 +1727,34 @@ fn a_word_heard_for_another_at_the_start_or_for_a_number_before_a_unit_is_put_ba
         "{typed:?}"
     );
 }
+
+#[test]
+fn words_of_other_englishes_and_a_request_before_what_was_done_are_read() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "could you nudge the thermostat down a degree",
+                "thermostat.adjust",
+                json!({"change": -1.0}),
+            ),
+            (
+                "remind me at 4 tomorrow arvo to ring the vet",
+                "reminder.add",
+                json!({"at": "tomorrow 16:00", "what": "ring the vet"}),
+            ),
+            (
+                "start one timer for 3 minutes",
+                "timer.set",
+                json!({"duration": 180}),
+            ),
+            // A request before what someone did is no story.
+            (
+                "take the batteries off the list, I bought some",
+                "shopping.remove",
+                json!({"item": "batteries"}),
+            ),
+        ],
+    );
+}
