@@ -1414,6 +1414,13 @@ pub struct LanguageConfig {
     /// not decide a command of one kind for a sentence that speaks only of another.
     #[serde(default)]
     pub topic_words: BTreeMap<String, Vec<String>>,
+    /// Words that make a sentence asking nothing in words a wish for a
+    /// command of a kind (by the first part of command ids: "it's dark in
+    /// here" for `lights`): the meaning layer proposes no command of a kind
+    /// listed here for such a sentence that says none of them ("the garage
+    /// is still full of boxes").
+    #[serde(default)]
+    pub remark_needs: BTreeMap<String, Vec<String>>,
     /// Heard by speech to text before a request that was not said ("They
     /// illuminate the entire home"): a sentence nothing understands is read
     /// again without the first word, when it is one of these.

@@ -1758,3 +1758,42 @@ fn words_of_other_englishes_and_a_request_before_what_was_done_are_read() {
         ],
     );
 }
+
+#[test]
+fn a_remark_about_a_thing_is_no_request_but_words_of_a_need_are() {
+    let r = configured();
+    for text in [
+        "our garage door is ancient",
+        "is 22 degrees normal for a living room",
+        "the shopping list keeps getting longer",
+        "this timer thing is brilliant",
+        "the list has loads on it",
+        "that timer's beep is so annoying",
+    ] {
+        let d = typed(&r, text);
+        assert!(commands(&d).is_empty(), "{text}: {d:?}");
+    }
+    each_runs(
+        &r,
+        &[
+            (
+                "we're out of coffee",
+                "shopping.add",
+                json!({"item": "coffee"}),
+            ),
+            ("the timer is going off", "timer.cancel", json!({})),
+            (
+                "bedroom lamp at 10%",
+                "light.brightness",
+                json!({"device": "bedroom lamp", "level": 10}),
+            ),
+        ],
+    );
+    let d = typed(&r, "it's freezing in here");
+    assert!(
+        commands(&d)
+            .iter()
+            .any(|(id, _)| id.starts_with("thermostat.")),
+        "{d:?}"
+    );
+}

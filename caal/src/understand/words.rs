@@ -112,6 +112,7 @@ pub struct Words {
     /// Words of opposite meaning (the sound layer never reads one as the other).
     pub opposites: Vec<[String; 2]>,
     pub topic_words: BTreeMap<String, Vec<String>>,
+    pub remark_needs: BTreeMap<String, Vec<String>>,
     /// The semantic examples' sentences, for the vocabulary.
     pub example_sentences: Vec<String>,
 }
@@ -265,6 +266,9 @@ impl Words {
             topic_words: words
                 .topic_words
                 .iter()
+                .map(|(k, ws)| (k.clone(), normalized(ws)))
+                .collect(),
+            remark_needs: (words.remark_needs.iter())
                 .map(|(k, ws)| (k.clone(), normalized(ws)))
                 .collect(),
             example_sentences: words

@@ -249,6 +249,40 @@ impl Router {
             .any(|(_, words)| words.iter().filter(|w| !own.contains(w)).any(said))
     }
 
+    /// Whether `text` says how something is: a verb of being after its
+    /// first word ("our garage door is older than I am").
+    pub(in crate::router) fn says_how_it_is(&self, text: &str) -> bool {
+        let w = &self.words;
+        (padded_words(text).split_whitespace().skip(1)).any(|x| {
+            w.be_verbs.iter().any(|b| b == x)
+                || w.be_contractions.iter().any(|c| x.ends_with(c.as_str()))
+        })
+    }
+
+    /// Whether `text`, asking nothing in words, is only a remark about
+    /// what `d` would change or read: it says none of the words that make
+    /// it a wish for `d`'s kind (`remark_needs`: "the garage is still full
+    /// of boxes"; a number is one), or it opens with a
+    /// verb of being and `d` changes
+    /// something ("is 21 degrees a normal temperature for a house?").
+    pub(in crate::router) fn only_remarks(&self, text: &str, d: &RouteDecision) -> bool {
+        if self.asks_in_words(text) || self.asks_whether(text) {
+            return false;
+        }
+        let padded = padded_words(text);
+        let opens_with_being = (padded.split_whitespace().next())
+            .is_some_and(|first| self.words.be_verbs.iter().any(|b| b == first));
+        if opens_with_being && self.changes_something(d) {
+            return true;
+        }
+        let Some(kind) = d.command_id.as_deref().and_then(|c| c.split('.').next()) else {
+            return false;
+        };
+        let says = |w: &String| padded.contains(&format!(" {w} "));
+        let valued = padded.contains(|c: char| c.is_ascii_digit());
+        (self.words.remark_needs.get(kind)).is_some_and(|needs| !valued && !needs.iter().any(says))
+    }
+
     /// Words said without the definite word they open with ("the dining room").
     pub(in crate::router) fn without_determiner<'s>(&self, said: &'s str) -> &'s str {
         (self.words.definites.iter())
