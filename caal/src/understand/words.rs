@@ -174,11 +174,7 @@ impl Words {
             correction_leads: longest_first(normalized(&words.correction_leads), String::as_str),
             broken_endings: normalized(&words.broken_endings),
             reason_words: normalized(&words.reason_words),
-            word_slips: words
-                .word_slips
-                .iter()
-                .map(|(k, v)| (normalize(k), normalize(v)))
-                .collect(),
+            word_slips: pairs(&words.word_slips).into_iter().collect(),
             refer_to_lights: words.refer_to_lights.clone(),
             light_words: normalized(&words.light_words),
             item_leads: normalized(&words.item_leads),
@@ -195,11 +191,7 @@ impl Words {
             heard_fillers: normalized(&words.heard_fillers),
             joined_prefixes: normalized(&words.joined_prefixes),
             prefix_heard_as: normalized(&words.prefix_heard_as),
-            heard_alike: words
-                .heard_alike
-                .iter()
-                .map(|[a, b]| [normalize(a), normalize(b)])
-                .collect(),
+            heard_alike: two_each(&words.heard_alike),
             in_heard_as: normalized(&words.in_heard_as),
             in_word: normalize(&words.in_word),
             opening_words: longest_first(normalized(&words.opening_words), String::as_str),
@@ -209,9 +201,7 @@ impl Words {
             closing_words: longest_first(normalized(&words.closing_words), String::as_str),
             be_contractions: normalized(&words.be_contractions),
             condition_told: normalized(&words.condition_told),
-            naming_leads: (words.naming_leads.iter())
-                .map(|(k, v)| (normalize(k), normalize(v)))
-                .collect(),
+            naming_leads: pairs(&words.naming_leads),
             known_things: normalized(&words.known_things).into_iter().collect(),
             gerund_leads: longest_first(normalized(&words.gerund_leads), String::as_str),
             gerund_endings: normalized(&words.gerund_endings),
@@ -222,12 +212,8 @@ impl Words {
             wish_verbs: normalized(&words.wish_verbs),
             carried_letters: normalized(&words.carried_letters),
             sound_pairs: words.sound_pairs.iter().map(|p| normalized(p)).collect(),
-            first_heard_as: (words.first_heard_as.iter())
-                .map(|(k, v)| (normalize(k), normalized(v)))
-                .collect(),
-            number_heard_as: (words.number_heard_as.iter())
-                .map(|(k, v)| (normalize(k), normalize(v)))
-                .collect(),
+            first_heard_as: lists(&words.first_heard_as),
+            number_heard_as: pairs(&words.number_heard_as),
             number_units: normalized(&words.number_units),
             conditions: normalized(&words.conditions),
             asking_words: normalized(&words.asking_words),
@@ -235,12 +221,8 @@ impl Words {
             polite_asks: longest_first(normalized(&words.polite_asks), String::as_str),
             did_subjects: normalized(&words.did_subjects),
             did_word: normalize(&words.did_word),
-            past_forms: (words.past_forms.iter())
-                .map(|(k, v)| (normalize(k), normalize(v)))
-                .collect(),
-            perfect_forms: (words.perfect_forms.iter())
-                .map(|(k, v)| (normalize(k), normalize(v)))
-                .collect(),
+            past_forms: pairs(&words.past_forms),
+            perfect_forms: pairs(&words.perfect_forms),
             be_verbs: normalized(&words.be_verbs),
             condition_questions: normalized(&words.condition_questions),
             determiners: normalized(&words.determiners),
@@ -258,19 +240,9 @@ impl Words {
             negative_words: normalized(&words.negative_words),
             not_negative: longest_first(normalized(&words.not_negative), String::as_str),
             kind_names: words.kind_names.clone(),
-            opposites: words
-                .opposites
-                .iter()
-                .map(|[a, b]| [normalize(a), normalize(b)])
-                .collect(),
-            topic_words: words
-                .topic_words
-                .iter()
-                .map(|(k, ws)| (k.clone(), normalized(ws)))
-                .collect(),
-            remark_needs: (words.remark_needs.iter())
-                .map(|(k, ws)| (k.clone(), normalized(ws)))
-                .collect(),
+            opposites: two_each(&words.opposites),
+            topic_words: lists(&words.topic_words),
+            remark_needs: lists(&words.remark_needs),
             example_sentences: words
                 .examples
                 .iter()
@@ -278,6 +250,27 @@ impl Words {
                 .collect(),
         }
     }
+}
+
+/// Each key and its word or phrase as the layers compare them.
+fn pairs(map: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    (map.iter())
+        .map(|(k, v)| (normalize(k), normalize(v)))
+        .collect()
+}
+
+/// Each key and its words as the layers compare them.
+fn lists(map: &BTreeMap<String, Vec<String>>) -> BTreeMap<String, Vec<String>> {
+    (map.iter())
+        .map(|(k, v)| (normalize(k), normalized(v)))
+        .collect()
+}
+
+/// Each pair of words as the layers compare them.
+fn two_each(pairs: &[[String; 2]]) -> Vec<[String; 2]> {
+    (pairs.iter())
+        .map(|[a, b]| [normalize(a), normalize(b)])
+        .collect()
 }
 
 /// Each word or phrase as the layers compare it (lowered, punctuation as the

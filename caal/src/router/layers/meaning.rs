@@ -140,12 +140,7 @@ impl Router {
                 Some(d)
             })
             .filter(|d| self.speaks_of_its_kind(text, d))
-            // A remark is no request: one not sure enough to run, or one
-            // that says how something is.
-            .filter(|d| {
-                (best.score >= cfg.sure && !self.says_how_it_is(text))
-                    || !self.only_remarks(text, d)
-            })
+            .filter(|d| !self.remarked(text, d, best.score >= cfg.sure))
             .filter(|d| !self.asks_whether(text) || !self.changes_something(d));
         let sure = decided.as_ref().is_some_and(|_| best.score >= cfg.sure);
         let m = &self.model_choice;

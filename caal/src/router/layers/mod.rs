@@ -17,6 +17,7 @@ mod span;
 mod split;
 mod targets;
 mod templates;
+mod topics;
 mod vocabulary;
 
 use std::collections::{BTreeMap, HashSet};

@@ -113,21 +113,6 @@ impl Router {
         })
     }
 
-    /// The device a clause speaks of by its topic's words (`topic_words`
-    /// kept under a device's name: "I don't want it that hot": the
-    /// thermostat).
-    pub(in crate::router) fn device_of_topic(&self, clause: &str) -> Option<String> {
-        let said = normalize(clause);
-        let says = |words: &Vec<String>| {
-            said.split_whitespace()
-                .any(|w| words.contains(&w.to_owned()))
-        };
-        (self.words.topic_words.iter())
-            .filter(|(name, _)| self.home.devices.iter().any(|d| &&d.name == name))
-            .find(|(_, words)| says(words))
-            .map(|(name, _)| format!("the {name}"))
-    }
-
     /// The lights of the room a clause names, where it or the clause that
     /// points back at it speaks of light without naming one (the lights'
     /// `topic_words`: "bit too bright in the living room, take it down to
@@ -223,64 +208,6 @@ impl Router {
             [one] => format!("{is}; I can {one} it."),
             [rest @ .., last] => format!("{is}; I can {} or {last} it.", rest.join(", ")),
         }
-    }
-
-    /// Whether a sentence could be about the kind of thing `d` acts on: not
-    /// when it speaks only of another kind (`topic_words`, by the first part
-    /// of a command's id): "the bedroom is cold, turn it up" is near "turn
-    /// the bedroom lights up" in meaning, but speaks of heat, not light.
-    pub(in crate::router) fn speaks_of_its_kind(&self, text: &str, d: &RouteDecision) -> bool {
-        let Some(kind) = d.command_id.as_deref().and_then(|c| c.split('.').next()) else {
-            return true;
-        };
-        let Some(own) = self.words.topic_words.get(kind) else {
-            return true;
-        };
-        let padded = padded_words(text);
-        let said = |w: &String| padded.contains(&format!(" {w} "));
-        if own.iter().any(said) {
-            return true;
-        }
-        !self
-            .words
-            .topic_words
-            .iter()
-            .filter(|(k, _)| k.as_str() != kind)
-            .any(|(_, words)| words.iter().filter(|w| !own.contains(w)).any(said))
-    }
-
-    /// Whether `text` says how something is: a verb of being after its
-    /// first word ("our garage door is older than I am").
-    pub(in crate::router) fn says_how_it_is(&self, text: &str) -> bool {
-        let w = &self.words;
-        (padded_words(text).split_whitespace().skip(1)).any(|x| {
-            w.be_verbs.iter().any(|b| b == x)
-                || w.be_contractions.iter().any(|c| x.ends_with(c.as_str()))
-        })
-    }
-
-    /// Whether `text`, asking nothing in words, is only a remark about
-    /// what `d` would change or read: it says none of the words that make
-    /// it a wish for `d`'s kind (`remark_needs`: "the garage is still full
-    /// of boxes"; a number is one), or it opens with a
-    /// verb of being and `d` changes
-    /// something ("is 21 degrees a normal temperature for a house?").
-    pub(in crate::router) fn only_remarks(&self, text: &str, d: &RouteDecision) -> bool {
-        if self.asks_in_words(text) || self.asks_whether(text) {
-            return false;
-        }
-        let padded = padded_words(text);
-        let opens_with_being = (padded.split_whitespace().next())
-            .is_some_and(|first| self.words.be_verbs.iter().any(|b| b == first));
-        if opens_with_being && self.changes_something(d) {
-            return true;
-        }
-        let Some(kind) = d.command_id.as_deref().and_then(|c| c.split('.').next()) else {
-            return false;
-        };
-        let says = |w: &String| padded.contains(&format!(" {w} "));
-        let valued = padded.contains(|c: char| c.is_ascii_digit());
-        (self.words.remark_needs.get(kind)).is_some_and(|needs| !valued && !needs.iter().any(says))
     }
 
     /// Words said without the definite word they open with ("the dining room").
