@@ -1524,6 +1524,24 @@ pub struct LanguageConfig {
     /// "go on"): a clause at its start or end that says one is left out.
     #[serde(default)]
     pub said_to_others: Vec<String>,
+    /// Words written as texts are ("n", "pls", "2"), as said; a digit only
+    /// before a determiner or after one of `text_digit_after`.
+    #[serde(default)]
+    pub text_words: BTreeMap<String, String>,
+    #[serde(default)]
+    pub text_digit_after: Vec<String>,
+    /// People a request is asked for ("my wife"), and what follows them
+    /// ("wants": "I want"): the request said as the speaker's own.
+    #[serde(default)]
+    pub behalf_people: Vec<String>,
+    #[serde(default)]
+    pub behalf_leads: BTreeMap<String, String>,
+    /// What a thing is said to need ("needs" and a verb in -ing, "should
+    /// be" and the verb as done to it): read as the request for it.
+    #[serde(default)]
+    pub passive_needs: Vec<String>,
+    #[serde(default)]
+    pub passive_be: Vec<String>,
     /// Leads that wish a state said as a condition ("I wouldn't mind if the
     /// study lights were at 60 percent"): taken off with the first of
     /// `wish_verbs` after them, the rest read as the state asked for.

@@ -1797,3 +1797,60 @@ fn a_remark_about_a_thing_is_no_request_but_words_of_a_need_are() {
         "{d:?}"
     );
 }
+
+#[test]
+fn a_request_stammered_texted_asked_for_someone_else_or_said_of_what_needs_it_is_read() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "p-p-put the, the porch light on",
+                "light.set",
+                json!({"device": "porch light", "state": "on"}),
+            ),
+            (
+                "remind me 2 ring the dentist in an hour",
+                "reminder.add",
+                json!({"duration": 3600, "what": "ring the dentist"}),
+            ),
+            (
+                "my husband wants the bedroom lamp off",
+                "light.set",
+                json!({"device": "bedroom lamp", "state": "off"}),
+            ),
+            (
+                "the side door needs locking",
+                "door.lock",
+                json!({"door": "side door"}),
+            ),
+            (
+                "the hall lights need to be turned off",
+                "lights.set",
+                json!({"room": "hall", "state": "off"}),
+            ),
+            (
+                "set a timer for two hours and a quarter",
+                "timer.set",
+                json!({"duration": 8100}),
+            ),
+        ],
+    );
+    let add = |item: &str| ("shopping.add".to_owned(), json!({ "item": item }));
+    assert_eq!(
+        commands(&typed(&r, "add eggs n flour to the list pls")),
+        [add("eggs"), add("flour")]
+    );
+    // A digit before a thing is a number; a request about something that
+    // needs doing is that request.
+    runs(
+        &typed(&r, "add 2 lemons to the list"),
+        "shopping.add",
+        json!({"item": "2 lemons"}),
+    );
+    runs(
+        &typed(&r, "remind me in an hour that the bins need taking out"),
+        "reminder.add",
+        json!({"duration": 3600, "what": "the bins need taking out"}),
+    );
+}

@@ -74,6 +74,15 @@ pub struct Words {
     pub gerund_endings: Vec<String>,
     pub habit_words: Vec<String>,
     pub asking_modals: Vec<String>,
+    pub text_words: BTreeMap<String, String>,
+    pub text_digit_after: Vec<String>,
+    /// Longest first.
+    pub behalf_people: Vec<String>,
+    /// Longest lead first.
+    pub behalf_leads: Vec<(String, String)>,
+    pub passive_needs: Vec<String>,
+    /// Longest first.
+    pub passive_be: Vec<String>,
     /// Longest first.
     pub said_to_others: Vec<String>,
     /// Longest first.
@@ -207,6 +216,15 @@ impl Words {
             gerund_endings: normalized(&words.gerund_endings),
             habit_words: normalized(&words.habit_words),
             asking_modals: normalized(&words.asking_modals),
+            text_words: pairs(&words.text_words),
+            text_digit_after: normalized(&words.text_digit_after),
+            behalf_people: longest_first(normalized(&words.behalf_people), String::as_str),
+            behalf_leads: longest_first(
+                pairs(&words.behalf_leads).into_iter().collect(),
+                |(k, _)| k.as_str(),
+            ),
+            passive_needs: normalized(&words.passive_needs),
+            passive_be: longest_first(normalized(&words.passive_be), String::as_str),
             said_to_others: longest_first(normalized(&words.said_to_others), String::as_str),
             wish_leads: longest_first(normalized(&words.wish_leads), String::as_str),
             wish_verbs: normalized(&words.wish_verbs),

@@ -12,6 +12,7 @@ mod heard;
 mod meaning;
 mod opening;
 mod repair;
+mod restated;
 mod sound;
 mod span;
 mod split;

@@ -15,12 +15,21 @@ impl Router {
     /// (`gerund_leads`) said as the verb itself; `None` when nothing opens
     /// or closes it, or nothing is left.
     pub(in crate::router) fn opened(&self, text: &str) -> Option<String> {
-        let wished = self.others_off(text);
-        let wished = wished.as_deref().map_or_else(
-            || self.wish_off(text),
-            |rest| Some(self.wish_off(rest).unwrap_or_else(|| rest.to_owned())),
-        );
-        let mut rest = wished.as_deref().unwrap_or(text);
+        // Said otherwise (restated.rs), to someone else, or as a wish.
+        let mut said = text.to_owned();
+        for restate in [
+            Self::unstammered,
+            Self::texted,
+            Self::others_off,
+            Self::on_behalf,
+            Self::wish_off,
+            Self::passive_off,
+        ] {
+            if let Some(restated) = restate(self, &said) {
+                said = restated;
+            }
+        }
+        let mut rest = said.as_str();
         while let Some(after) = lead_off(rest, &self.words.opening_words) {
             rest = after;
         }
@@ -32,18 +41,18 @@ impl Router {
         }
         if let Some(after) = lead_off(rest, &self.words.gerund_leads) {
             let (word, tail) = after.split_once(' ').unwrap_or((after, ""));
-            if let Some(verb) = self.verb_of_gerund(word) {
+            if let Some(verb) = self.verb_of(word, &self.words.gerund_endings) {
                 return Some(format!("{verb} {tail}").trim_end().to_owned());
             }
         }
-        (rest.len() < text.len()).then(|| rest.to_owned())
+        (rest != text).then(|| rest.to_owned())
     }
 
     /// `text` without the clauses at its start or end said to someone
     /// else (`said_to_others`, after opening or correction words, with at
     /// most two words more: "yeah one sec mum. put the garage light on.
     /// no, not you mum"); `None` when none is, or nothing else is left.
-    fn others_off(&self, text: &str) -> Option<String> {
+    pub(in crate::router) fn others_off(&self, text: &str) -> Option<String> {
         const MORE: usize = 2;
         let w = &self.words;
         let clauses = super::clause::clauses(text);
@@ -77,7 +86,7 @@ impl Router {
     /// it: "I wouldn't mind if the study lights were at 60 percent" is
     /// "the study lights at 60 percent"; `None` when no wish lead opens
     /// `text`, or no such verb follows.
-    fn wish_off(&self, text: &str) -> Option<String> {
+    pub(in crate::router) fn wish_off(&self, text: &str) -> Option<String> {
         let w = &self.words;
         let mut rest = text;
         let after = loop {
@@ -110,30 +119,6 @@ impl Router {
             // A request said in words: "the kitchen lights are really bright
             // since we changed the bulbs" is a remark.
             (self.asks_in_words(before) && about(after.split(' ').next()?)).then_some(before)
-        })
-    }
-
-    /// The verb a template knows that `word` is a form of (`gerund_endings`):
-    /// the ending taken off ("opening": open), an "e" put back ("closing":
-    /// close), or a doubled last letter made single ("setting": set).
-    fn verb_of_gerund(&self, word: &str) -> Option<String> {
-        let vocabulary = self.vocabulary.get_or_init(|| vocabulary_of(self));
-        let bare = word.trim_matches(|c: char| !c.is_alphanumeric());
-        self.words.gerund_endings.iter().find_map(|ending| {
-            let stem = bare
-                .strip_suffix(ending.as_str())
-                .filter(|s| s.len() >= 2)?;
-            let mut last_two = stem.chars().rev().take(2);
-            let doubled = last_two.next() == last_two.next();
-            let forms = [
-                Some(stem.to_owned()),
-                Some(format!("{stem}e")),
-                doubled.then(|| stem[..stem.len() - 1].to_owned()),
-            ];
-            forms
-                .into_iter()
-                .flatten()
-                .find(|verb| vocabulary.contains_key(verb))
         })
     }
 }

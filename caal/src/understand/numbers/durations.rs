@@ -4,7 +4,7 @@
 use super::*;
 
 /// A duration as people say it, in seconds: "10 minutes", "ten minutes",
-/// "an hour and a half", "half an hour", "1 hour 30 minutes", "1h30",
+/// "an hour and a half", "an hour and a quarter", "half an hour", "1 hour 30 minutes", "1h30",
 /// "a minute and a half", "90 secs", "2 days", "zehn Minuten".
 pub fn parse_duration(lang: Lang, text: &str) -> Option<u64> {
     let text = crate::understand::normalize(text);
@@ -36,9 +36,18 @@ pub fn parse_duration(lang: Lang, text: &str) -> Option<u64> {
         let mut amount = amount;
         let mut end = at + unit_end;
         // "an hour and a half": the half is of the unit just said.
-        for tail in [" and a half", " and one half", " und ein halb", " einhalb"] {
+        // "an hour and a quarter", "… and three quarters" too.
+        for (tail, part) in [
+            (" and a half", 0.5),
+            (" and one half", 0.5),
+            (" and a quarter", 0.25),
+            (" and three quarters", 0.75),
+            (" und ein halb", 0.5),
+            (" einhalb", 0.5),
+            (" und ein viertel", 0.25),
+        ] {
             if text[end..].starts_with(tail) {
-                amount += 0.5;
+                amount += part;
                 end += tail.len();
             }
         }

@@ -47,6 +47,8 @@ fn durations_read_like_people_say_them() {
     assert_eq!(d("10 minutes"), Some(600));
     assert_eq!(d("ten minutes"), Some(600));
     assert_eq!(d("an hour and a half"), Some(5400));
+    assert_eq!(d("an hour and a quarter"), Some(4500));
+    assert_eq!(d("2 hours and three quarters"), Some(9900));
     assert_eq!(d("five more minutes"), Some(300));
     assert_eq!(d("two extra hours"), Some(7200));
     assert_eq!(d("half an hour"), Some(1800));

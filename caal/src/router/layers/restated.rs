@@ -1,0 +1,146 @@
+//! Requests said otherwise than a template says them, restated before they
+//! are read: a word stammered ("b-b-bananas", "the, the"), written as
+//! texts are ("milk n eggs 2 the list pls"), asked for someone else ("my
+//! wife wants the heating up"), or said of the thing that needs it ("the
+//! back door needs locking", "the garage should be shut"). The words are
+//! the language's (`broken_endings`, `text_words`, `text_digit_after`,
+//! `behalf_people`, `behalf_leads`, `passive_needs`, `passive_be`). Each
+//! restatement is kept only where the sentence so read is understood.
+
+use super::*;
+
+/// At most this many words say the thing that needs something done.
+const THING_WORDS: usize = 5;
+
+impl Router {
+    /// `text` with a stammered word said once: its broken-off starts
+    /// ("b-b-bananas", "c-can") and a short word said twice across a comma
+    /// (`broken_endings`: "turn the, the lounge lights off").
+    pub(in crate::router) fn unstammered(&self, text: &str) -> Option<String> {
+        let mut out: Vec<String> = Vec::new();
+        for word in text.split(' ') {
+            let parts: Vec<&str> = word.split('-').collect();
+            let last = parts[parts.len() - 1];
+            let stammered = parts.len() > 1
+                && parts[..parts.len() - 1]
+                    .iter()
+                    .all(|p| !p.is_empty() && p.len() <= 2 && last.starts_with(p));
+            let word = if stammered { last } else { word };
+            let again = out.last().is_some_and(|before| {
+                before.trim_end_matches(',') == word
+                    && before.ends_with(',')
+                    && self.words.broken_endings.iter().any(|b| b == word)
+            });
+            if again {
+                out.pop();
+            }
+            out.push(word.to_owned());
+        }
+        let said = out.join(" ");
+        (said != text).then_some(said)
+    }
+
+    /// `text` with words written as texts are read as said (`text_words`:
+    /// "n", "pls"); a digit written for a word ("2" for "to") only before a
+    /// determiner or after one of `text_digit_after` ("remind me 2 call
+    /// gran", "oat milk 2 the list").
+    pub(in crate::router) fn texted(&self, text: &str) -> Option<String> {
+        let w = &self.words;
+        let words: Vec<&str> = text.split(' ').collect();
+        let said: Vec<&str> = (words.iter().enumerate())
+            .map(|(i, word)| {
+                let bare = word.trim_end_matches([',', '.', '?', '!']);
+                let Some(meant) = w.text_words.get(bare) else {
+                    return *word;
+                };
+                let digit = bare.chars().all(|c| c.is_ascii_digit());
+                let before_determiner =
+                    (words.get(i + 1)).is_some_and(|next| w.determiners.iter().any(|d| d == next));
+                let after_object = i > 0 && w.text_digit_after.iter().any(|a| a == words[i - 1]);
+                if digit && !before_determiner && !after_object || bare != *word {
+                    *word
+                } else {
+                    meant.as_str()
+                }
+            })
+            .collect();
+        let said = said.join(" ");
+        (said != text).then_some(said)
+    }
+
+    /// A request asked for someone else (`behalf_people` and one of
+    /// `behalf_leads`), said as the speaker's own: "my wife wants the
+    /// heating up a couple of degrees" is "I want the heating up a couple of
+    /// degrees"; "my dad's asking if the garage is closed" is "can you check
+    /// if the garage is closed".
+    pub(in crate::router) fn on_behalf(&self, text: &str) -> Option<String> {
+        let w = &self.words;
+        let rest = (w.behalf_people.iter()).find_map(|p| text.strip_prefix(p.as_str()))?;
+        w.behalf_leads.iter().find_map(|(lead, said)| {
+            let after = match lead.strip_prefix('\'') {
+                Some(_) => rest.strip_prefix(lead.as_str()),
+                None => rest.strip_prefix(' ')?.strip_prefix(lead.as_str()),
+            }?;
+            let after = after.strip_prefix(' ')?;
+            Some(format!("{said} {after}").trim_start().to_owned())
+        })
+    }
+
+    /// What a thing is said to need, as the request for it: "the back door
+    /// needs locking" (`passive_needs` and a verb in -ing) and "the garage
+    /// should be shut" (`passive_be` and the verb as done to it) are "lock
+    /// the back door" and "shut the garage"; the words after the verb stay
+    /// after the thing ("the porch light needs to be switched on": "switch
+    /// the porch light on").
+    pub(in crate::router) fn passive_off(&self, text: &str) -> Option<String> {
+        let w = &self.words;
+        let forms = [
+            (&w.passive_be, &w.past_endings),
+            (&w.passive_needs, &w.gerund_endings),
+        ];
+        forms.into_iter().find_map(|(leads, endings)| {
+            leads.iter().find_map(|lead| {
+                let (thing, after) = text.split_once(&format!(" {lead} "))?;
+                // The thing is a few words that ask nothing themselves ("remind
+                // me … that the car needs moving" is no request to move).
+                if thing.split(' ').count() > THING_WORDS || self.asks_in_words(thing) {
+                    return None;
+                }
+                let (word, tail) = after.split_once(' ').unwrap_or((after, ""));
+                let verb = self.verb_of(word, endings)?;
+                Some(format!("{verb} {thing} {tail}").trim_end().to_owned())
+            })
+        })
+    }
+
+    /// The verb a template knows that `word` is a form of, by `endings`:
+    /// the word itself ("shut"), or the ending taken off ("opening": open),
+    /// an "e" put back ("closing": close), or a doubled last letter made
+    /// single ("setting": set).
+    pub(in crate::router) fn verb_of(&self, word: &str, endings: &[String]) -> Option<String> {
+        let vocabulary = self.vocabulary.get_or_init(|| vocabulary_of(self));
+        let bare = word.trim_matches(|c: char| !c.is_alphanumeric());
+        let is_verb = |v: &String| {
+            vocabulary.contains_key(v) && self.words.request_verbs.iter().any(|r| r == v)
+        };
+        if is_verb(&bare.to_owned()) {
+            return Some(bare.to_owned());
+        }
+        endings.iter().find_map(|ending| {
+            let stem = bare
+                .strip_suffix(ending.as_str())
+                .filter(|s| s.len() >= 2)?;
+            let mut last_two = stem.chars().rev().take(2);
+            let doubled = last_two.next() == last_two.next();
+            let forms = [
+                Some(stem.to_owned()),
+                Some(format!("{stem}e")),
+                doubled.then(|| stem[..stem.len() - 1].to_owned()),
+            ];
+            forms
+                .into_iter()
+                .flatten()
+                .find(|verb| vocabulary.contains_key(verb))
+        })
+    }
+}
