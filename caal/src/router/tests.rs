@@ -1782,6 +1782,17 @@ fn a_remark_about_a_thing_is_no_request_but_words_of_a_need_are() {
                 json!({"item": "coffee"}),
             ),
             ("the timer is going off", "timer.cancel", json!({})),
+            // A state asked about with no verb is a question, not a change.
+            (
+                "the hall lights still on?",
+                "home.state",
+                json!({"kind": "light", "room": "hall", "state": "on"}),
+            ),
+            (
+                "garage door still open",
+                "home.state",
+                json!({"device": "garage door", "kind": "cover", "state": "open"}),
+            ),
             (
                 "bedroom lamp at 10%",
                 "light.brightness",
@@ -1840,6 +1851,12 @@ fn a_request_stammered_texted_asked_for_someone_else_or_said_of_what_needs_it_is
     assert_eq!(
         commands(&typed(&r, "add eggs n flour to the list pls")),
         [add("eggs"), add("flour")]
+    );
+    // Someone who needs something is no thing that needs doing.
+    runs(
+        &typed(&r, "I need light in the hall"),
+        "lights.set",
+        json!({"room": "hall", "state": "on"}),
     );
     // A digit before a thing is a number; a request about something that
     // needs doing is that request.

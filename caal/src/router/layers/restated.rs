@@ -94,20 +94,27 @@ impl Router {
     /// the porch light on").
     pub(in crate::router) fn passive_off(&self, text: &str) -> Option<String> {
         let w = &self.words;
+        // After "should be" the verb may be as it is ("shut"); after
+        // "needs" it is said in -ing ("I need light" is no "light me").
         let forms = [
-            (&w.passive_be, &w.past_endings),
-            (&w.passive_needs, &w.gerund_endings),
+            (&w.passive_be, &w.past_endings, true),
+            (&w.passive_needs, &w.gerund_endings, false),
         ];
-        forms.into_iter().find_map(|(leads, endings)| {
+        forms.into_iter().find_map(|(leads, endings, bare)| {
             leads.iter().find_map(|lead| {
                 let (thing, after) = text.split_once(&format!(" {lead} "))?;
                 // The thing is a few words that ask nothing themselves ("remind
-                // me … that the car needs moving" is no request to move).
-                if thing.split(' ').count() > THING_WORDS || self.asks_in_words(thing) {
+                // me … that the car needs moving" is no request to move), and
+                // no one ("we need to be …").
+                if thing.split(' ').count() > THING_WORDS
+                    || self.asks_in_words(thing)
+                    || w.did_subjects.iter().any(|s| s == thing)
+                {
                     return None;
                 }
                 let (word, tail) = after.split_once(' ').unwrap_or((after, ""));
-                let verb = self.verb_of(word, endings)?;
+                let verb = (bare.then(|| self.verb_of(word, &[])).flatten())
+                    .or_else(|| self.verb_of(word, endings).filter(|v| v != word))?;
                 Some(format!("{verb} {thing} {tail}").trim_end().to_owned())
             })
         })
