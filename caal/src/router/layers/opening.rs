@@ -3,17 +3,22 @@
 //! -ing ("would you mind opening the garage door"), read as the request
 //! itself ("open the garage door"); and polite words that close it ("…, if
 //! you don't mind"), neither a condition nor a "not", and a reason said
-//! after it ("… so it's not pitch black when I get in"). The words are the
-//! language's (`opening_words`, `gerund_leads`, `gerund_endings`,
-//! `closing_words`, `reason_words`).
+//! after it ("… so it's not pitch black when I get in"); clauses said to
+//! someone else around it ("yeah one sec mum. …"), and a wish said as a
+//! condition ("I wouldn't mind if the study lights were at 60 percent").
+//! The words are the language's (`opening_words`, `gerund_leads`,
+//! `gerund_endings`, `closing_words`, `reason_words`, `said_to_others`,
+//! `wish_leads`, `wish_verbs`).
 
 use super::*;
 
 impl Router {
-    /// `text` without the words that open it (`opening_words`) or close it
-    /// (`closing_words`), and with a lead that asks with the verb in -ing
-    /// (`gerund_leads`) said as the verb itself; `None` when nothing opens
-    /// or closes it, or nothing is left.
+    /// `text` restated where it is said otherwise (stammered, texted, for
+    /// someone else, of what a thing needs: restated.rs), without clauses
+    /// said to someone else or a wish's lead, without the words that open it
+    /// (`opening_words`) or close it (`closing_words`), and with a lead that
+    /// asks with the verb in -ing (`gerund_leads`) said as the verb itself;
+    /// `None` when none of these changes it, or nothing is left.
     pub(in crate::router) fn opened(&self, text: &str) -> Option<String> {
         // Said otherwise (restated.rs), to someone else, or as a wish.
         let mut said = text.to_owned();

@@ -203,8 +203,13 @@ impl Router {
                 .map(|m| m.span())
                 .collect();
         names.sort_unstable();
+        let mut before = padded.len();
         for (start, end) in names.into_iter().rev() {
-            padded.replace_range(start..end, "_");
+            // Overlapping names (none, as found) would shift what is left.
+            if end <= before {
+                padded.replace_range(start..end, "_");
+                before = start;
+            }
         }
         (self.words.request_verbs.iter()).any(|v| self.asks_with(&padded, v))
     }
