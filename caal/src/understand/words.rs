@@ -132,6 +132,13 @@ impl Words {
         self.request_verbs.iter().any(|v| v == w)
     }
 
+    /// Whether `w` is a verb of being (`be_verbs`), or ends with one said
+    /// as an ending (`be_contractions`: "it's", "we're").
+    pub fn is_being(&self, w: &str) -> bool {
+        self.be_verbs.iter().any(|b| b == w)
+            || self.be_contractions.iter().any(|c| w.ends_with(c.as_str()))
+    }
+
     /// Whether `text` opens with a request's verb ("shut the garage",
     /// "pause the cake").
     pub fn opens_with_request_verb(&self, text: &str) -> bool {

@@ -18,9 +18,9 @@ impl Router {
     /// it is"). Never in a sentence that says "not": the run could leave it
     /// out; nor in a story ("I turned the kitchen lights off myself
     /// earlier": a run of it is what was done); nor a run that leaves out a
-    /// level or a number said ("put the desk lamp on | full"); in a question of whether it is or was so, only
-    /// a run that changes nothing ("did I lock the back door" asks about
-    /// locking it).
+    /// level or a number said ("put the desk lamp on | full"); in a
+    /// question of whether it is or was so, only a run that changes nothing
+    /// ("did I lock the back door" asks about locking it).
     pub(in crate::router) fn by_span(
         &self,
         text: &str,

@@ -170,13 +170,9 @@ impl Router {
     pub(in crate::router) fn not_so_aside(&self, i: usize, clause: &str) -> bool {
         let words: Vec<&str> = clause.split_whitespace().collect();
         let w = &self.words;
-        let stated = words.windows(2).any(|pair| {
-            w.negative_words.contains(&pair[1].to_owned())
-                && (w.be_verbs.iter().any(|b| b == pair[0])
-                    || w.be_contractions
-                        .iter()
-                        .any(|c| pair[0].ends_with(c.as_str())))
-        });
+        let stated = words
+            .windows(2)
+            .any(|pair| w.negative_words.contains(&pair[1].to_owned()) && w.is_being(pair[0]));
         i > 0
             && stated
             && crate::understand::mentions::mentions(&self.home, clause, None).is_empty()
@@ -217,14 +213,10 @@ impl Router {
     /// Whether `verb` is said in `padded` words as a request's verb: not
     /// as a word of how something is, one or two words after a verb of
     /// being ("the office lights are really dim"), nor as what someone
-    /// does (`habits_of`: "I always lock the back door").
+    /// does (`habit_before`: "I always lock the back door").
     fn asks_with(&self, padded: &str, verb: &str) -> bool {
         let words: Vec<&str> = padded.split_whitespace().collect();
-        let w = &self.words;
-        let being = |x: &str| {
-            w.be_verbs.iter().any(|b| b == x)
-                || w.be_contractions.iter().any(|c| x.ends_with(c.as_str()))
-        };
+        let being = |x: &str| self.words.is_being(x);
         let n = verb.split(' ').count();
         (0..words.len().saturating_sub(n - 1)).any(|i| {
             words[i..i + n].join(" ") == verb

@@ -48,11 +48,7 @@ impl Router {
     /// Whether `text` says how something is: a verb of being after its
     /// first word ("our garage door is older than I am").
     pub(in crate::router) fn says_how_it_is(&self, text: &str) -> bool {
-        let w = &self.words;
-        (padded_words(text).split_whitespace().skip(1)).any(|x| {
-            w.be_verbs.iter().any(|b| b == x)
-                || w.be_contractions.iter().any(|c| x.ends_with(c.as_str()))
-        })
+        (padded_words(text).split_whitespace().skip(1)).any(|x| self.words.is_being(x))
     }
 
     /// Whether `text`, asking nothing in words, is only a remark about
