@@ -1446,6 +1446,14 @@ pub struct LanguageConfig {
     /// Units a number is said before, beside lengths of time ("degrees").
     #[serde(default)]
     pub number_units: Vec<String>,
+    /// Words that say where, not which way, before a word of place and a
+    /// room ("turn off the lights up in the yard"): left out where the
+    /// sentence says a state elsewhere.
+    #[serde(default)]
+    pub place_particles: Vec<String>,
+    /// The words of place they come before ("in", "at").
+    #[serde(default)]
+    pub place_prepositions: Vec<String>,
     /// Prefixes that are no words of their own, typed apart from the word
     /// they begin ("un lock the front door"): read joined to the next word
     /// when the two make a word the sentences know ("unlock"), never as

@@ -29,6 +29,7 @@ impl Router {
             Self::on_behalf,
             Self::wish_off,
             Self::passive_off,
+            Self::placed_off,
         ] {
             if let Some(restated) = restate(self, &said) {
                 said = restated;

@@ -1,13 +1,16 @@
 //! Requests said otherwise than a template says them, restated before they
 //! are read: a word stammered ("b-b-bananas", "the, the"), written as
 //! texts are ("milk n eggs 2 the list pls"), asked for someone else ("my
-//! wife wants the heating up"), or said of the thing that needs it ("the
-//! back door needs locking", "the garage should be shut"). The words are
-//! the language's (`broken_endings`, `text_words`, `text_digit_after`,
-//! `behalf_people`, `behalf_leads`, `passive_needs`, `passive_be`). Each
+//! wife wants the heating up"), said of the thing that needs it ("the back
+//! door needs locking", "the garage should be shut"), or with a word that
+//! says where, not which way ("turn off the lights up in the yard"). The
+//! words are the language's (`broken_endings`, `text_words`,
+//! `text_digit_after`, `behalf_people`, `behalf_leads`, `passive_needs`,
+//! `passive_be`, `place_particles`, `place_prepositions`). Each
 //! restatement is kept only where the sentence so read is understood.
 
 use super::*;
+use crate::understand::mentions::mentions;
 
 /// At most this many words say the thing that needs something done.
 const THING_WORDS: usize = 5;
@@ -118,6 +121,43 @@ impl Router {
                 Some(format!("{verb} {thing} {tail}").trim_end().to_owned())
             })
         })
+    }
+
+    /// A word that says where, not which way (`place_particles`), before a
+    /// word of place (`place_prepositions`) and a room or the speaker's
+    /// place, left out where another word says a state (`state_opposites`):
+    /// "turn off the lights up in the yard" is "turn off the lights in the
+    /// yard"; "turn the lights up in the kitchen" stays as said.
+    pub(in crate::router) fn placed_off(&self, text: &str) -> Option<String> {
+        let w = &self.words;
+        let words: Vec<&str> = text.split(' ').collect();
+        let bare = |word: &str| word.trim_end_matches([',', '.', '?', '!']).to_owned();
+        let is = |list: &[String], word: &str| list.iter().any(|l| *l == bare(word));
+        let at = (0..words.len().saturating_sub(2)).find(|&i| {
+            if !is(&w.place_particles, words[i]) || !is(&w.place_prepositions, words[i + 1]) {
+                return false;
+            }
+            let rest = &words[i + 2..];
+            let determiners = (rest.iter())
+                .take_while(|d| w.determiners.iter().any(|x| x == *d))
+                .count();
+            let named = rest[determiners..].join(" ");
+            let lead = format!("{} ", w.in_word);
+            let place = w.speaker_place.iter().any(|(phrase, _)| {
+                phrase
+                    .strip_prefix(&lead)
+                    .is_some_and(|p| bare(&named) == p || named.starts_with(&format!("{p} ")))
+            });
+            let room = mentions(&self.home, &named, None)
+                .iter()
+                .any(|m| m.slot == "area" && m.span().0 == 0);
+            let state_elsewhere =
+                (words.iter().enumerate()).any(|(j, word)| j != i && is(&w.state_words, word));
+            (place || room) && state_elsewhere
+        })?;
+        let mut said = words;
+        said.remove(at);
+        Some(said.join(" "))
     }
 
     /// The verb a template knows that `word` is a form of, by `endings`:
