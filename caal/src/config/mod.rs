@@ -1454,6 +1454,12 @@ pub struct LanguageConfig {
     /// The words of place they come before ("in", "at").
     #[serde(default)]
     pub place_prepositions: Vec<String>,
+    /// Words that say a number is near enough, before it ("about ten
+    /// minutes") or after it ("twenty minutes or so", "ish"): left out.
+    #[serde(default)]
+    pub approximate_before: Vec<String>,
+    #[serde(default)]
+    pub approximate_after: Vec<String>,
     /// Prefixes that are no words of their own, typed apart from the word
     /// they begin ("un lock the front door"): read joined to the next word
     /// when the two make a word the sentences know ("unlock"), never as

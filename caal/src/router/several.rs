@@ -65,7 +65,7 @@ impl Router {
 
     /// The parameter of `c` said as a list, and its things: two or more,
     /// or one said with a word before it that is no part of a thing ("the
-    /// bananas", "some milk": the language's `item_fillers`).
+    /// bananas", "some milk", "oh": the language's `item_fillers`).
     fn listed(&self, c: &Command) -> Option<(String, Vec<String>)> {
         let spec = self.command(&c.command_id)?;
         spec.config
@@ -74,11 +74,21 @@ impl Router {
             .filter(|(_, p)| p.several)
             .find_map(|(name, _)| {
                 let said = c.raw_params.get(name)?;
-                let things: Vec<String> =
+                let mut things: Vec<String> =
                     list_of(said, &self.words.list_joins, &self.words.joined_items)
                         .into_iter()
                         .map(|t| self.without_fillers(&t))
                         .collect();
+                // A thing of fillers alone among others is none ("milk, eggs,
+                // oh and butter").
+                let fillers = &self.words.item_fillers;
+                let only_fillers = |t: &String| {
+                    t.split(' ')
+                        .all(|w| fillers.iter().any(|f| f.eq_ignore_ascii_case(w)))
+                };
+                if things.iter().any(|t| !only_fillers(t)) {
+                    things.retain(|t| !only_fillers(t));
+                }
                 (things.len() > 1 || things.first().is_some_and(|t| t != said))
                     .then(|| (name.clone(), things))
             })

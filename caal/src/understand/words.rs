@@ -95,6 +95,9 @@ pub struct Words {
     pub number_units: Vec<String>,
     pub place_particles: Vec<String>,
     pub place_prepositions: Vec<String>,
+    pub approximate_before: Vec<String>,
+    /// Longest first.
+    pub approximate_after: Vec<String>,
     /// Both words of each of `state_opposites` ("on", "off", "lock").
     pub state_words: Vec<String>,
     pub conditions: Vec<String>,
@@ -246,6 +249,8 @@ impl Words {
             number_units: normalized(&words.number_units),
             place_particles: normalized(&words.place_particles),
             place_prepositions: normalized(&words.place_prepositions),
+            approximate_before: normalized(&words.approximate_before),
+            approximate_after: longest_first(normalized(&words.approximate_after), String::as_str),
             state_words: normalized(&words.state_opposites.concat()),
             conditions: normalized(&words.conditions),
             asking_words: normalized(&words.asking_words),

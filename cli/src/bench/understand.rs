@@ -43,6 +43,7 @@ pub const FRESH_I_SUITE: &str = include_str!("../../../caal/suites/fresh-i-en.js
 pub const FRESH_J_SUITE: &str = include_str!("../../../caal/suites/fresh-j-en.jsonl");
 pub const FRESH_K_SUITE: &str = include_str!("../../../caal/suites/fresh-k-en.jsonl");
 pub const FRESH_L_SUITE: &str = include_str!("../../../caal/suites/fresh-l-en.jsonl");
+pub const FRESH_M_SUITE: &str = include_str!("../../../caal/suites/fresh-m-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../../caal/suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../../caal/suites/everyday-en.jsonl");
 pub const UNSEEN_SUITE: &str = include_str!("../../../caal/suites/unseen-en.jsonl");
@@ -529,6 +530,10 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
             (
                 "fresh-l-en".into(),
                 parse_suite(FRESH_L_SUITE, "fresh-l-en")?,
+            ),
+            (
+                "fresh-m-en".into(),
+                parse_suite(FRESH_M_SUITE, "fresh-m-en")?,
             ),
             (
                 "untouched-en".into(),

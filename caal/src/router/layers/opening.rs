@@ -12,6 +12,10 @@
 
 use super::*;
 
+/// At most this many words before a reason, with no verb, may be a request
+/// said without one ("thermostat to 19 before I go to sleep").
+const FRAGMENT_WORDS: usize = 5;
+
 impl Router {
     /// `text` restated where it is said otherwise (stammered, texted, for
     /// someone else, of what a thing needs: restated.rs), without clauses
@@ -30,6 +34,8 @@ impl Router {
             Self::wish_off,
             Self::passive_off,
             Self::placed_off,
+            Self::approximate_off,
+            Self::clipped,
         ] {
             if let Some(restated) = restate(self, &said) {
                 said = restated;
@@ -112,7 +118,8 @@ impl Router {
     /// determiner: "turn on the living room lights so it's not pitch black
     /// when I get in", "… because the baby's asleep"); `None` when it
     /// closes with none, or what is before it asks for nothing in words
-    /// (`request_verbs`).
+    /// (`request_verbs`) and is more than a few words or says how something
+    /// is.
     fn reason_off<'t>(&self, text: &'t str) -> Option<&'t str> {
         let w = &self.words;
         let about = |word: &str| {
@@ -122,9 +129,14 @@ impl Router {
         w.reason_words.iter().find_map(|reason| {
             let (before, after) = text.split_once(&format!(" {reason} "))?;
             let before = before.trim_end_matches([',', ' ']);
-            // A request said in words: "the kitchen lights are really bright
-            // since we changed the bulbs" is a remark.
-            (self.asks_in_words(before) && about(after.split(' ').next()?)).then_some(before)
+            // A request said in words, or in a few words that say how
+            // nothing is ("thermostat to 19 before I go to sleep"): "the
+            // kitchen lights are really bright since we changed the bulbs"
+            // is a remark.
+            let fragment = before.split(' ').count() <= FRAGMENT_WORDS
+                && !before.split(' ').any(|word| w.is_being(word));
+            ((self.asks_in_words(before) || fragment) && about(after.split(' ').next()?))
+                .then_some(before)
         })
     }
 }

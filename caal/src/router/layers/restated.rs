@@ -6,7 +6,8 @@
 //! says where, not which way ("turn off the lights up in the yard"). The
 //! words are the language's (`broken_endings`, `text_words`,
 //! `text_digit_after`, `behalf_people`, `behalf_leads`, `passive_needs`,
-//! `passive_be`, `place_particles`, `place_prepositions`). Each
+//! `passive_be`, `place_particles`, `place_prepositions`), and a number
+//! said near enough (`approximate_before`, `approximate_after`). Each
 //! restatement is kept only where the sentence so read is understood.
 
 use super::*;
@@ -158,6 +159,122 @@ impl Router {
         let mut said = words;
         said.remove(at);
         Some(said.join(" "))
+    }
+
+    /// `text` without the words that say a number is near enough
+    /// (`approximate_before` a number or a length of time, `approximate_after`
+    /// one, and "-ish" on a number): "set a timer for about ten minutes",
+    /// "remind me in twenty minutes or so", "ten-ish minutes".
+    pub(in crate::router) fn approximate_off(&self, text: &str) -> Option<String> {
+        let w = &self.words;
+        let lang = self.library.lang;
+        let words: Vec<&str> = text.split(' ').collect();
+        let number = |word: &str| {
+            let word = word.trim_end_matches([',', '.', '?', '!']);
+            !crate::understand::numbers::numbers_in(lang, word).is_empty()
+        };
+        let amount = |word: &str| {
+            let word = word.trim_end_matches([',', '.', '?', '!']);
+            number(word)
+                || w.number_units.iter().any(|u| u == word)
+                || crate::understand::numbers::parse_duration(lang, &format!("2 {word}")).is_some()
+        };
+        let mut out: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < words.len() {
+            let rest = words[i..].join(" ");
+            let before = (w.approximate_before.iter()).find(|a| {
+                rest.strip_prefix(a.as_str())
+                    .and_then(|after| after.strip_prefix(' '))
+                    .is_some_and(|after| {
+                        // A number, or a length of time said from here ("an hour").
+                        let next: Vec<&str> = after.split(' ').take(4).collect();
+                        number(next[0])
+                            || (2..=next.len()).any(|n| {
+                                let said = next[..n].join(" ");
+                                crate::understand::numbers::parse_duration(lang, &said).is_some()
+                            })
+                    })
+            });
+            let after = (out.last()).filter(|last| amount(last)).and_then(|_| {
+                (w.approximate_after.iter()).find(|a| {
+                    rest.strip_prefix(a.as_str()).is_some_and(|after| {
+                        after.is_empty() || after.starts_with([' ', ',', '.', '?', '!'])
+                    })
+                })
+            });
+            if let Some(phrase) = before.or(after) {
+                let n = phrase.split(' ').count();
+                // A mark after the phrase stays with the word before it.
+                let mark = &words[i + n - 1][phrase.split(' ').last().unwrap_or_default().len()..];
+                if let Some(last) = out.last_mut() {
+                    last.push_str(mark);
+                }
+                i += n;
+                continue;
+            }
+            let word = words[i];
+            let stem = word.trim_end_matches([',', '.', '?', '!']);
+            let mark = &word[stem.len()..];
+            // Said on the number itself: "ten-ish".
+            let number_said = (w.approximate_after.iter())
+                .filter(|a| !a.contains(' '))
+                .find_map(|a| stem.strip_suffix(a.as_str()))
+                .map(|s| s.trim_end_matches('-'))
+                .filter(|s| number(s));
+            match number_said {
+                Some(number_said) => out.push(format!("{number_said}{mark}")),
+                None => out.push(word.to_owned()),
+            }
+            i += 1;
+        }
+        let said = out.join(" ");
+        (said != text).then_some(said)
+    }
+
+    /// A request clipped to a few words, stops between them ("lights.
+    /// office. on. now.", "lights. off. off!"), read as one phrase with a
+    /// word said again once, and the room it names first ("office lights
+    /// on"). At least three pieces of a word or two, no question, and no
+    /// verb that asks (`request_verbs`): that is a sentence.
+    pub(in crate::router) fn clipped(&self, text: &str) -> Option<String> {
+        const CLIPPED_WORDS: usize = 5;
+        const PIECE_WORDS: usize = 2;
+        let w = &self.words;
+        // Pieces of a word or two between stops, at least three, no question.
+        let pieces: Vec<&str> = (text.split(['.', ',', '!']))
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .collect();
+        if pieces.len() < 3
+            || text.contains('?')
+            || (pieces.iter()).any(|p| p.split(' ').count() > PIECE_WORDS)
+        {
+            return None;
+        }
+        let mut words: Vec<&str> = Vec::new();
+        for word in text.split(' ') {
+            let bare = word.trim_matches(|c: char| crate::understand::CLAUSE_MARKS.contains(&c));
+            if !bare.is_empty() && words.last() != Some(&bare) {
+                words.push(bare);
+            }
+        }
+        if words.len() > CLIPPED_WORDS
+            || (words.iter()).any(|word| w.request_verbs.iter().any(|v| v == word))
+        {
+            return None;
+        }
+        let said = words.join(" ");
+        let named = mentions(&self.home, &said, None);
+        let room = match named.as_slice() {
+            [m] if m.slot == "area" => m,
+            _ => return (said != text).then_some(said),
+        };
+        let (start, end) = room.span();
+        let rest = format!("{} {}", &said[..start], &said[end..]);
+        let rest = rest.split_whitespace().collect::<Vec<_>>().join(" ");
+        let said = format!("{} {rest}", &said[start..end]);
+        (said != text).then_some(said)
     }
 
     /// The verb a template knows that `word` is a form of, by `endings`:

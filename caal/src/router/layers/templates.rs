@@ -70,18 +70,27 @@ impl Router {
         let Some(name) = u.slots.get("name") else {
             return;
         };
-        let said = self.without_determiner(&name.said);
-        if self.words.refer_to_item.iter().any(|w| w == said) {
+        let original = name.said.clone();
+        let said = self.without_determiner(&original).to_owned();
+        if self.words.refer_to_item.iter().any(|w| *w == said) {
             u.slots.remove("name");
             return;
         }
+        // A name is what the timer is for, without "the" ("the timer for
+        // the pasta": pasta).
+        if said != original
+            && let Some(slot) = u.slots.get_mut("name")
+        {
+            slot.value = json!(said);
+            slot.said = said.clone();
+        }
+        let said = said.as_str();
         let lang = self.library.lang;
         if let Some(seconds) = crate::understand::numbers::parse_duration(lang, said) {
-            let said = name.said.clone();
             u.slots.remove("name");
             u.slots.insert(
                 START.into(),
-                crate::understand::Slot::taken(json!(seconds), &said),
+                crate::understand::Slot::taken(json!(seconds), &original),
             );
             // The wildcard's words read whole as a length, no free words:
             // as sure as the template's own (speech is not read again by sound).
@@ -226,7 +235,7 @@ impl Router {
     }
 
     /// Whether `before` (the words before a verb) ends with someone
-    /// (`narrative_subjects`) and only `habit_words` after them, no word
+    /// (`narrative_subjects`, `behalf_people`) and only `habit_words` after them, no word
     /// that asks (`asking_modals`: "can I get …") before them.
     fn habit_before(&self, before: &[&str]) -> bool {
         let w = &self.words;
@@ -236,7 +245,12 @@ impl Router {
             return false;
         };
         let asked = at >= 1 && w.asking_modals.iter().any(|m| m == before[at - 1]);
-        w.narrative_subjects.iter().any(|s| s == before[at]) && !asked
+        // Someone: "I", "she", or one of the people a request may be asked
+        // for ("my husband always forgets to close the garage").
+        let said = format!(" {}", before[..=at].join(" "));
+        let someone = w.narrative_subjects.iter().any(|s| s == before[at])
+            || (w.behalf_people.iter()).any(|p| said.ends_with(&format!(" {p}")));
+        someone && !asked
     }
 
     /// Whether someone is said to have done something: a subject

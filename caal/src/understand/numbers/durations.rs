@@ -61,10 +61,19 @@ pub fn parse_duration(lang: Lang, text: &str) -> Option<u64> {
     (any && (0.0..1e12).contains(&total)).then(|| total.round() as u64)
 }
 
-/// The number in front of a duration unit: digits, words, "a"/"an", "half
-/// a(n)", "a quarter of a(n)", "three quarters of a(n)".
+/// The number in front of a duration unit: digits, words, "a"/"an",
+/// "another", "half a(n)", "a quarter of a(n)", "three quarters of a(n)".
 fn duration_amount(lang: Lang, text: &str, pos: usize) -> Option<(f64, usize)> {
     let rest = &text[pos..];
+    // "another minute", "one more hour": one of the unit said next.
+    for phrase in ["another ", "one more "] {
+        if rest
+            .strip_prefix(phrase)
+            .is_some_and(|after| duration_unit(after).is_some())
+        {
+            return Some((1.0, pos + phrase.len()));
+        }
+    }
     for (phrase, value) in [
         ("a couple of ", 2.0),
         ("a couple ", 2.0),
