@@ -1871,3 +1871,136 @@ fn a_request_stammered_texted_asked_for_someone_else_or_said_of_what_needs_it_is
         json!({"duration": 3600, "what": "the bins need taking out"}),
     );
 }
+
+#[test]
+fn a_word_of_where_a_number_said_near_enough_and_another_minute_are_read() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            // "Up", "down", "over" say where, beside a state said.
+            (
+                "switch the lights off down in the dining room",
+                "lights.set",
+                json!({"room": "dining room", "state": "off"}),
+            ),
+            (
+                "turn on the lights over in the guest room",
+                "lights.set",
+                json!({"room": "guest room", "state": "on"}),
+            ),
+            // Near enough: before the number, after it, on it.
+            (
+                "set a timer for roughly twelve minutes",
+                "timer.set",
+                json!({"duration": 720}),
+            ),
+            (
+                "remind me in half an hour or so to water the plants",
+                "reminder.add",
+                json!({"duration": 1800, "what": "water the plants"}),
+            ),
+            (
+                "put the heating on about 21",
+                "thermostat.set",
+                json!({"temperature": 21.0}),
+            ),
+            (
+                "give the timer another minute",
+                "timer.add",
+                json!({"duration": 60}),
+            ),
+            // A timer's name is what it is for, without "the".
+            (
+                "pause the timer for the rice",
+                "timer.pause",
+                json!({"name": "rice"}),
+            ),
+        ],
+    );
+    // With no state said, "up" is which way: the lights are turned up.
+    let d = typed(&r, "turn the lights down in the bedroom");
+    assert_eq!(d.command_id.as_deref(), Some("lights.brightness"), "{d:?}");
+}
+
+#[test]
+fn a_clipped_request_a_greeting_and_a_habit_of_someone_else_are_read_as_meant() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "lamp. bedroom. off.",
+                "light.set",
+                json!({"device": "bedroom lamp", "state": "off"}),
+            ),
+            (
+                "lights, kitchen on",
+                "lights.set",
+                json!({"room": "kitchen", "state": "on"}),
+            ),
+            (
+                "good night, lock the side door",
+                "door.lock",
+                json!({"door": "side door"}),
+            ),
+            (
+                "close the lights in the study",
+                "lights.set",
+                json!({"room": "office", "state": "off"}),
+            ),
+            (
+                "open the bedroom lights",
+                "lights.set",
+                json!({"room": "bedroom", "state": "on"}),
+            ),
+            (
+                "heating down to 18 before I go to bed",
+                "thermostat.set",
+                json!({"temperature": 18.0}),
+            ),
+            (
+                "pause the pasta timer while I take this call",
+                "timer.pause",
+                json!({"name": "pasta"}),
+            ),
+            (
+                "set the desk lamp to 80, actually no, 60",
+                "light.brightness",
+                json!({"device": "desk lamp", "level": 60}),
+            ),
+            ("what time now", "clock.now", json!({"what": "time"})),
+            (
+                "put yourself in research mode",
+                "mode.set",
+                json!({"state": "research"}),
+            ),
+        ],
+    );
+    let add = |item: &str| ("shopping.add".to_owned(), json!({ "item": item }));
+    assert_eq!(
+        commands(&typed(&r, "add rice, um, beans and tortillas to the list")),
+        [add("rice"), add("beans"), add("tortillas")]
+    );
+    runs(
+        &said_in(&r, "guest room", "switch this room's lights on"),
+        "lights.set",
+        json!({"room": "guest room", "state": "on"}),
+    );
+    // Said again across stops, the room the client gave.
+    runs(
+        &said_in(&r, "kitchen", "lights. on. on."),
+        "lights.set",
+        json!({"room": "kitchen", "state": "on"}),
+    );
+    // What someone else always does, or never remembers, is no request; a
+    // "no" is no name of a device.
+    for text in [
+        "my wife never remembers to lock the front door",
+        "he always forgets to switch off the porch light",
+        "turn the lights on, no",
+    ] {
+        let d = typed(&r, text);
+        assert!(commands(&d).is_empty(), "{text}: {d:?}");
+    }
+}

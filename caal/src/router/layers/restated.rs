@@ -235,27 +235,30 @@ impl Router {
     /// A request clipped to a few words, stops between them ("lights.
     /// office. on. now.", "lights. off. off!"), read as one phrase with a
     /// word said again once, and the room it names first ("office lights
-    /// on"). At least three pieces of a word or two, no question, and no
-    /// verb that asks (`request_verbs`): that is a sentence.
+    /// on"). At least two pieces of a few words, no question, and no verb
+    /// that asks (`request_verbs`): that is a sentence.
     pub(in crate::router) fn clipped(&self, text: &str) -> Option<String> {
         const CLIPPED_WORDS: usize = 5;
-        const PIECE_WORDS: usize = 2;
+        const PIECE_WORDS: usize = 3;
         let w = &self.words;
-        // Pieces of a word or two between stops, at least three, no question.
+        // Pieces of a few words between stops, at least two, no question.
         let pieces: Vec<&str> = (text.split(['.', ',', '!']))
             .map(str::trim)
             .filter(|p| !p.is_empty())
             .collect();
-        if pieces.len() < 3
+        if pieces.len() < 2
             || text.contains('?')
             || (pieces.iter()).any(|p| p.split(' ').count() > PIECE_WORDS)
         {
             return None;
         }
         let mut words: Vec<&str> = Vec::new();
+        let mut again = false;
         for word in text.split(' ') {
             let bare = word.trim_matches(|c: char| crate::understand::CLAUSE_MARKS.contains(&c));
-            if !bare.is_empty() && words.last() != Some(&bare) {
+            if words.last() == Some(&bare) {
+                again = true;
+            } else if !bare.is_empty() {
                 words.push(bare);
             }
         }
@@ -266,9 +269,10 @@ impl Router {
         }
         let said = words.join(" ");
         let named = mentions(&self.home, &said, None);
+        // Read so only where a word was said again or the room comes later.
         let room = match named.as_slice() {
-            [m] if m.slot == "area" => m,
-            _ => return (said != text).then_some(said),
+            [m] if m.slot == "area" && m.span().0 > 0 => m,
+            _ => return again.then_some(said),
         };
         let (start, end) = room.span();
         let rest = format!("{} {}", &said[..start], &said[end..]);

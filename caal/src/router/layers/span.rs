@@ -57,6 +57,10 @@ impl Router {
             }
             at += w.len() + 1;
         }
+        // What longer runs read with free words (a wildcard) asked: a shorter
+        // run of another command is no reading of the sentence ("he'll
+        // remind me in 45 minutes to move the car" is no 45-minute timer).
+        let mut wild: Vec<String> = Vec::new();
         for len in (n.div_ceil(2).max(2)..n).rev() {
             if context.out_of_time() {
                 return None;
@@ -110,6 +114,15 @@ impl Router {
                 let Some(alone) = self.by_templates(&span, context) else {
                     continue;
                 };
+                if let Some(id) = alone.command_id.as_deref()
+                    && alone.confidence < 1.0
+                    && asks_something(&span, &alone, &self.words)
+                {
+                    wild.push(id.to_owned());
+                }
+                if (alone.command_id.as_deref()).is_some_and(|id| wild.iter().any(|w| w != id)) {
+                    continue;
+                }
                 let d = match outside.as_slice() {
                     [] => Some(alone).filter(request),
                     // Joined to the room said apart; else as it is, where it
