@@ -1460,6 +1460,24 @@ pub struct LanguageConfig {
     pub approximate_before: Vec<String>,
     #[serde(default)]
     pub approximate_after: Vec<String>,
+    /// Words that may open what is asked after an asking word ("check
+    /// that the garage is shut").
+    #[serde(default)]
+    pub clause_leads: Vec<String>,
+    /// The asking words that ask so without "if" ("check", "confirm").
+    #[serde(default)]
+    pub checking_words: Vec<String>,
+    /// Words of a kind of device and its domain ("lamp": light), and the
+    /// words of where it is said with ("by", "on my"): "the light by the
+    /// bed" is the one light whose name has a word that starts so.
+    #[serde(default)]
+    pub described_kinds: BTreeMap<String, String>,
+    #[serde(default)]
+    pub described_by: Vec<String>,
+    /// Words that ask a request again for another room or device ("… and
+    /// the same for the dining room").
+    #[serde(default)]
+    pub same_for: Vec<String>,
     /// Prefixes that are no words of their own, typed apart from the word
     /// they begin ("un lock the front door"): read joined to the next word
     /// when the two make a word the sentences know ("unlock"), never as

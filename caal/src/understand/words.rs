@@ -98,6 +98,13 @@ pub struct Words {
     pub approximate_before: Vec<String>,
     /// Longest first.
     pub approximate_after: Vec<String>,
+    pub clause_leads: Vec<String>,
+    pub checking_words: Vec<String>,
+    pub described_kinds: BTreeMap<String, String>,
+    /// Longest first.
+    pub described_by: Vec<String>,
+    /// Longest first.
+    pub same_for: Vec<String>,
     /// Both words of each of `state_opposites` ("on", "off", "lock").
     pub state_words: Vec<String>,
     pub conditions: Vec<String>,
@@ -251,6 +258,11 @@ impl Words {
             place_prepositions: normalized(&words.place_prepositions),
             approximate_before: normalized(&words.approximate_before),
             approximate_after: longest_first(normalized(&words.approximate_after), String::as_str),
+            clause_leads: normalized(&words.clause_leads),
+            checking_words: normalized(&words.checking_words),
+            described_kinds: pairs(&words.described_kinds),
+            described_by: longest_first(normalized(&words.described_by), String::as_str),
+            same_for: longest_first(normalized(&words.same_for), String::as_str),
             state_words: normalized(&words.state_opposites.concat()),
             conditions: normalized(&words.conditions),
             asking_words: normalized(&words.asking_words),

@@ -44,6 +44,7 @@ pub const FRESH_J_SUITE: &str = include_str!("../../../caal/suites/fresh-j-en.js
 pub const FRESH_K_SUITE: &str = include_str!("../../../caal/suites/fresh-k-en.jsonl");
 pub const FRESH_L_SUITE: &str = include_str!("../../../caal/suites/fresh-l-en.jsonl");
 pub const FRESH_M_SUITE: &str = include_str!("../../../caal/suites/fresh-m-en.jsonl");
+pub const FRESH_N_SUITE: &str = include_str!("../../../caal/suites/fresh-n-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../../caal/suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../../caal/suites/everyday-en.jsonl");
 pub const UNSEEN_SUITE: &str = include_str!("../../../caal/suites/unseen-en.jsonl");
@@ -534,6 +535,10 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
             (
                 "fresh-m-en".into(),
                 parse_suite(FRESH_M_SUITE, "fresh-m-en")?,
+            ),
+            (
+                "fresh-n-en".into(),
+                parse_suite(FRESH_N_SUITE, "fresh-n-en")?,
             ),
             (
                 "untouched-en".into(),

@@ -36,6 +36,8 @@ impl Router {
             Self::placed_off,
             Self::approximate_off,
             Self::clipped,
+            Self::described_off,
+            Self::same_again,
         ] {
             if let Some(restated) = restate(self, &said) {
                 said = restated;
@@ -154,12 +156,13 @@ fn tail_off<'t>(text: &'t str, phrases: &[String]) -> Option<&'t str> {
 }
 
 /// `text` after the first of `phrases` (longest first) it opens with, a
-/// comma or stop after it allowed ("ok, turn …"); none when nothing follows.
+/// comma, stop or colon after it allowed ("ok, turn …", "two things: …");
+/// none when nothing follows.
 pub(super) fn lead_off<'t>(text: &'t str, phrases: &[String]) -> Option<&'t str> {
     phrases.iter().find_map(|phrase| {
         let after = text.strip_prefix(phrase.as_str())?;
         let after = after
-            .trim_start_matches([',', '.', '!'])
+            .trim_start_matches([',', '.', '!', ':', ';'])
             .strip_prefix(' ')?;
         (!after.trim().is_empty()).then_some(after)
     })

@@ -255,16 +255,16 @@ impl Router {
 
     /// Whether someone is said to have done something: a subject
     /// (`narrative_subjects`) and a word with a past ending right after it
-    /// ("since we changed the bulbs", "I painted the hall").
+    /// ("since we changed the bulbs", "I painted the hall"), or a past form
+    /// the pack names (`past_forms`: "someone left the porch light on").
     fn says_what_was_done(&self, padded: &str) -> bool {
         let words: Vec<&str> = padded.split_whitespace().collect();
         words.windows(2).any(|pair| {
             self.words.narrative_subjects.iter().any(|s| s == pair[0])
-                && self
-                    .words
-                    .past_endings
-                    .iter()
+                && (self.words.past_endings.iter())
                     .any(|e| pair[1].len() > e.len() + 2 && pair[1].ends_with(e.as_str()))
+                || self.words.narrative_subjects.iter().any(|s| s == pair[0])
+                    && self.words.past_forms.contains_key(pair[1])
         })
     }
 
@@ -297,10 +297,15 @@ impl Router {
     /// ("… if you could turn on the lights").
     pub(in crate::router) fn whether_asked(&self, text: &str) -> Option<(String, bool)> {
         let padded = padded_words(text);
-        let (at, joiner) = (self.words.whether_words.iter())
-            .find_map(|w| padded.find(&format!(" {w} ")).map(|at| (at, w.len() + 2)))?;
+        let w = &self.words;
+        let (at, joiner) = match (w.whether_words.iter())
+            .find_map(|x| padded.find(&format!(" {x} ")).map(|at| (at, x.len() + 2)))
+        {
+            Some(found) => found,
+            None => self.how_it_is_asked(&padded)?,
+        };
         let before = &padded[..at];
-        if !(self.words.asking_words.iter()).any(|w| before.ends_with(&format!(" {w}"))) {
+        if !(w.asking_words.iter()).any(|x| before.ends_with(&format!(" {x}"))) {
             return None;
         }
         let clause = padded[at + joiner..].trim();
@@ -310,6 +315,28 @@ impl Router {
                 .is_some_and(|r| r.starts_with(' '))
         });
         Some((clause.to_owned(), polite))
+    }
+
+    /// Where a clause that says how a thing is (a determiner, then a verb
+    /// of being) starts right after one of `checking_words` (not "make
+    /// sure", which asks for it), one of `clause_leads` ("that") allowed between ("check the back door is locked", "confirm that the garage
+    /// is shut"), and how long the words before it are from there.
+    fn how_it_is_asked(&self, padded: &str) -> Option<(usize, usize)> {
+        let w = &self.words;
+        w.checking_words.iter().find_map(|asking| {
+            let at = padded.find(&format!(" {asking} "))? + asking.len() + 1;
+            let mut clause = &padded[at + 1..];
+            let mut joiner = 1;
+            if let Some(rest) = (w.clause_leads.iter())
+                .find_map(|lead| clause.strip_prefix(lead.as_str())?.strip_prefix(' '))
+            {
+                joiner += clause.len() - rest.len();
+                clause = rest;
+            }
+            let first = clause.split(' ').next()?;
+            let being = clause.split(' ').any(|x| w.is_being(x));
+            (w.determiners.iter().any(|d| d == first) && being).then_some((at, joiner))
+        })
     }
 
     /// `text` with a prefix typed apart from its word joined to it ("un
