@@ -985,8 +985,15 @@ fn a_condition_holds_back_a_change_but_not_a_report() {
     let r = configured();
     let d = typed(&r, "give me an update on the house before I head to bed");
     assert_eq!(d.command_id.as_deref(), Some("home.status"), "{d:?}");
-    let d = typed(&r, "turn off the porch light before I head to bed");
+    let d = typed(&r, "turn off the porch light after I head to bed");
     assert_eq!(d.route_code, "intent.conditional", "{d:?}");
+    // Before it is now: done before then.
+    let d = typed(&r, "turn off the porch light before I head to bed");
+    runs(
+        &d,
+        "light.set",
+        json!({"device": "porch light", "state": "off"}),
+    );
 }
 
 #[test]
@@ -2003,4 +2010,79 @@ fn a_clipped_request_a_greeting_and_a_habit_of_someone_else_are_read_as_meant() 
         let d = typed(&r, text);
         assert!(commands(&d).is_empty(), "{text}: {d:?}");
     }
+}
+
+#[test]
+fn a_device_said_by_where_it_is_and_a_request_asked_again_for_another_are_read() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "dim the lamp next to the bed to 20 percent",
+                "light.brightness",
+                json!({"device": "bedroom lamp", "level": 20}),
+            ),
+            (
+                "turn the lamp on the desk on",
+                "light.set",
+                json!({"device": "desk lamp", "state": "on"}),
+            ),
+            (
+                "switch off the lamp in the bedroom",
+                "light.set",
+                json!({"device": "bedroom lamp", "state": "off"}),
+            ),
+            // The light of a room is its lights.
+            (
+                "switch off the light in the bedroom",
+                "lights.set",
+                json!({"room": "bedroom", "state": "off"}),
+            ),
+            (
+                "check the side door is locked",
+                "home.state",
+                json!({"kind": "lock", "device": "side door", "state": "locked"}),
+            ),
+            (
+                "fifteen minutes for the lentils",
+                "timer.set",
+                json!({"duration": 900, "name": "lentils"}),
+            ),
+            (
+                "chuck another two minutes on the rice timer",
+                "timer.add",
+                json!({"duration": 120, "name": "rice"}),
+            ),
+        ],
+    );
+    let set = |room: &str| {
+        (
+            "lights.set".to_owned(),
+            json!({"room": room, "state": "on"}),
+        )
+    };
+    assert_eq!(
+        commands(&typed(
+            &r,
+            "put the bathroom lights on and do the same for the hall"
+        )),
+        [set("bathroom"), set("hall")]
+    );
+    let lock = |door: &str| ("door.lock".to_owned(), json!({ "door": door }));
+    assert_eq!(
+        commands(&typed(
+            &r,
+            "a couple of things: lock the back door and the same for the front door"
+        )),
+        [lock("back door"), lock("front door")]
+    );
+    // "Make sure" asks for it; what someone left is a story.
+    runs(
+        &typed(&r, "make sure the side door is locked"),
+        "door.lock",
+        json!({"door": "side door"}),
+    );
+    let d = typed(&r, "somebody left the garage light on again");
+    assert!(commands(&d).is_empty(), "{d:?}");
 }

@@ -5,8 +5,10 @@
 //! checked against the home.
 
 mod about;
+mod asking;
 mod checks;
 mod clause;
+mod described;
 mod earlier;
 mod heard;
 mod meaning;

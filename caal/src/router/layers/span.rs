@@ -49,14 +49,7 @@ impl Router {
         // took it is read as sure as one of the template's own words ("pause
         // the cake timer | for a sec").
         let timer_name = self.timer_names.find(text);
-        let mut bounds = Vec::with_capacity(n);
-        let mut at = 0;
-        for w in text.split(' ') {
-            if !w.is_empty() {
-                bounds.push((at, at + w.len()));
-            }
-            at += w.len() + 1;
-        }
+        let bounds = word_bounds(text);
         // What longer runs read with free words (a wildcard) asked: a shorter
         // run of another command is no reading of the sentence ("he'll
         // remind me in 45 minutes to move the car" is no 45-minute timer).
@@ -95,13 +88,8 @@ impl Router {
                     .collect();
                 // A level or a number said outside the run is one it leaves
                 // out: "put the desk lamp on | full".
-                let left_out = words[..start].iter().chain(&words[start + len..]);
-                let level_left_out = left_out.clone().any(|w| {
-                    let w = w.trim_matches(|c: char| !c.is_alphanumeric());
-                    self.words.level_words.iter().any(|l| l == w)
-                }) || left_out
-                    .clone()
-                    .any(|w| w.chars().any(|c| c.is_ascii_digit()));
+                let level_left_out = (words[..start].iter().chain(&words[start + len..]))
+                    .any(|w| self.says_a_level(w));
                 let request = |d: &RouteDecision| {
                     !level_left_out
                         && (d.confidence >= 1.0 || only_the_name_wild(d, timer_name.as_deref()))
@@ -154,6 +142,12 @@ impl Router {
         None
     }
 
+    /// Whether `word` is a level (`level_words`: "full") or a number.
+    fn says_a_level(&self, word: &str) -> bool {
+        let w = word.trim_matches(|c: char| !c.is_alphanumeric());
+        self.words.level_words.iter().any(|l| l == w) || w.chars().any(|c| c.is_ascii_digit())
+    }
+
     /// Whether `word` names a kind of thing a name comes before ("timer",
     /// "lights": `timer_words`, `light_words`).
     pub(in crate::router) fn kind_word(&self, word: &str) -> bool {
@@ -185,4 +179,17 @@ fn only_the_name_wild(d: &RouteDecision, name: Option<&str>) -> bool {
         && u.template
             .as_deref()
             .is_some_and(|t| t.matches('{').count() == 1)
+}
+
+/// Where each word of `text` (split at single spaces) starts and ends.
+fn word_bounds(text: &str) -> Vec<(usize, usize)> {
+    let mut bounds = Vec::new();
+    let mut at = 0;
+    for w in text.split(' ') {
+        if !w.is_empty() {
+            bounds.push((at, at + w.len()));
+        }
+        at += w.len() + 1;
+    }
+    bounds
 }

@@ -1,0 +1,129 @@
+//! Things said otherwise than by their names: a device said by where it
+//! is ("the light by the bed", "the lamp on my desk": `described_kinds`,
+//! `described_by`), and a request asked again for another room or device
+//! ("… and the same for the dining room": `same_for`). Each is restated
+//! before it is read (step `opening`), kept only where understood.
+
+use super::*;
+use crate::understand::mentions::mentions;
+
+impl Router {
+    /// A device said by where it is (`described_kinds`, `described_by`):
+    /// "the light by the bed" is the bedroom lamp, the one light whose
+    /// name's first word "bed" starts; "the lamp on my desk" the desk
+    /// lamp; "the lamp in the living room" the one lamp of that room ("the
+    /// light in the garage" stays the garage's lights: `light_words`).
+    pub(in crate::router) fn described_off(&self, text: &str) -> Option<String> {
+        const PLACE_WORDS: usize = 2;
+        const MIN_START: usize = 3;
+        let w = &self.words;
+        let words: Vec<&str> = text.split(' ').collect();
+        let bare = |x: &str| x.trim_end_matches(['.', ',', '?', '!']).to_owned();
+        for (i, kind_said) in words.iter().enumerate() {
+            let Some(domain) = w.described_kinds.get(&bare(kind_said)) else {
+                continue;
+            };
+            let rest = words[i + 1..].join(" ");
+            let Some(by) = (w.described_by.iter()).find(|by| {
+                rest.strip_prefix(by.as_str())
+                    .is_some_and(|r| r.starts_with(' '))
+            }) else {
+                continue;
+            };
+            let at = i + 1 + by.split(' ').count();
+            let skip = (words[at..].iter())
+                .take_while(|d| w.determiners.iter().any(|x| x == *d))
+                .count();
+            let place = &words[at + skip..];
+            let lights = w.light_words.iter().any(|l| *l == bare(kind_said));
+            let kind = || (self.home.devices.iter()).filter(|d| d.domain == *domain);
+            let room_of = |said: &str| {
+                (self.home.areas.iter()).find(|a| {
+                    normalize(&a.name) == said || a.aliases.iter().any(|x| normalize(x) == said)
+                })
+            };
+            // "The light in the living room" is the room's lights.
+            let names_room = (1..=PLACE_WORDS.min(place.len()))
+                .any(|n| room_of(&bare(&place[..n].join(" "))).is_some());
+            if lights && names_room {
+                continue;
+            }
+            // The place in one word or two: the device of the kind whose
+            // name's first word it starts, or (a lamp) the one of that room.
+            let found = (1..=PLACE_WORDS.min(place.len())).rev().find_map(|n| {
+                let said = bare(&place[..n].join(" "));
+                let room = room_of(&said);
+                let by_name: Vec<_> = kind()
+                    .filter(|d| {
+                        n == 1
+                            && said.len() >= MIN_START
+                            && (normalize(&d.name).split(' ').next())
+                                .is_some_and(|first| first.starts_with(&said))
+                    })
+                    .collect();
+                let by_room: Vec<_> = kind()
+                    .filter(|d| {
+                        !lights && room.is_some_and(|r| d.area.as_deref() == Some(r.name.as_str()))
+                    })
+                    .collect();
+                match (by_name.as_slice(), by_room.as_slice()) {
+                    ([d], _) | ([], [d]) => Some((normalize(&d.name), n)),
+                    _ => None,
+                }
+            });
+            let Some((name, n)) = found else {
+                continue;
+            };
+            let end = at + skip + n;
+            let last = words[end - 1];
+            let mark = &last[bare(last).len()..];
+            let mut out: Vec<String> = (words[..i].iter()).map(|x| (*x).to_owned()).collect();
+            out.push(format!("{name}{mark}"));
+            out.extend(words[end..].iter().map(|x| (*x).to_owned()));
+            return Some(out.join(" "));
+        }
+        None
+    }
+
+    /// A request asked again for another room or device (`same_for`):
+    /// "turn off the kitchen lights and the same for the dining room" is
+    /// "turn off the kitchen lights and turn off the dining room lights";
+    /// only where the request names one thing of the same slot (a room for
+    /// a room, a device for a device) and nothing follows the other.
+    pub(in crate::router) fn same_again(&self, text: &str) -> Option<String> {
+        let padded = format!(" {text}");
+        let (at, phrase) = (self.words.same_for.iter())
+            .find_map(|p| padded.find(&format!(" {p} ")).map(|at| (at, p)))?;
+        let before = padded[..at].trim().trim_end_matches(',').trim_end();
+        let other = padded[at + phrase.len() + 2..]
+            .trim()
+            .trim_end_matches(['.', '!', ',']);
+        let said = mentions(&self.home, before, None);
+        let then = mentions(&self.home, other, None);
+        let [new] = then.as_slice() else {
+            return None;
+        };
+        let rest = format!("{}{}", &other[..new.span().0], &other[new.span().1..]);
+        if rest
+            .split_whitespace()
+            .any(|w| !self.words.determiners.iter().any(|d| d == w))
+        {
+            return None;
+        }
+        let [old] = said.as_slice() else {
+            return None;
+        };
+        if old.slot != new.slot {
+            return None;
+        }
+        let (start, end) = old.span();
+        // Said again without the words that opened it ("two things: …").
+        let mut opened = &before[..start];
+        while let Some(after) = super::opening::lead_off(opened, &self.words.opening_words) {
+            opened = after;
+        }
+        let again = format!("{opened}{}{}", new.said, &before[end..]);
+        let and = self.words.list_joins.first()?;
+        Some(format!("{before} {and} {again}"))
+    }
+}
