@@ -206,7 +206,8 @@ impl Router {
             if let Some(phrase) = before.or(after) {
                 let n = phrase.split(' ').count();
                 // A mark after the phrase stays with the word before it.
-                let mark = &words[i + n - 1][phrase.split(' ').last().unwrap_or_default().len()..];
+                let mark =
+                    &words[i + n - 1][phrase.split(' ').next_back().unwrap_or_default().len()..];
                 if let Some(last) = out.last_mut() {
                     last.push_str(mark);
                 }

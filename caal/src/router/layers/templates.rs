@@ -72,7 +72,7 @@ impl Router {
         };
         let original = name.said.clone();
         let said = self.without_determiner(&original).to_owned();
-        if self.words.refer_to_item.iter().any(|w| *w == said) {
+        if self.words.refer_to_item.contains(&said) {
             u.slots.remove("name");
             return;
         }
