@@ -1478,6 +1478,10 @@ pub struct LanguageConfig {
     /// the same for the dining room").
     #[serde(default)]
     pub same_for: Vec<String>,
+    /// Words said while looking for the next one ("what is it"), left out
+    /// with the mark after them.
+    #[serde(default)]
+    pub hesitations: Vec<String>,
     /// Prefixes that are no words of their own, typed apart from the word
     /// they begin ("un lock the front door"): read joined to the next word
     /// when the two make a word the sentences know ("unlock"), never as

@@ -2086,3 +2086,54 @@ fn a_device_said_by_where_it_is_and_a_request_asked_again_for_another_are_read()
     let d = typed(&r, "somebody left the garage light on again");
     assert!(commands(&d).is_empty(), "{d:?}");
 }
+
+#[test]
+fn shorthand_technical_words_and_a_word_looked_for_are_read() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            ("set timer 5 min rn", "timer.set", json!({"duration": 300})),
+            (
+                "gimme a timer of 12 minutes for the dal",
+                "timer.set",
+                json!({"duration": 720, "name": "dal"}),
+            ),
+            (
+                "decrement the egg timer by a minute",
+                "timer.subtract",
+                json!({"duration": 60, "name": "egg"}),
+            ),
+            (
+                "set the setpoint to 19",
+                "thermostat.set",
+                json!({"temperature": 19.0}),
+            ),
+            (
+                "could the heating go up a degree",
+                "thermostat.adjust",
+                json!({"change": 1.0}),
+            ),
+            (
+                "chuck the porch light on",
+                "light.set",
+                json!({"device": "porch light", "state": "on"}),
+            ),
+            (
+                "lock the, what's it called, the side door",
+                "door.lock",
+                json!({"door": "side door"}),
+            ),
+            (
+                "add bin bags to the list asap",
+                "shopping.add",
+                json!({"item": "bin bags"}),
+            ),
+        ],
+    );
+    let d = typed(&r, "lemme see my reminders");
+    assert_eq!(d.command_id.as_deref(), Some("reminder.list"), "{d:?}");
+    // What used to be is a story.
+    let d = typed(&r, "the porch light used to switch off by itself");
+    assert!(commands(&d).is_empty(), "{d:?}");
+}

@@ -105,6 +105,7 @@ pub struct Words {
     pub described_by: Vec<String>,
     /// Longest first.
     pub same_for: Vec<String>,
+    pub hesitations: Vec<String>,
     /// Both words of each of `state_opposites` ("on", "off", "lock").
     pub state_words: Vec<String>,
     pub conditions: Vec<String>,
@@ -263,6 +264,7 @@ impl Words {
             described_kinds: pairs(&words.described_kinds),
             described_by: longest_first(normalized(&words.described_by), String::as_str),
             same_for: longest_first(normalized(&words.same_for), String::as_str),
+            hesitations: longest_first(normalized(&words.hesitations), String::as_str),
             state_words: normalized(&words.state_opposites.concat()),
             conditions: normalized(&words.conditions),
             asking_words: normalized(&words.asking_words),

@@ -19,10 +19,18 @@ const THING_WORDS: usize = 5;
 impl Router {
     /// `text` with a stammered word said once: its broken-off starts
     /// ("b-b-bananas", "c-can") and a short word said twice across a comma
-    /// (`broken_endings`: "turn the, the lounge lights off").
+    /// or dots (`broken_endings`: "turn the, the lounge lights off", "the...
+    /// the"), without words said while looking for the next (`hesitations`).
     pub(in crate::router) fn unstammered(&self, text: &str) -> Option<String> {
+        // Words said while looking for the next, with their mark ("what is it,").
+        let mut said = text.to_owned();
+        for h in &self.words.hesitations {
+            for mark in [",", "..."] {
+                said = said.replace(&format!(" {h}{mark} "), " ");
+            }
+        }
         let mut out: Vec<String> = Vec::new();
-        for word in text.split(' ') {
+        for word in said.split(' ') {
             let parts: Vec<&str> = word.split('-').collect();
             let last = parts[parts.len() - 1];
             let stammered = parts.len() > 1
@@ -31,8 +39,8 @@ impl Router {
                     .all(|p| !p.is_empty() && p.len() <= 2 && last.starts_with(p));
             let word = if stammered { last } else { word };
             let again = out.last().is_some_and(|before| {
-                before.trim_end_matches(',') == word
-                    && before.ends_with(',')
+                before.trim_end_matches([',', '.']) == word
+                    && before.ends_with([',', '.'])
                     && self.words.broken_endings.iter().any(|b| b == word)
             });
             if again {

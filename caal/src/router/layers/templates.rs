@@ -231,7 +231,16 @@ impl Router {
             words[i..i + n].join(" ") == verb
                 && !(i >= 1 && being(words[i - 1]) || i >= 2 && being(words[i - 2]))
                 && !self.habit_before(&words[..i])
+                && !self.told_before(&words[..i])
         })
+    }
+
+    /// Whether `before` (the words before a verb) ends with words a story
+    /// is told in (`narrative_words`: "the porch light used to | switch off
+    /// by itself").
+    fn told_before(&self, before: &[&str]) -> bool {
+        let said = format!(" {}", before.join(" "));
+        (self.words.narrative_words.iter()).any(|n| said.ends_with(&format!(" {n}")))
     }
 
     /// Whether `before` (the words before a verb) ends with someone
