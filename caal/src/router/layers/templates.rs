@@ -228,10 +228,10 @@ impl Router {
         let being = |x: &str| self.words.is_being(x);
         let n = verb.split(' ').count();
         (0..words.len().saturating_sub(n - 1)).any(|i| {
-            words[i..i + n].join(" ") == verb
-                && !(i >= 1 && being(words[i - 1]) || i >= 2 && being(words[i - 2]))
-                && !self.habit_before(&words[..i])
-                && !self.told_before(&words[..i])
+            let before = &words[..i];
+            let of_being = i >= 1 && being(words[i - 1]) || i >= 2 && being(words[i - 2]);
+            let of_someone = self.habit_before(before) || self.told_before(before);
+            words[i..i + n].join(" ") == verb && !of_being && !of_someone
         })
     }
 
