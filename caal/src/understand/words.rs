@@ -202,14 +202,14 @@ impl Words {
             in_room: words.in_room.clone(),
             corrections: normalized(&words.corrections),
             corrections_between_stops: normalized(&words.corrections_between_stops),
-            correction_leads: longest_first(normalized(&words.correction_leads), String::as_str),
+            correction_leads: longest(&words.correction_leads),
             broken_endings: normalized(&words.broken_endings),
             reason_words: normalized(&words.reason_words),
             word_slips: pairs(&words.word_slips).into_iter().collect(),
             refer_to_lights: words.refer_to_lights.clone(),
             light_words: normalized(&words.light_words),
             item_leads: normalized(&words.item_leads),
-            remember_leads: longest_first(normalized(&words.remember_leads), String::as_str),
+            remember_leads: longest(&words.remember_leads),
             remind_with: words.remind_with.clone(),
             cannot_help: words.cannot_help.replace(
                 "{offers}",
@@ -225,30 +225,30 @@ impl Words {
             heard_alike: two_each(&words.heard_alike),
             in_heard_as: normalized(&words.in_heard_as),
             in_word: normalize(&words.in_word),
-            opening_words: longest_first(normalized(&words.opening_words), String::as_str),
-            another_words: longest_first(normalized(&words.another_words), String::as_str),
+            opening_words: longest(&words.opening_words),
+            another_words: longest(&words.another_words),
             aside_openers: normalized(&words.aside_openers),
             level_words: normalized(&words.level_words),
-            closing_words: longest_first(normalized(&words.closing_words), String::as_str),
+            closing_words: longest(&words.closing_words),
             be_contractions: normalized(&words.be_contractions),
             condition_told: normalized(&words.condition_told),
             naming_leads: pairs(&words.naming_leads),
             known_things: normalized(&words.known_things).into_iter().collect(),
-            gerund_leads: longest_first(normalized(&words.gerund_leads), String::as_str),
+            gerund_leads: longest(&words.gerund_leads),
             gerund_endings: normalized(&words.gerund_endings),
             habit_words: normalized(&words.habit_words),
             asking_modals: normalized(&words.asking_modals),
             text_words: pairs(&words.text_words),
             text_digit_after: normalized(&words.text_digit_after),
-            behalf_people: longest_first(normalized(&words.behalf_people), String::as_str),
+            behalf_people: longest(&words.behalf_people),
             behalf_leads: longest_first(
                 pairs(&words.behalf_leads).into_iter().collect(),
                 |(k, _)| k.as_str(),
             ),
             passive_needs: normalized(&words.passive_needs),
-            passive_be: longest_first(normalized(&words.passive_be), String::as_str),
-            said_to_others: longest_first(normalized(&words.said_to_others), String::as_str),
-            wish_leads: longest_first(normalized(&words.wish_leads), String::as_str),
+            passive_be: longest(&words.passive_be),
+            said_to_others: longest(&words.said_to_others),
+            wish_leads: longest(&words.wish_leads),
             wish_verbs: normalized(&words.wish_verbs),
             carried_letters: normalized(&words.carried_letters),
             sound_pairs: words.sound_pairs.iter().map(|p| normalized(p)).collect(),
@@ -258,18 +258,18 @@ impl Words {
             place_particles: normalized(&words.place_particles),
             place_prepositions: normalized(&words.place_prepositions),
             approximate_before: normalized(&words.approximate_before),
-            approximate_after: longest_first(normalized(&words.approximate_after), String::as_str),
+            approximate_after: longest(&words.approximate_after),
             clause_leads: normalized(&words.clause_leads),
             checking_words: normalized(&words.checking_words),
             described_kinds: pairs(&words.described_kinds),
-            described_by: longest_first(normalized(&words.described_by), String::as_str),
-            same_for: longest_first(normalized(&words.same_for), String::as_str),
-            hesitations: longest_first(normalized(&words.hesitations), String::as_str),
+            described_by: longest(&words.described_by),
+            same_for: longest(&words.same_for),
+            hesitations: longest(&words.hesitations),
             state_words: normalized(&words.state_opposites.concat()),
             conditions: normalized(&words.conditions),
             asking_words: normalized(&words.asking_words),
             whether_words: normalized(&words.whether_words),
-            polite_asks: longest_first(normalized(&words.polite_asks), String::as_str),
+            polite_asks: longest(&words.polite_asks),
             did_subjects: normalized(&words.did_subjects),
             did_word: normalize(&words.did_word),
             past_forms: pairs(&words.past_forms),
@@ -289,15 +289,13 @@ impl Words {
             not_device_names: normalized(&words.not_device_names),
             item_fillers: normalized(&words.item_fillers),
             negative_words: normalized(&words.negative_words),
-            not_negative: longest_first(normalized(&words.not_negative), String::as_str),
+            not_negative: longest(&words.not_negative),
             kind_names: words.kind_names.clone(),
             opposites: two_each(&words.opposites),
             topic_words: lists(&words.topic_words),
             remark_needs: lists(&words.remark_needs),
-            example_sentences: words
-                .examples
-                .iter()
-                .flat_map(|e| e.examples.iter().cloned())
+            example_sentences: (words.examples.iter())
+                .flat_map(|e| e.examples.clone())
                 .collect(),
         }
     }
@@ -328,6 +326,11 @@ fn two_each(pairs: &[[String; 2]]) -> Vec<[String; 2]> {
 /// sentence's is).
 fn normalized(words: &[String]) -> Vec<String> {
     words.iter().map(|w| normalize(w)).collect()
+}
+
+/// Words normalised, longest first.
+fn longest(words: &[String]) -> Vec<String> {
+    longest_first(normalized(words), String::as_str)
 }
 
 /// Phrases sorted longest first, so a longer one is taken before a phrase
