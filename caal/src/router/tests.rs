@@ -1925,9 +1925,13 @@ fn a_word_of_where_a_number_said_near_enough_and_another_minute_are_read() {
             ),
         ],
     );
-    // With no state said, "up" is which way: the lights are turned up.
+    // With no state said, "down" is which way: the lights are turned down.
     let d = typed(&r, "turn the lights down in the bedroom");
     assert_eq!(d.command_id.as_deref(), Some("lights.brightness"), "{d:?}");
+    // "Up" is never read as "out" (off).
+    let d = typed(&r, "lights up in the kitchen");
+    let off = commands(&d).into_iter().any(|(_, p)| p["state"] == "off");
+    assert!(!off, "{d:?}");
 }
 
 #[test]
