@@ -81,11 +81,7 @@ impl Router {
                         .collect();
                 // A thing of fillers alone among others is none ("milk, eggs,
                 // oh and butter").
-                let fillers = &self.words.item_fillers;
-                let only_fillers = |t: &String| {
-                    t.split(' ')
-                        .all(|w| fillers.iter().any(|f| f.eq_ignore_ascii_case(w)))
-                };
+                let only_fillers = |t: &String| t.split(' ').all(|w| self.is_filler(w));
                 if things.iter().any(|t| !only_fillers(t)) {
                     things.retain(|t| !only_fillers(t));
                 }
@@ -94,14 +90,15 @@ impl Router {
             })
     }
 
+    /// Whether `word` names no part of a thing (`item_fillers`: "some").
+    fn is_filler(&self, word: &str) -> bool {
+        (self.words.item_fillers.iter()).any(|f| f.eq_ignore_ascii_case(word))
+    }
+
     /// A thing without the words before it that name no part of it; the
     /// thing as said when nothing else is left ("some" alone).
     fn without_fillers(&self, thing: &str) -> String {
-        let fillers = &self.words.item_fillers;
-        let words: Vec<&str> = thing
-            .split(' ')
-            .skip_while(|w| fillers.iter().any(|f| f.eq_ignore_ascii_case(w)))
-            .collect();
+        let words: Vec<&str> = thing.split(' ').skip_while(|w| self.is_filler(w)).collect();
         if words.is_empty() {
             thing.to_owned()
         } else {

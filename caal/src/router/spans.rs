@@ -115,7 +115,7 @@ impl Router {
     pub(super) fn slipped(&self, text: &str, context: &Context) -> Option<RouteDecision> {
         let words: Vec<&str> = text.split(' ').collect();
         for (i, w) in words.iter().enumerate() {
-            let bare = w.trim_end_matches([',', '?', '!', '.']);
+            let bare = super::layers::without_mark(w);
             let Some((_, meant)) = self.words.word_slips.iter().find(|(slip, _)| slip == bare)
             else {
                 continue;

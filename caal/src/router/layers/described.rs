@@ -18,9 +18,8 @@ impl Router {
         const MIN_START: usize = 3;
         let w = &self.words;
         let words: Vec<&str> = text.split(' ').collect();
-        let bare = |x: &str| x.trim_end_matches(['.', ',', '?', '!']).to_owned();
         for (i, kind_said) in words.iter().enumerate() {
-            let Some(domain) = w.described_kinds.get(&bare(kind_said)) else {
+            let Some(domain) = w.described_kinds.get(without_mark(kind_said)) else {
                 continue;
             };
             let rest = words[i + 1..].join(" ");
@@ -35,39 +34,34 @@ impl Router {
                 .take_while(|d| w.determiners.iter().any(|x| x == *d))
                 .count();
             let place = &words[at + skip..];
-            let lights = w.light_words.iter().any(|l| *l == bare(kind_said));
+            let lights = w.light_words.iter().any(|l| l == without_mark(kind_said));
             let kind = || (self.home.devices.iter()).filter(|d| d.domain == *domain);
-            let room_of = |said: &str| {
-                (self.home.areas.iter()).find(|a| {
-                    normalize(&a.name) == said || a.aliases.iter().any(|x| normalize(x) == said)
-                })
-            };
+            // The home's names are normalised as it is read.
+            let room_of = |n: usize| self.home.area_named(without_mark(&place[..n].join(" ")));
             // "The light in the living room" is the room's lights.
-            let names_room = (1..=PLACE_WORDS.min(place.len()))
-                .any(|n| room_of(&bare(&place[..n].join(" "))).is_some());
+            let names_room = (1..=PLACE_WORDS.min(place.len())).any(|n| room_of(n).is_some());
             if lights && names_room {
                 continue;
             }
             // The place in one word or two: the device of the kind whose
             // name's first word it starts, or (a lamp) the one of that room.
             let found = (1..=PLACE_WORDS.min(place.len())).rev().find_map(|n| {
-                let said = bare(&place[..n].join(" "));
-                let room = room_of(&said);
+                let said = place[..n].join(" ");
+                let said = without_mark(&said);
+                let room = room_of(n);
                 let by_name: Vec<_> = kind()
                     .filter(|d| {
                         n == 1
                             && said.len() >= MIN_START
-                            && (normalize(&d.name).split(' ').next())
-                                .is_some_and(|first| first.starts_with(&said))
+                            && (d.name.split(' ').next())
+                                .is_some_and(|first| first.starts_with(said))
                     })
                     .collect();
                 let by_room: Vec<_> = kind()
-                    .filter(|d| {
-                        !lights && room.is_some_and(|r| d.area.as_deref() == Some(r.name.as_str()))
-                    })
+                    .filter(|d| !lights && room.is_some_and(|r| d.area.as_deref() == Some(r)))
                     .collect();
                 match (by_name.as_slice(), by_room.as_slice()) {
-                    ([d], _) | ([], [d]) => Some((normalize(&d.name), n)),
+                    ([d], _) | ([], [d]) => Some((d.name.clone(), n)),
                     _ => None,
                 }
             });
@@ -76,7 +70,7 @@ impl Router {
             };
             let end = at + skip + n;
             let last = words[end - 1];
-            let mark = &last[bare(last).len()..];
+            let mark = &last[without_mark(last).len()..];
             let mut out: Vec<String> = (words[..i].iter()).map(|x| (*x).to_owned()).collect();
             out.push(format!("{name}{mark}"));
             out.extend(words[end..].iter().map(|x| (*x).to_owned()));

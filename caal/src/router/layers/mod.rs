@@ -107,6 +107,12 @@ pub(in crate::router) fn several_parts(
 
 use crate::understand::{CLAUSE_MARKS, padded_words};
 
+/// `word` without the mark said after it ("off." "lights,"): the marks a
+/// word is read without where it is compared with the language's words.
+pub(in crate::router) fn without_mark(word: &str) -> &str {
+    word.trim_end_matches([',', '.', '?', '!'])
+}
+
 /// `d` as the layer `layer` decided it, its `understood` recording the
 /// layer and, by `read`, what that layer read.
 pub(in crate::router) fn decided_by(

@@ -18,8 +18,9 @@ const FRAGMENT_WORDS: usize = 5;
 
 impl Router {
     /// `text` restated where it is said otherwise (stammered, texted, for
-    /// someone else, of what a thing needs: restated.rs), without clauses
-    /// said to someone else or a wish's lead, without the words that open it
+    /// someone else, of what a thing needs, placed, near enough, clipped:
+    /// restated.rs; a device by where it is, "the same for": described.rs),
+    /// without clauses said to someone else or a wish's lead, without the words that open it
     /// (`opening_words`) or close it (`closing_words`), and with a lead that
     /// asks with the verb in -ing (`gerund_leads`) said as the verb itself;
     /// `None` when none of these changes it, or nothing is left.

@@ -1,14 +1,16 @@
 //! Requests said otherwise than a template says them, restated before they
-//! are read: a word stammered ("b-b-bananas", "the, the"), written as
-//! texts are ("milk n eggs 2 the list pls"), asked for someone else ("my
-//! wife wants the heating up"), said of the thing that needs it ("the back
-//! door needs locking", "the garage should be shut"), or with a word that
-//! says where, not which way ("turn off the lights up in the yard"). The
-//! words are the language's (`broken_endings`, `text_words`,
+//! are read: a word stammered or a word looked for ("b-b-bananas", "the,
+//! the", "the... what is it, the pizza timer"), written as texts are ("milk
+//! n eggs 2 the list pls"), asked for someone else ("my wife wants the
+//! heating up"), said of the thing that needs it ("the back door needs
+//! locking", "the garage should be shut"), with a word that says where, not
+//! which way ("turn off the lights up in the yard"), a number said near
+//! enough ("about ten minutes"), or clipped ("lights. office. on."). The
+//! words are the language's (`broken_endings`, `hesitations`, `text_words`,
 //! `text_digit_after`, `behalf_people`, `behalf_leads`, `passive_needs`,
-//! `passive_be`, `place_particles`, `place_prepositions`), and a number
-//! said near enough (`approximate_before`, `approximate_after`). Each
-//! restatement is kept only where the sentence so read is understood.
+//! `passive_be`, `place_particles`, `place_prepositions`,
+//! `approximate_before`, `approximate_after`). Each restatement is kept
+//! only where the sentence so read is understood.
 
 use super::*;
 use crate::understand::mentions::mentions;
@@ -61,7 +63,7 @@ impl Router {
         let words: Vec<&str> = text.split(' ').collect();
         let said: Vec<&str> = (words.iter().enumerate())
             .map(|(i, word)| {
-                let bare = word.trim_end_matches([',', '.', '?', '!']);
+                let bare = without_mark(word);
                 let Some(meant) = w.text_words.get(bare) else {
                     return *word;
                 };
@@ -140,8 +142,7 @@ impl Router {
     pub(in crate::router) fn placed_off(&self, text: &str) -> Option<String> {
         let w = &self.words;
         let words: Vec<&str> = text.split(' ').collect();
-        let bare = |word: &str| word.trim_end_matches([',', '.', '?', '!']).to_owned();
-        let is = |list: &[String], word: &str| list.iter().any(|l| *l == bare(word));
+        let is = |list: &[String], word: &str| list.iter().any(|l| l == without_mark(word));
         let at = (0..words.len().saturating_sub(2)).find(|&i| {
             if !is(&w.place_particles, words[i]) || !is(&w.place_prepositions, words[i + 1]) {
                 return false;
@@ -153,9 +154,9 @@ impl Router {
             let named = rest[determiners..].join(" ");
             let lead = format!("{} ", w.in_word);
             let place = w.speaker_place.iter().any(|(phrase, _)| {
-                phrase
-                    .strip_prefix(&lead)
-                    .is_some_and(|p| bare(&named) == p || named.starts_with(&format!("{p} ")))
+                phrase.strip_prefix(&lead).is_some_and(|p| {
+                    without_mark(&named) == p || named.starts_with(&format!("{p} "))
+                })
             });
             let room = mentions(&self.home, &named, None)
                 .iter()
@@ -175,14 +176,20 @@ impl Router {
     /// "remind me in twenty minutes or so", "ten-ish minutes".
     pub(in crate::router) fn approximate_off(&self, text: &str) -> Option<String> {
         let w = &self.words;
+        // Every sentence is read here first: one that holds none of the
+        // words is left before any word is parsed as a number.
+        if !(w.approximate_before.iter().chain(&w.approximate_after))
+            .any(|a| text.contains(a.as_str()))
+        {
+            return None;
+        }
         let lang = self.library.lang;
         let words: Vec<&str> = text.split(' ').collect();
         let number = |word: &str| {
-            let word = word.trim_end_matches([',', '.', '?', '!']);
-            !crate::understand::numbers::numbers_in(lang, word).is_empty()
+            !crate::understand::numbers::numbers_in(lang, without_mark(word)).is_empty()
         };
         let amount = |word: &str| {
-            let word = word.trim_end_matches([',', '.', '?', '!']);
+            let word = without_mark(word);
             number(word)
                 || w.number_units.iter().any(|u| u == word)
                 || crate::understand::numbers::parse_duration(lang, &format!("2 {word}")).is_some()
@@ -223,7 +230,7 @@ impl Router {
                 continue;
             }
             let word = words[i];
-            let stem = word.trim_end_matches([',', '.', '?', '!']);
+            let stem = without_mark(word);
             let mark = &word[stem.len()..];
             // Said on the number itself: "ten-ish".
             let number_said = (w.approximate_after.iter())

@@ -219,11 +219,7 @@ impl Router {
 
     /// Whether words said name one of the home's rooms ("the dining room").
     fn is_area(&self, said: &str) -> bool {
-        let said = self.without_determiner(said);
-        self.home
-            .areas
-            .iter()
-            .any(|a| a.name == said || a.aliases.iter().any(|x| x == said))
+        (self.home.area_named(self.without_determiner(said))).is_some()
     }
 
     /// After nothing else matched: a request for a room or device the home
