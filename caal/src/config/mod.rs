@@ -1467,6 +1467,10 @@ pub struct LanguageConfig {
     /// The asking words that ask so without "if" ("check", "confirm").
     #[serde(default)]
     pub checking_words: Vec<String>,
+    /// Tags after a sentence that make it a question ("…, no?", "…,
+    /// right?"): "the back door is locked, no?" asks whether it is.
+    #[serde(default)]
+    pub question_tags: Vec<String>,
     /// Words of a kind of device and its domain ("lamp": light), and the
     /// words of where it is said with ("by", "on my"): "the light by the
     /// bed" is the one light whose name has a word that starts so.
@@ -1478,6 +1482,23 @@ pub struct LanguageConfig {
     /// the same for the dining room").
     #[serde(default)]
     pub same_for: Vec<String>,
+    /// Words that pass a request to a thing of the home ("tell", "ask"),
+    /// the words that name such a thing (`addressed_kinds`: "heating",
+    /// "list"), the word before what it is asked to do ("to": "tell the
+    /// heating to go up two" is "the heating go up two") and the words
+    /// before what is said to it ("that").
+    #[serde(default)]
+    pub addressed_leads: Vec<String>,
+    #[serde(default)]
+    pub addressed_kinds: Vec<String>,
+    #[serde(default)]
+    pub addressed_to: String,
+    #[serde(default)]
+    pub addressed_that: Vec<String>,
+    /// How a length of time is said after a request that asks how long
+    /// ("for {length}"): "the rice takes 12 minutes, set a timer".
+    #[serde(default)]
+    pub for_length: String,
     /// Words said while looking for the next one ("what is it"), left out
     /// with the mark after them.
     #[serde(default)]
@@ -1529,6 +1550,11 @@ pub struct LanguageConfig {
     /// with `be_verbs`, what says that something is not so.
     #[serde(default)]
     pub be_contractions: Vec<String>,
+    /// Each of those endings said in full, for a question asked of a
+    /// clause ("whether the side door's unlocked": "is the side door
+    /// unlocked").
+    #[serde(default)]
+    pub be_in_full: BTreeMap<String, String>,
     /// Words before a condition's word that make it tell when, not wait
     /// ("…, that's when screen time ends").
     #[serde(default)]
@@ -1578,6 +1604,21 @@ pub struct LanguageConfig {
     pub passive_needs: Vec<String>,
     #[serde(default)]
     pub passive_be: Vec<String>,
+    /// Someone said to need a thing done to them, as whom it is done to
+    /// ("I'll need reminding to …": "remind me to …").
+    #[serde(default)]
+    pub passive_people: BTreeMap<String, String>,
+    /// Words that point at a thing ("that", "the"): "that timer just
+    /// scared the life out of me" says what a thing did, a remark.
+    #[serde(default)]
+    pub thing_pointers: Vec<String>,
+    /// A word that says a thing returns to how it was ("back"), before a
+    /// word of state, direction or level (`back_before`): left out ("put
+    /// the heating back up to 20").
+    #[serde(default)]
+    pub back_words: Vec<String>,
+    #[serde(default)]
+    pub back_before: Vec<String>,
     /// Leads that wish a state said as a condition ("I wouldn't mind if the
     /// study lights were at 60 percent"): taken off with the first of
     /// `wish_verbs` after them, the rest read as the state asked for.
@@ -1653,6 +1694,12 @@ pub struct SentenceConfig {
     /// in our living room", a verb read as "dim" would set a level no one said.
     #[serde(default = "yes")]
     pub by_sound: bool,
+    /// Whether these sentences name no room and mean the speaker's (default
+    /// false): the client's area fills `area` ("lights to full" said in the
+    /// bathroom); without one the router asks which room, as Home
+    /// Assistant's sentences that require the satellite's area do.
+    #[serde(default)]
+    pub speakers_room: bool,
 }
 
 /// An intent (with slot conditions) mapped to a command and its parameters.

@@ -1035,7 +1035,13 @@ fn taught(
         })?;
     for s in &words.sentences {
         library
-            .add_sentences(&s.intent, &s.sentences, &s.slots, s.by_sound)
+            .add_sentences(
+                &s.intent,
+                &s.sentences,
+                &s.slots,
+                s.by_sound,
+                s.speakers_room,
+            )
             .map_err(|e| ConfigError::Value {
                 key: format!(
                     "understand.languages.{}.sentences ({})",

@@ -2141,3 +2141,158 @@ fn shorthand_technical_words_and_a_word_looked_for_are_read() {
     let d = typed(&r, "the porch light used to switch off by itself");
     assert!(commands(&d).is_empty(), "{d:?}");
 }
+
+#[test]
+fn a_request_passed_to_a_thing_a_length_said_beside_and_a_tag_question_are_read() {
+    let r = configured();
+    each_runs(
+        &r,
+        &[
+            (
+                "tell the heating to go up three degrees",
+                "thermostat.adjust",
+                json!({"change": 3.0}),
+            ),
+            ("ask the garage door to close", "garage.close", json!({})),
+            (
+                "tell the grocery list that we need rice",
+                "shopping.add",
+                json!({"item": "rice"}),
+            ),
+            (
+                "the potatoes need 25 minutes, timer for the potatoes",
+                "timer.set",
+                json!({"duration": 1500, "name": "potatoes"}),
+            ),
+            (
+                "we need ten minutes for the garlic bread, set a timer",
+                "timer.set",
+                json!({"duration": 600, "name": "garlic bread"}),
+            ),
+            (
+                "the side door is unlocked, right?",
+                "home.state",
+                json!({"device": "side door", "kind": "lock", "state": "unlocked"}),
+            ),
+            (
+                "can you check whether the garage's open",
+                "home.state",
+                json!({"kind": "cover", "state": "open"}),
+            ),
+            (
+                "we'll need oat milk, add it to the list",
+                "shopping.add",
+                json!({"item": "oat milk"}),
+            ),
+            (
+                "we'll need reminding to put the bins out at 8pm",
+                "reminder.add",
+                json!({"what": "put the bins out", "at": "20:00"}),
+            ),
+            (
+                "turn the office lights back on",
+                "lights.set",
+                json!({"room": "office", "state": "on"}),
+            ),
+            (
+                "make the study dark",
+                "lights.set",
+                json!({"room": "office", "state": "off"}),
+            ),
+            (
+                "desk lamp at half",
+                "light.brightness",
+                json!({"device": "desk lamp", "level": 50}),
+            ),
+            (
+                "oops, would you mind locking the back door",
+                "door.lock",
+                json!({"door": "back door"}),
+            ),
+        ],
+    );
+    // "One" for another of the same, its number in the first one's unit.
+    let d = typed(
+        &r,
+        "set a timer for the rice for 12 minutes and one for the fish for 8",
+    );
+    assert_eq!(
+        commands(&d),
+        [
+            (
+                "timer.set".to_owned(),
+                json!({"duration": 720, "name": "rice"})
+            ),
+            (
+                "timer.set".to_owned(),
+                json!({"duration": 480, "name": "fish"})
+            ),
+        ],
+        "{d:?}"
+    );
+    // Passed to a person, it is no request to the home; a length asked for
+    // with none said is asked about.
+    let d = typed(&r, "set a timer for the potatoes");
+    assert!(commands(&d).is_empty(), "{d:?}");
+    assert!(matches!(d.intent, Intent::Invalid { .. }), "{d:?}");
+    // A tag after a request asks nothing of it.
+    let d = typed(&r, "the garage is open, yeah?");
+    assert_eq!(d.command_id.as_deref(), Some("home.state"), "{d:?}");
+}
+
+#[test]
+fn a_remark_about_what_a_thing_did_or_a_question_of_how_it_is_changes_nothing() {
+    let r = configured();
+    for said in [
+        "that timer nearly made me jump out of my skin",
+        "the porch light flickered all night",
+        "is it dark in the kitchen",
+        "I love how cosy the lounge gets in winter",
+    ] {
+        let d = typed(&r, said);
+        assert!(
+            !r.changes_something(&d) || !matches!(d.intent, Intent::Chain(_)),
+            "{said}: {d:?}"
+        );
+    }
+    // "The back door" keeps its "back".
+    let d = typed(&r, "lock the back door");
+    assert_eq!(
+        commands(&d),
+        [("door.lock".to_owned(), json!({"door": "back door"}))]
+    );
+}
+
+#[test]
+fn the_speakers_room_fills_a_level_said_with_no_room() {
+    let r = configured();
+    let in_room = |text: &str, area: Option<&str>| {
+        r.route_in(
+            &normalize(text),
+            "default",
+            &crate::understand::Context {
+                area: area.map(str::to_owned),
+                ..Default::default()
+            },
+        )
+    };
+    let d = in_room("set the lights to 40 percent", Some("bathroom"));
+    assert_eq!(
+        commands(&d),
+        [(
+            "lights.brightness".to_owned(),
+            json!({"room": "bathroom", "level": 40})
+        )]
+    );
+    let d = in_room("lights to full", Some("kitchen"));
+    assert_eq!(
+        commands(&d),
+        [(
+            "lights.brightness".to_owned(),
+            json!({"room": "kitchen", "level": 100})
+        )]
+    );
+    // With no room known, it asks which, never every room.
+    let d = in_room("set the lights to 40 percent", None);
+    assert!(commands(&d).is_empty(), "{d:?}");
+}

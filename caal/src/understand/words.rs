@@ -67,6 +67,7 @@ pub struct Words {
     /// Longest first.
     pub closing_words: Vec<String>,
     pub be_contractions: Vec<String>,
+    pub be_in_full: BTreeMap<String, String>,
     pub condition_told: Vec<String>,
     pub naming_leads: BTreeMap<String, String>,
     pub known_things: std::collections::HashSet<String>,
@@ -83,6 +84,10 @@ pub struct Words {
     pub passive_needs: Vec<String>,
     /// Longest first.
     pub passive_be: Vec<String>,
+    pub passive_people: BTreeMap<String, String>,
+    pub thing_pointers: Vec<String>,
+    pub back_words: Vec<String>,
+    pub back_before: Vec<String>,
     /// Longest first.
     pub said_to_others: Vec<String>,
     /// Longest first.
@@ -100,11 +105,19 @@ pub struct Words {
     pub approximate_after: Vec<String>,
     pub clause_leads: Vec<String>,
     pub checking_words: Vec<String>,
+    /// Longest first.
+    pub question_tags: Vec<String>,
     pub described_kinds: BTreeMap<String, String>,
     /// Longest first.
     pub described_by: Vec<String>,
     /// Longest first.
     pub same_for: Vec<String>,
+    pub addressed_leads: Vec<String>,
+    /// Longest first.
+    pub addressed_kinds: Vec<String>,
+    pub addressed_to: String,
+    pub addressed_that: Vec<String>,
+    pub for_length: String,
     pub hesitations: Vec<String>,
     /// Both words of each of `state_opposites` ("on", "off", "lock").
     pub state_words: Vec<String>,
@@ -181,7 +194,7 @@ impl Words {
     /// The language's words; `offers` are the offers whose commands are
     /// configured (what `cannot_help` names).
     pub fn compile(words: &LanguageConfig, offers: Vec<OfferConfig>) -> Words {
-        Words {
+        let compiled = Words {
             split_words: normalized(&words.split_words),
             negations: normalized(&words.negations),
             negation_idioms: normalized(&words.negation_idioms),
@@ -231,6 +244,7 @@ impl Words {
             level_words: normalized(&words.level_words),
             closing_words: longest(&words.closing_words),
             be_contractions: normalized(&words.be_contractions),
+            be_in_full: pairs(&words.be_in_full),
             condition_told: normalized(&words.condition_told),
             naming_leads: pairs(&words.naming_leads),
             known_things: normalized(&words.known_things).into_iter().collect(),
@@ -238,33 +252,14 @@ impl Words {
             gerund_endings: normalized(&words.gerund_endings),
             habit_words: normalized(&words.habit_words),
             asking_modals: normalized(&words.asking_modals),
-            text_words: pairs(&words.text_words),
-            text_digit_after: normalized(&words.text_digit_after),
-            behalf_people: longest(&words.behalf_people),
-            behalf_leads: longest_first(
-                pairs(&words.behalf_leads).into_iter().collect(),
-                |(k, _)| k.as_str(),
-            ),
-            passive_needs: normalized(&words.passive_needs),
-            passive_be: longest(&words.passive_be),
-            said_to_others: longest(&words.said_to_others),
-            wish_leads: longest(&words.wish_leads),
-            wish_verbs: normalized(&words.wish_verbs),
             carried_letters: normalized(&words.carried_letters),
             sound_pairs: words.sound_pairs.iter().map(|p| normalized(p)).collect(),
             first_heard_as: lists(&words.first_heard_as),
             number_heard_as: pairs(&words.number_heard_as),
             number_units: normalized(&words.number_units),
-            place_particles: normalized(&words.place_particles),
-            place_prepositions: normalized(&words.place_prepositions),
-            approximate_before: normalized(&words.approximate_before),
-            approximate_after: longest(&words.approximate_after),
             clause_leads: normalized(&words.clause_leads),
             checking_words: normalized(&words.checking_words),
-            described_kinds: pairs(&words.described_kinds),
-            described_by: longest(&words.described_by),
-            same_for: longest(&words.same_for),
-            hesitations: longest(&words.hesitations),
+            question_tags: longest(&words.question_tags),
             state_words: normalized(&words.state_opposites.concat()),
             conditions: normalized(&words.conditions),
             asking_words: normalized(&words.asking_words),
@@ -297,6 +292,44 @@ impl Words {
             example_sentences: (words.examples.iter())
                 .flat_map(|e| e.examples.clone())
                 .collect(),
+            ..Words::default()
+        };
+        compiled.with_restatements(words)
+    }
+
+    /// The words of requests said otherwise (restated.rs, described.rs).
+    fn with_restatements(self, words: &LanguageConfig) -> Words {
+        Words {
+            text_words: pairs(&words.text_words),
+            text_digit_after: normalized(&words.text_digit_after),
+            behalf_people: longest(&words.behalf_people),
+            behalf_leads: longest_first(
+                pairs(&words.behalf_leads).into_iter().collect(),
+                |(k, _)| k.as_str(),
+            ),
+            passive_needs: normalized(&words.passive_needs),
+            passive_be: longest(&words.passive_be),
+            passive_people: pairs(&words.passive_people),
+            thing_pointers: normalized(&words.thing_pointers),
+            back_words: normalized(&words.back_words),
+            back_before: normalized(&words.back_before),
+            said_to_others: longest(&words.said_to_others),
+            wish_leads: longest(&words.wish_leads),
+            wish_verbs: normalized(&words.wish_verbs),
+            place_particles: normalized(&words.place_particles),
+            place_prepositions: normalized(&words.place_prepositions),
+            approximate_before: normalized(&words.approximate_before),
+            approximate_after: longest(&words.approximate_after),
+            described_kinds: pairs(&words.described_kinds),
+            described_by: longest(&words.described_by),
+            same_for: longest(&words.same_for),
+            addressed_leads: normalized(&words.addressed_leads),
+            addressed_kinds: longest(&words.addressed_kinds),
+            addressed_to: normalize(&words.addressed_to),
+            addressed_that: normalized(&words.addressed_that),
+            for_length: words.for_length.clone(),
+            hesitations: longest(&words.hesitations),
+            ..self
         }
     }
 }

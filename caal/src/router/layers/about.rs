@@ -118,6 +118,63 @@ impl Router {
         Some((placed, in_room, d))
     }
 
+    /// "Onions need 8 minutes, timer for the onions": the request `said`
+    /// in clause `i`, which asked how long, with the length another clause
+    /// says (the nearest before, else the first after) put after it
+    /// (`for_length`), the words so put and its decision; with what that
+    /// clause says after the length where the request so read is understood
+    /// ("we need twenty minutes for the cookies, set a timer": "… for
+    /// twenty minutes for the cookies").
+    pub(in crate::router) fn length_said_beside(
+        &self,
+        said: &str,
+        clauses: &[&str],
+        i: usize,
+        context: &Context,
+    ) -> Option<(String, String, RouteDecision)> {
+        if self.words.for_length.is_empty() {
+            return None;
+        }
+        let (length, after) = (clauses[..i].iter().rev())
+            .chain(&clauses[i + 1..])
+            .find_map(|c| self.length_in(c))?;
+        let for_length = self.words.for_length.replace("{length}", &length);
+        // Said before the words that close it ("…, timer for the onions please").
+        let mut said = super::opening::tail_off(said, &self.words.closing_words).unwrap_or(said);
+        while let Some(before) = super::opening::tail_off(said, &self.words.answer_tails) {
+            said = before;
+        }
+        let with_after = format!("{for_length} {after}");
+        [with_after.trim(), for_length.as_str()]
+            .into_iter()
+            .find_map(|put| {
+                let placed = format!("{said} {put}");
+                let d = (self.command_of(&placed, context))
+                    .filter(|d| matches!(d.intent, Intent::Chain(_)))?;
+                Some((placed, put.to_owned(), d))
+            })
+    }
+
+    /// The longest length of time `clause` says in a few words that end
+    /// with its unit ("8 minutes", "an hour and a half"), and what the
+    /// clause says after it.
+    fn length_in(&self, clause: &str) -> Option<(String, String)> {
+        const LENGTH_WORDS: usize = 6;
+        let lang = self.library.lang;
+        let said = normalize(clause);
+        let words: Vec<&str> = said.split_whitespace().collect();
+        (0..words.len())
+            .flat_map(|start| {
+                (start + 1..=words.len().min(start + LENGTH_WORDS)).map(move |end| (start, end))
+            })
+            .filter(|&(_, end)| crate::understand::numbers::says_a_length_of_time(words[end - 1]))
+            .map(|(start, end)| (words[start..end].join(" "), words[end..].join(" ")))
+            .filter(|(length, _)| {
+                crate::understand::numbers::parse_duration(lang, length).is_some()
+            })
+            .max_by_key(|(length, _)| length.len())
+    }
+
     /// Whether a clause only names a device or a room of the home ("um,
     /// the kitchen ceiling"), with words that open or fill around it.
     pub(in crate::router) fn only_names(&self, clause: &str) -> bool {

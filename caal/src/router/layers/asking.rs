@@ -1,9 +1,10 @@
 //! Questions asked of the home: whether a sentence asks whether something
 //! is or was so ("did I lock the back door", "is the garage open"), asked
 //! indirectly after an asking word and "if" ("can you check if the garage
-//! is open") or without it ("check the back door is locked"). The words are
-//! the language's (`question_words`, `asking_words`, `whether_words`,
-//! `polite_asks`, `checking_words`, `clause_leads`).
+//! is open") or without it ("check the back door is locked"), or said as
+//! it is with a tag that asks ("the back door is locked, no?"). The words
+//! are the language's (`question_words`, `asking_words`, `whether_words`,
+//! `polite_asks`, `checking_words`, `clause_leads`, `question_tags`).
 
 use super::*;
 
@@ -78,5 +79,25 @@ impl Router {
             let being = clause.split(' ').any(|x| w.is_being(x));
             (w.determiners.iter().any(|d| d == first) && being).then_some((at, joiner))
         })
+    }
+
+    /// A sentence that says how a thing is and asks with a tag after it
+    /// (`question_tags`: "the back door is locked, no?", "I locked the side
+    /// door, right?"), as the question it asks ("is the back door locked",
+    /// "did I lock the side door").
+    pub(in crate::router) fn tag_asked(&self, text: &str) -> Option<String> {
+        let w = &self.words;
+        // The question mark is taken off before the layers read a sentence.
+        let said = text.trim_end().trim_end_matches('?').trim_end();
+        let clause = (w.question_tags.iter()).find_map(|tag| {
+            said.strip_suffix(tag.as_str())?
+                .trim_end()
+                .strip_suffix(',')
+        })?;
+        let (asked, polite) = super::clause::as_questions(clause.trim(), w);
+        if polite {
+            return None;
+        }
+        asked.into_iter().next()
     }
 }

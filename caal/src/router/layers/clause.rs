@@ -63,6 +63,20 @@ pub(in crate::router) fn as_questions(clause: &str, words: &Words) -> (Vec<Strin
     for (perfect, state) in &words.perfect_forms {
         perfect_said = perfect_said.replace(&format!(" {perfect} "), &format!(" {state} "));
     }
+    // "The side door's unlocked": its verb of being said in full, where
+    // none is said apart.
+    let apart = |w: &str| words.be_verbs.iter().any(|b| b == w);
+    if !perfect_said.split(' ').any(apart) {
+        let contracted = perfect_said.split(' ').find_map(|w| {
+            let (ending, full) =
+                (words.be_in_full.iter()).find(|(ending, _)| w.ends_with(ending.as_str()))?;
+            let stem = w.strip_suffix(ending.as_str()).filter(|s| !s.is_empty())?;
+            Some((w.to_owned(), format!("{stem} {full}")))
+        });
+        if let Some((word, in_full)) = contracted {
+            perfect_said = perfect_said.replacen(&format!(" {word} "), &format!(" {in_full} "), 1);
+        }
+    }
     let said: Vec<&str> = perfect_said.trim().split(' ').collect();
     let mut asked = Vec::new();
     if let [subject, verb, rest @ ..] = said.as_slice()
@@ -177,11 +191,9 @@ impl Router {
                 continue;
             };
             level_fixed |= fixes_a_level(&d);
-            if d.route_code == "intent.clarify"
-                && let Some((placed, in_room, placed_d)) =
-                    self.in_room_said_beside(&said, &clauses, i, context)
+            if let Some((placed, put, placed_d)) = self.said_beside(&d, &said, &clauses, i, context)
             {
-                (said, referent, d) = (placed, Some(in_room), placed_d);
+                (said, referent, d) = (placed, Some(put), placed_d);
             }
             match &d.intent {
                 Intent::Chain(chain) => {
@@ -230,6 +242,30 @@ impl Router {
             return Some(clause_decision(d, &clause, &said, referent));
         }
         Some(several_parts(commands, Layer::Clause, parts))
+    }
+
+    /// What another clause says that the request `said` in clause `i` (its
+    /// decision `d`) asked for: the room, for one that asked which
+    /// (`in_room_said_beside`), or the length, for one that asked how long
+    /// (`length_said_beside`); the request so read, the words put and its
+    /// decision.
+    fn said_beside(
+        &self,
+        d: &RouteDecision,
+        said: &str,
+        clauses: &[&str],
+        i: usize,
+        context: &Context,
+    ) -> Option<(String, String, RouteDecision)> {
+        let asks_how_long = matches!(&d.intent, Intent::Invalid { problem, .. }
+            if problem.code == "validator.missing_param");
+        if d.route_code == "intent.clarify" {
+            self.in_room_said_beside(said, clauses, i, context)
+        } else if asks_how_long {
+            self.length_said_beside(said, clauses, i, context)
+        } else {
+            None
+        }
     }
 
     /// A clause's request: as a template reads it, else as the split reads

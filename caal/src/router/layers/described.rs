@@ -1,8 +1,10 @@
 //! Things said otherwise than by their names: a device said by where it
 //! is ("the light by the bed", "the lamp on my desk": `described_kinds`,
 //! `described_by`), and a request asked again for another room or device
-//! ("… and the same for the dining room": `same_for`). Each is restated
-//! before it is read (step `opening`), kept only where understood.
+//! ("… and the same for the dining room": `same_for`), and a request
+//! passed to a thing of the home ("tell the heating to go up two":
+//! `addressed_leads`). Each is restated before it is read (step
+//! `opening`), kept only where understood.
 
 use super::*;
 use crate::understand::mentions::mentions;
@@ -119,5 +121,45 @@ impl Router {
         let again = format!("{opened}{}{}", new.said, &before[end..]);
         let and = self.words.list_joins.first()?;
         Some(format!("{before} {and} {again}"))
+    }
+
+    /// A request passed to a thing of the home (`addressed_leads`, the
+    /// thing in a few words that name a room or device of the home or end
+    /// with one of `addressed_kinds`), read as said to the thing itself:
+    /// "tell the heating to go up two" is "the heating go up two", "tell
+    /// the shopping list we need oat milk" is "we need oat milk" (what is
+    /// said after `addressed_that`, or after nothing, is the request; after
+    /// `addressed_to`, the thing is said with it). "Tell my wife to …" passes it to no thing of the home.
+    pub(in crate::router) fn addressed_off(&self, text: &str) -> Option<String> {
+        const THING_WORDS: usize = 4;
+        let w = &self.words;
+        let words: Vec<&str> = text.split(' ').collect();
+        words
+            .first()
+            .filter(|l| w.addressed_leads.iter().any(|a| a == *l))?;
+        let names = |thing: &str| {
+            let thing = without_mark(thing);
+            (w.addressed_kinds.iter()).any(|k| thing == k || thing.ends_with(&format!(" {k}")))
+                || mentions(&self.home, thing, None)
+                    .iter()
+                    .any(|m| m.span().1 == thing.len())
+        };
+        // The longest few words after the lead that name a thing, and
+        // something said after them.
+        let end = (2..=(THING_WORDS + 1).min(words.len() - 1))
+            .rev()
+            .find(|&end| names(&words[1..end].join(" ")))?;
+        let thing = words[1..end].join(" ");
+        let thing = without_mark(&thing);
+        let rest = &words[end..];
+        match rest.split_first() {
+            Some((to, said)) if *to == w.addressed_to && !said.is_empty() => {
+                Some(format!("{thing} {}", said.join(" ")))
+            }
+            Some((that, said)) if w.addressed_that.iter().any(|t| t == that) => {
+                (!said.is_empty()).then(|| said.join(" "))
+            }
+            _ => Some(rest.join(" ")),
+        }
     }
 }

@@ -35,10 +35,13 @@ impl Router {
             Self::wish_off,
             Self::passive_off,
             Self::placed_off,
+            Self::back_off,
             Self::approximate_off,
             Self::clipped,
             Self::described_off,
             Self::same_again,
+            Self::addressed_off,
+            Self::tag_asked,
         ] {
             if let Some(restated) = restate(self, &said) {
                 said = restated;
@@ -147,7 +150,7 @@ impl Router {
 /// `text` before the first of `phrases` (longest first) it closes with, a
 /// comma before it and a stop after it allowed ("…, if you don't mind?");
 /// none when nothing is before it.
-fn tail_off<'t>(text: &'t str, phrases: &[String]) -> Option<&'t str> {
+pub(super) fn tail_off<'t>(text: &'t str, phrases: &[String]) -> Option<&'t str> {
     let text = text.trim_end_matches(['.', '!', '?', ' ']);
     phrases.iter().find_map(|phrase| {
         let before = text.strip_suffix(phrase.as_str())?.strip_suffix(' ')?;

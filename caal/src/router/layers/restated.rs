@@ -4,12 +4,13 @@
 //! n eggs 2 the list pls"), asked for someone else ("my wife wants the
 //! heating up"), said of the thing that needs it ("the back door needs
 //! locking", "the garage should be shut"), with a word that says where, not
-//! which way ("turn off the lights up in the yard"), a number said near
+//! which way ("turn off the lights up in the yard"), a return to how it
+//! was ("put the heating back up to 20"), a number said near
 //! enough ("about ten minutes"), or clipped ("lights. office. on."). The
 //! words are the language's (`broken_endings`, `hesitations`, `text_words`,
 //! `text_digit_after`, `behalf_people`, `behalf_leads`, `passive_needs`,
-//! `passive_be`, `place_particles`, `place_prepositions`,
-//! `approximate_before`, `approximate_after`). Each restatement is kept
+//! `passive_be`, `passive_people`, `place_particles`, `place_prepositions`,
+//! `back_words`, `back_before`, `approximate_before`, `approximate_after`). Each restatement is kept
 //! only where the sentence so read is understood.
 
 use super::*;
@@ -117,6 +118,9 @@ impl Router {
         forms.into_iter().find_map(|(leads, endings, bare)| {
             leads.iter().find_map(|lead| {
                 let (thing, after) = text.split_once(&format!(" {lead} "))?;
+                // Someone who needs it done to them is whom it is done to
+                // ("I'll need reminding": "remind me").
+                let thing = w.passive_people.get(thing).map_or(thing, String::as_str);
                 // The thing is a few words that ask nothing themselves ("remind
                 // me … that the car needs moving" is no request to move), and
                 // no one ("we need to be …").
@@ -165,6 +169,21 @@ impl Router {
                 (words.iter().enumerate()).any(|(j, word)| j != i && is(&w.state_words, word));
             (place || room) && state_elsewhere
         })?;
+        let mut said = words;
+        said.remove(at);
+        Some(said.join(" "))
+    }
+
+    /// `text` without a word that says a thing returns to how it was
+    /// (`back_words`) before a word of state, direction or level
+    /// (`back_before`): "put the heating back up to 20", "turn the kitchen
+    /// lights back on"; "the back door" stays.
+    pub(in crate::router) fn back_off(&self, text: &str) -> Option<String> {
+        let w = &self.words;
+        let words: Vec<&str> = text.split(' ').collect();
+        let is = |list: &[String], word: &str| list.iter().any(|l| l == without_mark(word));
+        let at = (0..words.len().saturating_sub(1))
+            .find(|&i| i > 0 && is(&w.back_words, words[i]) && is(&w.back_before, words[i + 1]))?;
         let mut said = words;
         said.remove(at);
         Some(said.join(" "))

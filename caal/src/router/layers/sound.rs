@@ -67,6 +67,7 @@ impl Router {
                 near.wild_words == 0 || f64::from(near.distance) <= sure
             };
             if !wild_ok
+                || by_name && !names_near(grammar, &prepared, &near.reading)
                 || crate::understand::semantic::opposed(
                     &self.words.opposites,
                     &prepared,
@@ -189,6 +190,29 @@ impl Router {
                 .filter(|(intent, _, _)| mapped.contains(intent)),
         )
     }
+}
+
+/// How far by sound (`SoundGrammar::word_distance`) a word a reading puts
+/// for a name heard unsurely may be from a word heard.
+const NAME_NEAR: f32 = 0.5;
+
+/// Whether each word `reading` puts where `heard` had another sounds near
+/// one of the heard words it left out: a name read by sound is near what
+/// was heard ("the rice timer" is never read "the hall timer"). Numbers are
+/// read by the sentence's sound, not word by word.
+fn names_near(
+    grammar: &crate::understand::sounds::SoundGrammar,
+    heard: &str,
+    reading: &str,
+) -> bool {
+    let heard_words: Vec<&str> = heard.split_whitespace().collect();
+    let read_words: Vec<&str> = reading.split_whitespace().collect();
+    let left: Vec<&str> = (heard_words.iter().copied())
+        .filter(|w| !read_words.contains(w))
+        .collect();
+    (read_words.iter().copied())
+        .filter(|w| !heard_words.contains(w) && !w.chars().any(|c| c.is_ascii_digit()))
+        .all(|w| (left.iter()).any(|h| grammar.word_distance(w, h) <= NAME_NEAR))
 }
 
 /// Whether `d` names a room, device or door whose words were not all heard.

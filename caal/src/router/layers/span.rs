@@ -31,8 +31,8 @@ impl Router {
         }
         // A question of whether finds only a run that changes nothing ("what's
         // on the grocery list | at the moment"): "did I lock the back door"
-        // asks about locking it.
-        let asks = self.asks_whether(text);
+        // asks about locking it; "is it dark in the hall" asks how it is.
+        let asks = self.asks_whether(text) || self.asks_how_it_is(text);
         let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
         let n = words.len();
         // Half the sentence is the request: a request is a few words, so a

@@ -142,7 +142,9 @@ impl Router {
 
     /// `right` said as "another" (`another_words`) of what `left` (its
     /// words) asks: "another" put as `left`'s words up to its first kind's
-    /// word ("set a timer"), the request that then reads.
+    /// word ("set a timer"), the request that then reads; a number it ends
+    /// with said in the unit `left` said its number in ("… for the pasta
+    /// for 10 minutes and one for the sauce for 25": 25 minutes).
     fn another(&self, left: &[&str], right: &str, context: &Context) -> Option<RouteDecision> {
         let rest = self.words.another_words.iter().find_map(|a| {
             right
@@ -151,7 +153,28 @@ impl Router {
         })?;
         let kind = left.iter().position(|w| self.kind_word(w))?;
         let asked = format!("{}{rest}", left[..=kind].join(" "));
-        self.command_of(&asked, context)
+        let runs = |d: &RouteDecision| matches!(d.intent, Intent::Chain(_));
+        let read = self.command_of(&asked, context);
+        if read.as_ref().is_some_and(runs) {
+            return read;
+        }
+        self.unit_said(left)
+            .and_then(|unit| self.command_of(&format!("{asked} {unit}"), context))
+            .filter(runs)
+            .or(read)
+    }
+
+    /// The unit `words` say a number in ("10 minutes": minutes; "50
+    /// percent"), where `words` say one.
+    fn unit_said<'w>(&self, words: &[&'w str]) -> Option<&'w str> {
+        let lang = self.library.lang;
+        let number = |w: &str| !crate::understand::numbers::numbers_in(lang, w).is_empty();
+        words.windows(2).find_map(|pair| {
+            let unit = pair[1];
+            let is_unit = crate::understand::numbers::says_a_length_of_time(unit)
+                || self.words.number_units.iter().any(|u| u == unit);
+            (number(pair[0]) && is_unit).then_some(unit)
+        })
     }
 }
 

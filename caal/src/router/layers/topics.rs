@@ -62,9 +62,7 @@ impl Router {
             return false;
         }
         let padded = padded_words(text);
-        let opens_with_being = (padded.split_whitespace().next())
-            .is_some_and(|first| self.words.be_verbs.iter().any(|b| b == first));
-        if opens_with_being && self.changes_something(d) {
+        if self.asks_how_it_is(text) && self.changes_something(d) {
             return true;
         }
         let Some(kind) = d.command_id.as_deref().and_then(|c| c.split('.').next()) else {
@@ -77,8 +75,45 @@ impl Router {
 
     /// Whether the meaning layer's decision `d` for `text` is no request
     /// but a remark: one not sure enough to run that is only a remark
-    /// (`only_remarks`), or one that says how something is.
+    /// (`only_remarks`), or one that says or asks how something is ("is it
+    /// dark in the hall" changes nothing) or what a thing did.
     pub(in crate::router) fn remarked(&self, text: &str, d: &RouteDecision, sure: bool) -> bool {
-        (!sure || self.says_how_it_is(text)) && self.only_remarks(text, d)
+        (!sure
+            || self.asks_how_it_is(text)
+            || self.says_how_it_is(text)
+            || self.says_what_a_thing_did(text))
+            && self.only_remarks(text, d)
+    }
+
+    /// Whether `text` asks how something is: it opens with a verb of being
+    /// (`be_verbs`) and asks for nothing in words ("is it dark in the
+    /// hall"; not "is it possible to set a timer").
+    pub(in crate::router) fn asks_how_it_is(&self, text: &str) -> bool {
+        (padded_words(text).split_whitespace().next())
+            .is_some_and(|first| self.words.be_verbs.iter().any(|b| b == first))
+            && !self.asks_in_words(text)
+    }
+
+    /// Whether `text` says what a thing did: a thing said with a word that
+    /// points at it (`thing_pointers`: "that timer", "the lights"), words of
+    /// habit or time between (`habit_words`: "just"), then a verb in the
+    /// past ("that timer just scared the life out of me").
+    fn says_what_a_thing_did(&self, text: &str) -> bool {
+        let w = &self.words;
+        let padded = padded_words(text);
+        let words: Vec<&str> = padded.split_whitespace().collect();
+        let past = |x: &str| {
+            (w.past_endings.iter()).any(|e| x.len() > e.len() + 2 && x.ends_with(e.as_str()))
+                || w.past_forms.contains_key(x)
+        };
+        (0..words.len().saturating_sub(2)).any(|i| {
+            if !w.thing_pointers.iter().any(|p| p == words[i]) {
+                return false;
+            }
+            let after = words[i + 2..]
+                .iter()
+                .skip_while(|x| w.habit_words.iter().any(|h| h == *x));
+            after.take(1).any(|x| past(x))
+        })
     }
 }

@@ -193,25 +193,31 @@ impl Library {
     }
 
     /// Adds CAAL's own sentences (configuration) for `intent`; `by_sound`:
-    /// whether the sound layer may read a mishearing as one of them.
+    /// whether the sound layer may read a mishearing as one of them;
+    /// `speakers_room`: whether the client's area is the room they mean.
     pub fn add_sentences(
         &mut self,
         intent: &str,
         sentences: &[String],
         slots: &BTreeMap<String, String>,
         by_sound: bool,
+        speakers_room: bool,
     ) -> Result<(), template::TemplateError> {
         let intent: Arc<str> = intent.into();
         let slots: BTreeMap<String, Value> = slots
             .iter()
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
             .collect();
+        let requires: BTreeMap<String, Value> = speakers_room
+            .then(|| ("area".to_owned(), serde_json::json!({ "slot": true })))
+            .into_iter()
+            .collect();
         for s in sentences {
             self.push(
                 intent.clone(),
                 s,
                 slots.clone(),
-                BTreeMap::new(),
+                requires.clone(),
                 BTreeMap::new(),
                 "config",
             )?;

@@ -87,6 +87,9 @@ fn duration_amount(lang: Lang, text: &str, pos: usize) -> Option<(f64, usize)> {
         ("quarter ", 0.25),
         ("three quarters of an ", 0.75),
         ("three quarters of a ", 0.75),
+        // As speech to text writes it.
+        ("3 quarters of an ", 0.75),
+        ("3 quarters of a ", 0.75),
         ("an ", 1.0),
         ("a ", 1.0),
         ("eine halbe ", 0.5),

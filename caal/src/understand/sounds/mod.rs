@@ -188,6 +188,17 @@ impl SoundGrammar {
         self.graphs.len()
     }
 
+    /// How far apart two words sound: the least weighted edit distance
+    /// over phones between the ways each is said, over the longer one's
+    /// phones (0 the same sounds, about 1 nothing alike): "rice" and
+    /// "hall" are far, "lasagne" and "lasagna" near.
+    pub fn word_distance(&self, a: &str, b: &str) -> f32 {
+        let (said_a, said_b) = (self.lexicon.say_word(a), self.lexicon.say_word(b));
+        (said_a.iter())
+            .flat_map(|x| said_b.iter().map(move |y| phone_distance(x, y)))
+            .fold(f32::INFINITY, f32::min)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.graphs.is_empty()
     }
@@ -334,6 +345,33 @@ impl Sounds {
     pub fn knows(&self, word: &str) -> Option<bool> {
         Some(self.lexicon()?.has(word))
     }
+}
+
+/// The weighted edit distance of two phone sequences over the longer's
+/// length (`lexicon::substitution`, `lexicon::gap`). Hand-written: two
+/// rows of a small table; the graph alignment is for sentences, not words.
+fn phone_distance(a: &[Phone], b: &[Phone]) -> f32 {
+    let longer = a.len().max(b.len());
+    if longer == 0 {
+        return 0.0;
+    }
+    let mut row: Vec<f32> = std::iter::once(0.0)
+        .chain(b.iter().scan(0.0, |sum, &p| {
+            *sum += lexicon::gap(p);
+            Some(*sum)
+        }))
+        .collect();
+    for &pa in a {
+        let mut next = vec![row[0] + lexicon::gap(pa)];
+        for (j, &pb) in b.iter().enumerate() {
+            let cost = (row[j] + lexicon::substitution(pa, pb))
+                .min(row[j + 1] + lexicon::gap(pa))
+                .min(next[j] + lexicon::gap(pb));
+            next.push(cost);
+        }
+        row = next;
+    }
+    row[b.len()] / longer as f32
 }
 
 #[cfg(test)]

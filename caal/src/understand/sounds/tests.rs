@@ -127,3 +127,19 @@ fn a_word_spelled_across_parts_is_said_whole() {
     assert_eq!(near[0].reading, "set a timer for five minutes");
     assert_eq!(near[0].distance, 0.0);
 }
+
+#[test]
+fn words_are_near_by_sound_only_when_their_sounds_are() {
+    let g = grammar(&["set a timer"], HashMap::new());
+    // The same word, and a word that sounds alike ("well" for "one"'s
+    // neighbour "twelve" shares its end), are nearer than words that share
+    // no sound ("milk" and "hour").
+    assert_eq!(g.word_distance("kitchen", "kitchen"), 0.0);
+    let alike = g.word_distance("twelve", "well");
+    let apart = g.word_distance("milk", "hour");
+    assert!(alike < 0.5, "{alike}");
+    assert!(apart > 0.5, "{apart}");
+    assert!(alike < apart);
+    // A word no way of saying is known for is far from everything.
+    assert!(g.word_distance("", "milk").is_infinite());
+}
