@@ -47,6 +47,7 @@ pub const FRESH_M_SUITE: &str = include_str!("../../../caal/suites/fresh-m-en.js
 pub const FRESH_N_SUITE: &str = include_str!("../../../caal/suites/fresh-n-en.jsonl");
 pub const FRESH_O_SUITE: &str = include_str!("../../../caal/suites/fresh-o-en.jsonl");
 pub const FRESH_P_SUITE: &str = include_str!("../../../caal/suites/fresh-p-en.jsonl");
+pub const FRESH_Q_SUITE: &str = include_str!("../../../caal/suites/fresh-q-en.jsonl");
 pub const UNTOUCHED_SUITE: &str = include_str!("../../../caal/suites/untouched-en.jsonl");
 pub const EVERYDAY_SUITE: &str = include_str!("../../../caal/suites/everyday-en.jsonl");
 pub const UNSEEN_SUITE: &str = include_str!("../../../caal/suites/unseen-en.jsonl");
@@ -549,6 +550,10 @@ pub fn suites(given: Option<(&str, &str)>) -> Result<Vec<(String, Vec<Case>)>, S
             (
                 "fresh-p-en".into(),
                 parse_suite(FRESH_P_SUITE, "fresh-p-en")?,
+            ),
+            (
+                "fresh-q-en".into(),
+                parse_suite(FRESH_Q_SUITE, "fresh-q-en")?,
             ),
             (
                 "untouched-en".into(),
