@@ -1499,6 +1499,14 @@ pub struct LanguageConfig {
     /// ("for {length}"): "the rice takes 12 minutes, set a timer".
     #[serde(default)]
     pub for_length: String,
+    /// Words that point at a thing ("that", "this"), said as "the" before
+    /// a kind's word: "that 5 minute timer".
+    #[serde(default)]
+    pub demonstratives: Vec<String>,
+    /// Words that say whose a thing is ("of"): "the lights of the kitchen"
+    /// is "the kitchen lights".
+    #[serde(default)]
+    pub of_words: Vec<String>,
     /// Words said while looking for the next one ("what is it"), left out
     /// with the mark after them.
     #[serde(default)]

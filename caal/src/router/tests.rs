@@ -2211,6 +2211,42 @@ fn a_request_passed_to_a_thing_a_length_said_beside_and_a_tag_question_are_read(
             ),
         ],
     );
+    each_runs(
+        &r,
+        &[
+            (
+                "take a minute off that 10 minute timer",
+                "timer.subtract",
+                json!({"duration": 60, "start": 600}),
+            ),
+            (
+                "switch on the lights of the garage",
+                "lights.set",
+                json!({"room": "garage", "state": "on"}),
+            ),
+            (
+                "add lemons to the list of the shopping",
+                "shopping.add",
+                json!({"item": "lemons"}),
+            ),
+            (
+                "make the lights out in the kitchen",
+                "lights.set",
+                json!({"room": "kitchen", "state": "off"}),
+            ),
+            (
+                "put the porch light on before everyone arrives",
+                "light.set",
+                json!({"device": "porch light", "state": "on"}),
+            ),
+            (
+                "lock the back door, pet",
+                "door.lock",
+                json!({"door": "back door"}),
+            ),
+            ("which reminders we got", "reminder.list", json!({})),
+        ],
+    );
     // "One" for another of the same, its number in the first one's unit.
     let d = typed(
         &r,
@@ -2248,6 +2284,7 @@ fn a_remark_about_what_a_thing_did_or_a_question_of_how_it_is_changes_nothing() 
         "the porch light flickered all night",
         "is it dark in the kitchen",
         "I love how cosy the lounge gets in winter",
+        "the lights in the garage, are they on?",
     ] {
         let d = typed(&r, said);
         assert!(

@@ -118,6 +118,8 @@ pub struct Words {
     pub addressed_to: String,
     pub addressed_that: Vec<String>,
     pub for_length: String,
+    pub demonstratives: Vec<String>,
+    pub of_words: Vec<String>,
     pub hesitations: Vec<String>,
     /// Both words of each of `state_opposites` ("on", "off", "lock").
     pub state_words: Vec<String>,
@@ -328,6 +330,8 @@ impl Words {
             addressed_to: normalize(&words.addressed_to),
             addressed_that: normalized(&words.addressed_that),
             for_length: words.for_length.clone(),
+            demonstratives: normalized(&words.demonstratives),
+            of_words: normalized(&words.of_words),
             hesitations: longest(&words.hesitations),
             ..self
         }

@@ -94,10 +94,106 @@ impl Router {
                 .trim_end()
                 .strip_suffix(',')
         })?;
-        let (asked, polite) = super::clause::as_questions(clause.trim(), w);
+        let (asked, polite) = as_questions(clause.trim(), w);
         if polite {
             return None;
         }
         asked.into_iter().next()
+    }
+}
+
+/// What a clause after "if" or "whether" asks, as questions to try in
+/// turn, and whether it asks for something to be done ("you could turn on
+/// the lights" is "turn on the lights"): "the garage is open" is "is the
+/// garage open"; "I left the porch light on" is "did I leave the porch
+/// light on"; "we locked the door" is "did we lock …" (or "locke …": the
+/// one a layer understands is taken).
+pub(in crate::router) fn as_questions(clause: &str, words: &Words) -> (Vec<String>, bool) {
+    if let Some(rest) =
+        (words.polite_asks.iter()).find_map(|p| clause.strip_prefix(p.as_str())?.strip_prefix(' '))
+    {
+        return (vec![rest.to_owned()], true);
+    }
+    let mut perfect_said = format!(" {clause} ");
+    for (perfect, state) in &words.perfect_forms {
+        perfect_said = perfect_said.replace(&format!(" {perfect} "), &format!(" {state} "));
+    }
+    // "The side door's unlocked": its verb of being said in full, where
+    // none is said apart.
+    let apart = |w: &str| words.be_verbs.iter().any(|b| b == w);
+    if !perfect_said.split(' ').any(apart) {
+        let contracted = perfect_said.split(' ').find_map(|w| {
+            let (ending, full) =
+                (words.be_in_full.iter()).find(|(ending, _)| w.ends_with(ending.as_str()))?;
+            let stem = w.strip_suffix(ending.as_str()).filter(|s| !s.is_empty())?;
+            Some((w.to_owned(), format!("{stem} {full}")))
+        });
+        if let Some((word, in_full)) = contracted {
+            perfect_said = perfect_said.replacen(&format!(" {word} "), &format!(" {in_full} "), 1);
+        }
+    }
+    let said: Vec<&str> = perfect_said.trim().split(' ').collect();
+    let mut asked = Vec::new();
+    if let [subject, verb, rest @ ..] = said.as_slice()
+        && words.did_subjects.iter().any(|s| s == subject)
+    {
+        let rest = rest.join(" ");
+        // A past tense asked with "did": the irregular ones the pack
+        // names, else a past ending taken off ("locked": "lock", "locke").
+        let bases: Vec<String> = match words.past_forms.get(*verb) {
+            Some(base) => vec![base.clone()],
+            // The ending's first letter kept too ("locke"): the one a layer
+            // understands is taken.
+            None => (words.past_endings.iter())
+                .filter_map(|e| Some((verb.strip_suffix(e.as_str())?, e.chars().next()?)))
+                .flat_map(|(stem, first)| [stem.to_owned(), format!("{stem}{first}")])
+                .collect(),
+        };
+        for base in bases {
+            let did = &words.did_word;
+            asked.push(format!("{did} {subject} {base} {rest}").trim().to_owned());
+        }
+    }
+    // "The garage is open": the verb first.
+    if let Some(at) = said
+        .iter()
+        .position(|w| words.be_verbs.iter().any(|b| b == w))
+        .filter(|&at| at > 0)
+    {
+        let mut q = vec![said[at]];
+        q.extend(&said[..at]);
+        q.extend(&said[at + 1..]);
+        asked.push(q.join(" "));
+    }
+    (asked, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_past_said_is_asked_with_did_whatever_endings_the_pack_gives() {
+        let words = Words {
+            did_subjects: vec!["i".into()],
+            did_word: "did".into(),
+            past_forms: [("left".to_string(), "leave".to_string())].into(),
+            // An empty ending, and one that opens with a letter of two bytes,
+            // are a user's to give: neither may panic.
+            past_endings: vec!["ed".into(), String::new(), "é".into()],
+            be_verbs: vec!["is".into()],
+            ..Words::default()
+        };
+        let (asked, polite) = as_questions("i locked the back door", &words);
+        assert!(!polite);
+        assert!(
+            asked.contains(&"did i lock the back door".to_string()),
+            "{asked:?}"
+        );
+        let (asked, _) = as_questions("i left the porch light on", &words);
+        assert_eq!(asked, ["did i leave the porch light on"]);
+        let (asked, _) = as_questions("the garage is open", &words);
+        assert_eq!(asked, ["is the garage open"]);
+        as_questions("i fermé the door", &words);
     }
 }

@@ -3,7 +3,9 @@
 //! `described_by`), and a request asked again for another room or device
 //! ("… and the same for the dining room": `same_for`), and a request
 //! passed to a thing of the home ("tell the heating to go up two":
-//! `addressed_leads`). Each is restated before it is read (step
+//! `addressed_leads`), a thing pointed at ("that 5 minute timer":
+//! `demonstratives`), and a name said with "of" ("the lights of the
+//! kitchen": `of_words`). Each is restated before it is read (step
 //! `opening`), kept only where understood.
 
 use super::*;
@@ -161,5 +163,78 @@ impl Router {
             }
             _ => Some(rest.join(" ")),
         }
+    }
+
+    /// A thing pointed at (`demonstratives`: "that", "this") said as "the"
+    /// where a word of a kind of thing (a timer's or a light's, or one of
+    /// `addressed_kinds`) follows within a few words: "add a minute to
+    /// that 5 minute timer", "switch off this lamp".
+    pub(in crate::router) fn pointed_off(&self, text: &str) -> Option<String> {
+        const KIND_WITHIN: usize = 4;
+        let w = &self.words;
+        let the = w.definites.first()?;
+        let mut words: Vec<&str> = text.split(' ').collect();
+        let kind = |x: &str| {
+            let x = without_mark(x);
+            self.kind_word(x) || w.addressed_kinds.iter().any(|k| k == x)
+        };
+        // "This room" is the speaker's place (`speaker_place`), read there.
+        let place = |i: usize| {
+            let rest = words[i..].join(" ");
+            (w.speaker_place.iter()).any(|(p, _)| {
+                rest.strip_prefix(p.as_str())
+                    .is_some_and(|r| r.is_empty() || r.starts_with([' ', ',']))
+            })
+        };
+        let at = (0..words.len()).find(|&i| {
+            w.demonstratives.iter().any(|d| d == words[i])
+                && !place(i)
+                && (words[i + 1..].iter().take(KIND_WITHIN)).any(|x| kind(x))
+        })?;
+        words[at] = the;
+        Some(words.join(" "))
+    }
+
+    /// A name said with "of" (`of_words`), as Spanish and French speakers
+    /// say it: "the lights of the kitchen" is "the kitchen lights", "the
+    /// list of the shopping" "the shopping list"; only where the two so
+    /// joined name the home (a room and a light word, a device, or one of
+    /// `addressed_kinds`).
+    pub(in crate::router) fn of_named(&self, text: &str) -> Option<String> {
+        const PART_WORDS: usize = 2;
+        let w = &self.words;
+        let words: Vec<&str> = text.split(' ').collect();
+        let is_the = |x: &str| w.definites.iter().any(|d| d == x);
+        for (i, of) in words.iter().enumerate() {
+            if !w.of_words.iter().any(|o| o == of) || i < 2 {
+                continue;
+            }
+            for a in 1..=PART_WORDS.min(i - 1) {
+                if !is_the(words[i - a - 1]) || i + 2 >= words.len() || !is_the(words[i + 1]) {
+                    continue;
+                }
+                for b in 1..=PART_WORDS.min(words.len() - i - 2) {
+                    let thing = words[i - a..i].join(" ");
+                    let owner = words[i + 2..i + 2 + b].join(" ");
+                    let owner = without_mark(&owner);
+                    let joined = format!("{owner} {thing}");
+                    let room_lights =
+                        self.home.area_named(owner).is_some() && w.light_words.contains(&thing);
+                    let names = room_lights
+                        || w.addressed_kinds.contains(&joined)
+                        || self.home.names().any(|n| *n == joined);
+                    if names {
+                        let last = words[i + 1 + b];
+                        let mark = &last[without_mark(last).len()..];
+                        let mut out: Vec<String> =
+                            (words[..i - a].iter()).map(|x| (*x).to_owned()).collect();
+                        out.push(format!("{joined}{mark}"));
+                        out.extend(words[i + 2 + b..].iter().map(|x| (*x).to_owned()));
+                        return Some(out.join(" "));
+                    }
+                }
+            }
+        }
+        None
     }
 }

@@ -358,8 +358,9 @@ impl Router {
     }
 }
 
+use asking::as_questions;
 pub(in crate::router) use checks::{check_examples, check_maps, check_model_choice};
-use clause::{SURE_CLAUSE, as_questions, clauses};
+use clause::{SURE_CLAUSE, clauses};
 use sound::MAX_READINGS;
 use targets::READ_BY_KIND;
 use vocabulary::vocabulary_of;

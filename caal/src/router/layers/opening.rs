@@ -41,6 +41,8 @@ impl Router {
             Self::described_off,
             Self::same_again,
             Self::addressed_off,
+            Self::pointed_off,
+            Self::of_named,
             Self::tag_asked,
         ] {
             if let Some(restated) = restate(self, &said) {

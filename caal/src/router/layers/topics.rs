@@ -85,12 +85,18 @@ impl Router {
             && self.only_remarks(text, d)
     }
 
-    /// Whether `text` asks how something is: it opens with a verb of being
-    /// (`be_verbs`) and asks for nothing in words ("is it dark in the
-    /// hall"; not "is it possible to set a timer").
+    /// Whether `text` asks how something is: it, or one of its clauses,
+    /// opens with a verb of being (`be_verbs`), and it asks for nothing in
+    /// words ("is it dark in the hall", "the lights in this room, are they
+    /// on?"; not "is it possible to set a timer").
     pub(in crate::router) fn asks_how_it_is(&self, text: &str) -> bool {
-        (padded_words(text).split_whitespace().next())
-            .is_some_and(|first| self.words.be_verbs.iter().any(|b| b == first))
+        let opens_with_being = |clause: &str| {
+            (padded_words(clause).split_whitespace().next())
+                .is_some_and(|first| self.words.be_verbs.iter().any(|b| b == first))
+        };
+        super::clause::clauses(text)
+            .into_iter()
+            .any(opens_with_being)
             && !self.asks_in_words(text)
     }
 
