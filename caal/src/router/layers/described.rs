@@ -131,7 +131,8 @@ impl Router {
     /// "tell the heating to go up two" is "the heating go up two", "tell
     /// the shopping list we need oat milk" is "we need oat milk" (what is
     /// said after `addressed_that`, or after nothing, is the request; after
-    /// `addressed_to`, the thing is said with it). "Tell my wife to …" passes it to no thing of the home.
+    /// `addressed_to`, the thing is said with it). "Tell my wife to …"
+    /// passes it to no thing of the home.
     pub(in crate::router) fn addressed_off(&self, text: &str) -> Option<String> {
         const THING_WORDS: usize = 4;
         let w = &self.words;
@@ -168,10 +169,15 @@ impl Router {
     /// A thing pointed at (`demonstratives`: "that", "this") said as "the"
     /// where a word of a kind of thing (a timer's or a light's, or one of
     /// `addressed_kinds`) follows within a few words: "add a minute to
-    /// that 5 minute timer", "switch off this lamp".
+    /// that 5 minute timer", "switch off this lamp"; only in a sentence
+    /// that asks in words ("that garage door's been squeaking" is a remark).
     pub(in crate::router) fn pointed_off(&self, text: &str) -> Option<String> {
         const KIND_WITHIN: usize = 4;
         let w = &self.words;
+        if !w.demonstratives.iter().any(|d| text.contains(d.as_str())) || !self.asks_in_words(text)
+        {
+            return None;
+        }
         let the = w.definites.first()?;
         let mut words: Vec<&str> = text.split(' ').collect();
         let kind = |x: &str| {

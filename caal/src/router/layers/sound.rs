@@ -198,8 +198,8 @@ const NAME_NEAR: f32 = 0.5;
 
 /// Whether each word `reading` puts where `heard` had another sounds near
 /// one of the heard words it left out: a name read by sound is near what
-/// was heard ("the rice timer" is never read "the hall timer"). Numbers are
-/// read by the sentence's sound, not word by word.
+/// was heard ("the rice timer" is never read "the hall timer"). A number
+/// in digits is weighed by the sentence's sound, not word by word.
 fn names_near(
     grammar: &crate::understand::sounds::SoundGrammar,
     heard: &str,
