@@ -2292,6 +2292,21 @@ fn a_remark_about_what_a_thing_did_or_a_question_of_how_it_is_changes_nothing() 
             "{said}: {d:?}"
         );
     }
+    // Asked whether it is cold: answered with the temperature.
+    let d = typed(&r, "is it getting chilly in here");
+    assert_eq!(
+        commands(&d),
+        [("home.state".to_owned(), json!({"kind": "climate"}))]
+    );
+    // A reminder pointed at is the reminder.
+    let d = typed(&r, "delete that reminder to water the plants");
+    assert_eq!(
+        commands(&d),
+        [(
+            "reminder.cancel".to_owned(),
+            json!({"what": "water the plants"})
+        )]
+    );
     // "The back door" keeps its "back".
     let d = typed(&r, "lock the back door");
     assert_eq!(
