@@ -162,6 +162,14 @@ impl Words {
         self.request_verbs.iter().any(|v| v == w)
     }
 
+    /// Whether `w` is a verb in the past: one of `past_forms` ("left"), or
+    /// a word of a few letters more than a past ending that ends with it
+    /// ("locked"; not "red").
+    pub fn is_past(&self, w: &str) -> bool {
+        (self.past_endings.iter()).any(|e| w.len() > e.len() + 2 && w.ends_with(e.as_str()))
+            || self.past_forms.contains_key(w)
+    }
+
     /// Whether `w` is a verb of being (`be_verbs`), or ends with one said
     /// as an ending (`be_contractions`: "it's", "we're").
     pub fn is_being(&self, w: &str) -> bool {

@@ -108,14 +108,23 @@ impl Router {
         if self.words.in_room.is_empty() {
             return None;
         }
-        let area = (clauses[..i].iter().rev())
-            .chain(&clauses[i + 1..])
-            .find_map(|c| self.area_in(c))?;
+        let area = said_beside(clauses, i, |c| self.area_in(c))?;
         let in_room = self.words.in_room.replace("{area}", &area);
-        let placed = format!("{said} {in_room}");
+        self.put_after(said, &in_room, context)
+    }
+
+    /// The request `said` with `put` after it, the words put and its
+    /// decision, where that reads as a request.
+    fn put_after(
+        &self,
+        said: &str,
+        put: &str,
+        context: &Context,
+    ) -> Option<(String, String, RouteDecision)> {
+        let placed = format!("{said} {put}");
         let d =
             (self.command_of(&placed, context)).filter(|d| matches!(d.intent, Intent::Chain(_)))?;
-        Some((placed, in_room, d))
+        Some((placed, put.to_owned(), d))
     }
 
     /// "Onions need 8 minutes, timer for the onions": the request `said`
@@ -135,9 +144,7 @@ impl Router {
         if self.words.for_length.is_empty() {
             return None;
         }
-        let (length, after) = (clauses[..i].iter().rev())
-            .chain(&clauses[i + 1..])
-            .find_map(|c| self.length_in(c))?;
+        let (length, after) = said_beside(clauses, i, |c| self.length_in(c))?;
         let for_length = self.words.for_length.replace("{length}", &length);
         // Said before the words that close it ("…, timer for the onions please").
         let mut said = super::opening::tail_off(said, &self.words.closing_words).unwrap_or(said);
@@ -147,12 +154,7 @@ impl Router {
         let with_after = format!("{for_length} {after}");
         [with_after.trim(), for_length.as_str()]
             .into_iter()
-            .find_map(|put| {
-                let placed = format!("{said} {put}");
-                let d = (self.command_of(&placed, context))
-                    .filter(|d| matches!(d.intent, Intent::Chain(_)))?;
-                Some((placed, put.to_owned(), d))
-            })
+            .find_map(|put| self.put_after(said, put, context))
     }
 
     /// The longest length of time `clause` says in a few words that end
@@ -203,4 +205,12 @@ impl Router {
             _ => None,
         }
     }
+}
+
+/// What `found` finds in another clause than the `i`th: the nearest before
+/// it, else the first after.
+fn said_beside<T>(clauses: &[&str], i: usize, found: impl FnMut(&&str) -> Option<T>) -> Option<T> {
+    (clauses[..i].iter().rev())
+        .chain(&clauses[i + 1..])
+        .find_map(found)
 }

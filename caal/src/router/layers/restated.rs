@@ -10,8 +10,8 @@
 //! words are the language's (`broken_endings`, `hesitations`, `text_words`,
 //! `text_digit_after`, `behalf_people`, `behalf_leads`, `passive_needs`,
 //! `passive_be`, `passive_people`, `place_particles`, `place_prepositions`,
-//! `back_words`, `back_before`, `approximate_before`, `approximate_after`). Each restatement is kept
-//! only where the sentence so read is understood.
+//! `back_words`, `back_before`, `approximate_before`, `approximate_after`).
+//! Each restatement is kept only where the sentence so read is understood.
 
 use super::*;
 use crate::understand::mentions::mentions;
@@ -146,9 +146,10 @@ impl Router {
     pub(in crate::router) fn placed_off(&self, text: &str) -> Option<String> {
         let w = &self.words;
         let words: Vec<&str> = text.split(' ').collect();
-        let is = |list: &[String], word: &str| list.iter().any(|l| l == without_mark(word));
         let at = (0..words.len().saturating_sub(2)).find(|&i| {
-            if !is(&w.place_particles, words[i]) || !is(&w.place_prepositions, words[i + 1]) {
+            if !is_one_of(&w.place_particles, words[i])
+                || !is_one_of(&w.place_prepositions, words[i + 1])
+            {
                 return false;
             }
             let rest = &words[i + 2..];
@@ -165,8 +166,8 @@ impl Router {
             let room = mentions(&self.home, &named, None)
                 .iter()
                 .any(|m| m.slot == "area" && m.span().0 == 0);
-            let state_elsewhere =
-                (words.iter().enumerate()).any(|(j, word)| j != i && is(&w.state_words, word));
+            let state_elsewhere = (words.iter().enumerate())
+                .any(|(j, word)| j != i && is_one_of(&w.state_words, word));
             (place || room) && state_elsewhere
         })?;
         let mut said = words;
@@ -181,9 +182,9 @@ impl Router {
     pub(in crate::router) fn back_off(&self, text: &str) -> Option<String> {
         let w = &self.words;
         let words: Vec<&str> = text.split(' ').collect();
-        let is = |list: &[String], word: &str| list.iter().any(|l| l == without_mark(word));
-        let at = (0..words.len().saturating_sub(1))
-            .find(|&i| i > 0 && is(&w.back_words, words[i]) && is(&w.back_before, words[i + 1]))?;
+        let at = (0..words.len().saturating_sub(1)).find(|&i| {
+            i > 0 && is_one_of(&w.back_words, words[i]) && is_one_of(&w.back_before, words[i + 1])
+        })?;
         let mut said = words;
         said.remove(at);
         Some(said.join(" "))
@@ -347,4 +348,9 @@ impl Router {
                 .find(|verb| vocabulary.contains_key(verb))
         })
     }
+}
+
+/// Whether `word`, without its mark, is one of `list`.
+fn is_one_of(list: &[String], word: &str) -> bool {
+    list.iter().any(|l| l == without_mark(word))
 }

@@ -270,10 +270,7 @@ impl Router {
         let words: Vec<&str> = padded.split_whitespace().collect();
         words.windows(2).any(|pair| {
             self.words.narrative_subjects.iter().any(|s| s == pair[0])
-                && (self.words.past_endings.iter())
-                    .any(|e| pair[1].len() > e.len() + 2 && pair[1].ends_with(e.as_str()))
-                || self.words.narrative_subjects.iter().any(|s| s == pair[0])
-                    && self.words.past_forms.contains_key(pair[1])
+                && self.words.is_past(pair[1])
         })
     }
 

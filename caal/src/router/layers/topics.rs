@@ -62,7 +62,7 @@ impl Router {
             return false;
         }
         let padded = padded_words(text);
-        if self.asks_how_it_is(text) && self.changes_something(d) {
+        if self.a_clause_opens_with_being(text) && self.changes_something(d) {
             return true;
         }
         let Some(kind) = d.command_id.as_deref().and_then(|c| c.split('.').next()) else {
@@ -78,8 +78,9 @@ impl Router {
     /// (`only_remarks`), or one that says or asks how something is ("is it
     /// dark in the hall" changes nothing) or what a thing did.
     pub(in crate::router) fn remarked(&self, text: &str, d: &RouteDecision, sure: bool) -> bool {
+        // `only_remarks` holds for nothing that asks in words.
         (!sure
-            || self.asks_how_it_is(text)
+            || self.a_clause_opens_with_being(text)
             || self.says_how_it_is(text)
             || self.says_what_a_thing_did(text))
             && self.only_remarks(text, d)
@@ -90,6 +91,12 @@ impl Router {
     /// words ("is it dark in the hall", "the lights in this room, are they
     /// on?"; not "is it possible to set a timer").
     pub(in crate::router) fn asks_how_it_is(&self, text: &str) -> bool {
+        self.a_clause_opens_with_being(text) && !self.asks_in_words(text)
+    }
+
+    /// Whether `text`, or one of its clauses, opens with a verb of being
+    /// (`be_verbs`).
+    fn a_clause_opens_with_being(&self, text: &str) -> bool {
         let opens_with_being = |clause: &str| {
             (padded_words(clause).split_whitespace().next())
                 .is_some_and(|first| self.words.be_verbs.iter().any(|b| b == first))
@@ -97,7 +104,6 @@ impl Router {
         super::clause::clauses(text)
             .into_iter()
             .any(opens_with_being)
-            && !self.asks_in_words(text)
     }
 
     /// Whether `text` says what a thing did: a thing said with a word that
@@ -108,10 +114,6 @@ impl Router {
         let w = &self.words;
         let padded = padded_words(text);
         let words: Vec<&str> = padded.split_whitespace().collect();
-        let past = |x: &str| {
-            (w.past_endings.iter()).any(|e| x.len() > e.len() + 2 && x.ends_with(e.as_str()))
-                || w.past_forms.contains_key(x)
-        };
         (0..words.len().saturating_sub(2)).any(|i| {
             if !w.thing_pointers.iter().any(|p| p == words[i]) {
                 return false;
@@ -119,7 +121,7 @@ impl Router {
             let after = words[i + 2..]
                 .iter()
                 .skip_while(|x| w.habit_words.iter().any(|h| h == *x));
-            after.take(1).any(|x| past(x))
+            after.take(1).any(|x| w.is_past(x))
         })
     }
 }
